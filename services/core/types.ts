@@ -1,0 +1,159 @@
+import { z } from "zod";
+
+/** tenant/conversation: the partition key of every stream event. */
+export const keyOf = (tenant: string, conversation: string): string => `${tenant}/${conversation}`;
+
+const nonEmpty = z.string().trim().min(1);
+const isoTime = z.string().refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 timestamp" });
+
+export const RoleSchema = z.enum(["user", "assistant", "system", "other"]);
+
+export const TurnSchema = z.object({
+  tenant: nonEmpty,
+  conversation: nonEmpty,
+  turnId: nonEmpty,
+  speaker: nonEmpty,
+  role: RoleSchema.default("user"),
+  text: z.string().min(1).max(100_000),
+  timestamp: isoTime,
+  sessionId: nonEmpty,
+  metadata: z.record(z.string(), z.string()).optional(),
+});
+export type Turn = z.infer<typeof TurnSchema>;
+
+export const SensoryTurnSchema = TurnSchema.extend({
+  compressed: z.string(),
+  keptRatio: z.number().min(0).max(1),
+});
+export type SensoryTurn = z.infer<typeof SensoryTurnSchema>;
+
+/** Why the segmenter closed a segment. */
+export const CloseReasonSchema = z.enum(["gate", "hard-cap", "session-end", "idle", "flush"]);
+export type CloseReason = z.infer<typeof CloseReasonSchema>;
+
+/** One boundary decision, kept so that a cut (or its absence) can be explained. */
+export const BoundaryDecisionSchema = z.object({
+  turnId: z.string(),
+  surprise: z.number(),
+  z: z.number(),
+  phi: z.number(),
+  cohesionDrop: z.number(),
+  lengthPressure: z.number(),
+  turnPressure: z.number(),
+  p: z.number(),
+  cut: z.boolean(),
+  reason: CloseReasonSchema.optional(),
+});
+export type BoundaryDecision = z.infer<typeof BoundaryDecisionSchema>;
+
+export const SegmentTurnSchema = z.object({
+  turnId: z.string(),
+  speaker: z.string(),
+  role: RoleSchema,
+  text: z.string(),
+  compressed: z.string(),
+  timestamp: isoTime,
+  sessionId: z.string(),
+});
+export type SegmentTurn = z.infer<typeof SegmentTurnSchema>;
+
+export const SegmentSchema = z.object({
+  id: z.string(),
+  tenant: z.string(),
+  conversation: z.string(),
+  sessionId: z.string(),
+  turns: z.array(SegmentTurnSchema).min(1),
+  start: isoTime,
+  end: isoTime,
+  tokens: z.number().int().nonnegative(),
+  closedBy: CloseReasonSchema,
+  decisions: z.array(BoundaryDecisionSchema),
+});
+export type Segment = z.infer<typeof SegmentSchema>;
+
+export const RecordTypeSchema = z.enum(["fact", "event", "preference", "plan", "relation", "other"]);
+export type RecordType = z.infer<typeof RecordTypeSchema>;
+
+export const TimeRangeSchema = z.object({
+  at: isoTime.optional(),
+  from: isoTime.optional(),
+  to: isoTime.optional(),
+});
+export type TimeRange = z.infer<typeof TimeRangeSchema>;
+
+export const EntitySchema = z.object({
+  name: z.string().min(1),
+  kind: z.enum(["person", "place", "organisation", "object", "other"]).default("other"),
+  aliases: z.array(z.string()).default([]),
+});
+export type Entity = z.infer<typeof EntitySchema>;
+
+export const SourceSchema = z.object({
+  tenant: z.string(),
+  conversation: z.string(),
+  segmentId: z.string(),
+  turnIds: z.array(z.string()).min(1),
+  speakers: z.array(z.string()),
+  sessionId: z.string(),
+  /** Timestamp of the turn the record was said in: the date a reader sees. */
+  saidAt: isoTime,
+});
+export type Source = z.infer<typeof SourceSchema>;
+
+export const ValiditySchema = z.object({
+  from: isoTime,
+  to: isoTime.optional(),
+  supersededBy: z.string().optional(),
+});
+
+/** A self-contained memory record (DESIGN §4). */
+export const MemoryRecordSchema = z.object({
+  id: z.string(),
+  type: RecordTypeSchema,
+  text: z.string().min(1),
+  entities: z.array(EntitySchema),
+  topics: z.array(z.string()),
+  time: TimeRangeSchema,
+  source: SourceSchema,
+  valid: ValiditySchema,
+});
+export type MemoryRecord = z.infer<typeof MemoryRecordSchema>;
+
+/** Bounded context carried from one segment to the next by the encoder. */
+export const DisambiguationContextSchema = z.object({
+  aliases: z.record(z.string(), z.string()),
+  /** Pronoun or role -> who it refers to, e.g. "she" -> "Caroline". */
+  referents: z.record(z.string(), z.string()),
+  speakers: z.array(z.string()),
+  recentRecords: z.array(z.string()),
+});
+export type DisambiguationContext = z.infer<typeof DisambiguationContextSchema>;
+
+export const RecordsEventSchema = z.object({
+  tenant: z.string(),
+  conversation: z.string(),
+  segment: SegmentSchema,
+  records: z.array(MemoryRecordSchema),
+  context: DisambiguationContextSchema,
+});
+export type RecordsEvent = z.infer<typeof RecordsEventSchema>;
+
+export const UpdateCandidateSchema = z.object({
+  recordId: z.string(),
+  candidateId: z.string(),
+  tenant: z.string(),
+  similarity: z.number(),
+  sharedEntities: z.array(z.string()),
+  sharedTopics: z.array(z.string()),
+  reason: z.enum(["similarity", "entity-topic"]),
+});
+export type UpdateCandidate = z.infer<typeof UpdateCandidateSchema>;
+
+export const DeadLetterSchema = z.object({
+  stage: z.string(),
+  key: z.string(),
+  error: z.string(),
+  payload: z.string(),
+  at: isoTime,
+});
+export type DeadLetter = z.infer<typeof DeadLetterSchema>;

@@ -1,0 +1,104 @@
+import { z } from "zod";
+import type { RecordPage, RecordQuery } from "./ports.ts";
+import type { MemoryRecord, Turn } from "./types.ts";
+
+/** A turn as a client sends it: tenant comes from the credential, not the body. */
+export const TurnInputSchema = z.object({
+  turnId: z.string().trim().min(1).optional(),
+  speaker: z.string().trim().min(1),
+  role: z.enum(["user", "assistant", "system", "other"]).default("user"),
+  text: z.string().min(1).max(100_000),
+  timestamp: z.string().refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 timestamp" }),
+  sessionId: z.string().trim().min(1).default("default"),
+  metadata: z.record(z.string(), z.string()).optional(),
+});
+export type TurnInput = z.infer<typeof TurnInputSchema>;
+
+export const QueryRequestSchema = z.object({
+  question: z.string().trim().min(1).max(4000),
+  conversation: z.string().trim().min(1).optional(),
+  budget: z.number().int().min(50).max(32_000).optional(),
+  /** ISO time: answer as of this moment (records valid then). */
+  asOf: z.string().optional(),
+});
+export type QueryRequest = z.infer<typeof QueryRequestSchema>;
+
+export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
+
+export interface ContextItem {
+  kind: "record" | "turn";
+  id: string;
+  text: string;
+  /** ISO date the item is dated by (event time, else when it was said). */
+  date: string;
+  conversation: string;
+  turnIds: string[];
+  speakers: string[];
+  routes: { route: RouteName; rank: number; score: number }[];
+  fusedScore: number;
+  tokens: number;
+}
+
+export interface QueryCost {
+  embeddingCalls: number;
+  llmCalls: number;
+  inputTokens: number;
+  outputTokens: number;
+  ms: number;
+  routeMs: Partial<Record<RouteName, number>>;
+}
+
+export interface QueryPlan {
+  questionType: "single-hop" | "multi-hop" | "temporal" | "open";
+  entities: string[];
+  topics: string[];
+  timeWindow?: { from: string; to: string };
+  routes: RouteName[];
+  rewrites: string[];
+}
+
+export interface QueryResult {
+  context: string;
+  contextTokens: number;
+  budget: number;
+  items: ContextItem[];
+  plan: QueryPlan;
+  cost: QueryCost;
+}
+
+export interface IngestResult {
+  accepted: number;
+  turnIds: string[];
+}
+
+export interface Health {
+  ok: boolean;
+  ready: boolean;
+  details: Record<string, string>;
+}
+
+/**
+ * What a front door (HTTP, gRPC, CLI) needs from a memory engine, whichever runtime is behind it.
+ * Every method takes the tenant resolved from the caller's credential.
+ */
+export interface MemoryService {
+  ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult>;
+  /** Close open segments of a conversation (session end) and index what they hold. */
+  flush(tenant: string, conversation?: string): Promise<void>;
+  query(tenant: string, req: QueryRequest): Promise<QueryResult>;
+  listRecords(tenant: string, query: RecordQuery): Promise<RecordPage>;
+  getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined>;
+  health(): Promise<Health>;
+}
+
+export const toTurn = (tenant: string, conversation: string, input: TurnInput, fallbackId: string): Turn => ({
+  tenant,
+  conversation,
+  turnId: input.turnId ?? fallbackId,
+  speaker: input.speaker,
+  role: input.role,
+  text: input.text,
+  timestamp: new Date(input.timestamp).toISOString(),
+  sessionId: input.sessionId,
+  ...(input.metadata ? { metadata: input.metadata } : {}),
+});

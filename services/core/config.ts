@@ -18,11 +18,18 @@ export const ConfigSchema = z.object({
       threshold: num.default(0.55),
       hardCapTokens: num.int().positive().default(2000),
       bufferTokens: num.int().nonnegative().default(512),
-      idleTimeoutMs: num.int().positive().default(30 * 60_000),
+      idleTimeoutMs: num
+        .int()
+        .positive()
+        .default(30 * 60_000),
     })
     .default({ threshold: 0.55, hardCapTokens: 2000, bufferTokens: 512, idleTimeoutMs: 30 * 60_000 }),
   query: z
-    .object({ budget: num.int().positive().default(1000), rrfK: num.positive().default(60), mmrLambda: num.min(0).max(1).default(0.7) })
+    .object({
+      budget: num.int().positive().default(1000),
+      rrfK: num.positive().default(60),
+      mmrLambda: num.min(0).max(1).default(0.7),
+    })
     .default({ budget: 1000, rrfK: 60, mmrLambda: 0.7 }),
   runtime: z.object({ queueCapacity: num.int().positive().default(64) }).default({ queueCapacity: 64 }),
 });

@@ -1,15 +1,14 @@
-import type {
-  DeadLetter,
-  Entity,
-  MemoryRecord,
-  RecordType,
-  Segment,
-  SegmentTurn,
-  UpdateCandidate,
-} from "./types.ts";
+import type { DeadLetter, Entity, MemoryRecord, RecordType, Segment, SegmentTurn, UpdateCandidate } from "./types.ts";
+
+export interface EmbedderStats {
+  calls: number;
+  texts: number;
+  ms: number;
+}
 
 /** Sentence embedder. Vectors are L2-normalised, so a dot product is the cosine. */
 export interface Embedder {
+  stats(): EmbedderStats;
   readonly id: string;
   /** Read from the model, never hard-coded. Available after the first embed or after load(). */
   readonly dimension: number;

@@ -20,6 +20,8 @@ export const segmentId = (tenant: string, conversation: string, firstTurnId: str
 /** Raw turns are unique per conversation, so their row id joins both. */
 export const turnRowId = (conversation: string, turnId: string): string => `${conversation}::${turnId}`;
 
+export const isTurnRowId = (id: string): boolean => id.includes("::");
+
 export const parseTurnRowId = (rowId: string): { conversation: string; turnId: string } => {
   const i = rowId.lastIndexOf("::");
   if (i < 0) throw new Error(`not a turn row id: ${rowId}`);

@@ -1,0 +1,86 @@
+import * as chrono from "chrono-node";
+import type { QueryPlan, RouteName } from "../core/service.ts";
+
+const TEMPORAL = /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;
+const MULTI_HOP = /\b(both|in common|and .+ both|compare|together|each other|all the|how many|what (are|were) some|which .+s\b)/i;
+const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
+
+const STOP = new Set(
+  "a an the of to in on at for with and or is are was were be been do does did what when where who whom which why how has have had his her their its it this that these those from by as about into he she they them i you we my your our any some".split(
+    " ",
+  ),
+);
+
+const words = (text: string): string[] => text.toLowerCase().match(/[\p{L}\p{N}][\p{L}\p{N}'-]*/gu) ?? [];
+
+const hasPhrase = (haystack: string[], phrase: string): boolean => {
+  const needle = words(phrase);
+  if (needle.length === 0) return false;
+  for (let i = 0; i + needle.length <= haystack.length; i++)
+    if (needle.every((w, j) => haystack[i + j]?.replace(/'s$/, "") === w)) return true;
+  return false;
+};
+
+/** A parsed time expression as a window: a day, a month or a year, whatever the text pinned down. */
+const timeWindow = (question: string, ref: Date): { from: string; to: string } | undefined => {
+  const [hit] = chrono.parse(question, { instant: ref, timezone: 0 }, { forwardDate: false });
+  if (!hit) return undefined;
+  const start = hit.start.date();
+  const known = (c: "day" | "month" | "year") => hit.start.isCertain(c);
+  const y = start.getUTCFullYear();
+  const m = start.getUTCMonth();
+  let from: Date;
+  let to: Date;
+  if (known("day")) {
+    from = new Date(Date.UTC(y, m, start.getUTCDate()));
+    to = new Date(Date.UTC(y, m, start.getUTCDate() + 1) - 1);
+  } else if (known("month")) {
+    from = new Date(Date.UTC(y, m, 1));
+    to = new Date(Date.UTC(y, m + 1, 1) - 1);
+  } else {
+    from = new Date(Date.UTC(y, 0, 1));
+    to = new Date(Date.UTC(y + 1, 0, 1) - 1);
+  }
+  if (hit.end) to = new Date(Math.max(to.getTime(), hit.end.date().getTime()));
+  return { from: from.toISOString(), to: to.toISOString() };
+};
+
+export interface PlannerInput {
+  question: string;
+  knownEntities: readonly string[];
+  knownTopics: readonly string[];
+  now: Date;
+}
+
+/**
+ * The deterministic planner (no LLM): entities matched against the entity index, time expressions
+ * parsed, the question type by pattern, and the routes that follow from them.
+ */
+export const planQuery = ({ question, knownEntities, knownTopics, now }: PlannerInput): QueryPlan => {
+  const qWords = words(question);
+  const entities = [...new Set(knownEntities.filter((e) => hasPhrase(qWords, e)))];
+  const content = qWords.filter((w) => !STOP.has(w) && w.length > 2);
+  const topicSet = new Set(knownTopics.map((t) => t.toLowerCase()));
+  const topics = [...new Set(content.filter((w) => topicSet.has(w)))];
+  const window = timeWindow(question, now);
+  const questionType: QueryPlan["questionType"] = TEMPORAL.test(question)
+    ? "temporal"
+    : MULTI_HOP.test(question) || entities.length > 1
+      ? "multi-hop"
+      : OPEN.test(question)
+        ? "open"
+        : "single-hop";
+  const routes: RouteName[] = ["dense", "lexical", "raw-dense", "raw-lexical", "event-frame"];
+  if (entities.length > 0) routes.push("entity");
+  if (topics.length > 0) routes.push("topic");
+  if (window) routes.push("time");
+  const keywords = content.join(" ");
+  return {
+    questionType,
+    entities,
+    topics,
+    ...(window ? { timeWindow: window } : {}),
+    routes,
+    rewrites: keywords && keywords !== question.toLowerCase() ? [keywords] : [],
+  };
+};

@@ -1,0 +1,219 @@
+import { isTurnRowId, turnRowId } from "../core/ids.ts";
+import type { Embedder, GraphStore, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
+import type { ContextItem, QueryRequest, QueryResult, RouteName } from "../core/service.ts";
+import type { MemoryRecord } from "../core/types.ts";
+import { dot } from "../core/vector-math.ts";
+import { maximalMarginalRelevance } from "./mmr.ts";
+import { packContext } from "./pack.ts";
+import { planQuery } from "./planner.ts";
+import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
+
+export interface QueryDeps {
+  graph: GraphStore;
+  vectors: VectorStore;
+  embedder: Embedder;
+}
+
+export interface QuerySettings {
+  budget: number;
+  rrfK: number;
+  mmrLambda: number;
+  /** Hits each route contributes to the fusion. */
+  routeDepth: number;
+  /** Fused candidates that go on to diversity and packing. */
+  candidates: number;
+  now?: () => Date;
+}
+
+export const DEFAULT_QUERY_SETTINGS: QuerySettings = {
+  budget: 1000,
+  rrfK: 60,
+  mmrLambda: 0.7,
+  routeDepth: 40,
+  candidates: 80,
+};
+
+/** Graph routes find candidates by exact keys; the question's embedding orders them. */
+const rerankBySimilarity = async (
+  deps: QueryDeps,
+  tenant: string,
+  hits: readonly ScoredId[],
+  qv: Float32Array,
+  depth: number,
+): Promise<ScoredId[]> => {
+  if (hits.length === 0) return [];
+  const items = await deps.vectors.get(
+    tenant,
+    hits.map((h) => h.id),
+  );
+  const sim = new Map(items.map((it) => [it.id, dot(it.vector, qv)]));
+  return hits
+    .map((h) => ({ id: h.id, score: h.score + (sim.get(h.id) ?? -1) }))
+    .sort((a, b) => b.score - a.score)
+    .slice(0, depth);
+};
+
+const validAt = (r: MemoryRecord, at: number | undefined): boolean => {
+  if (at === undefined) return r.valid.to === undefined;
+  return Date.parse(r.valid.from) <= at && (r.valid.to === undefined || Date.parse(r.valid.to) > at);
+};
+
+const recordItem = (r: MemoryRecord): Omit<ContextItem, "tokens" | "routes" | "fusedScore"> => ({
+  kind: "record",
+  id: r.id,
+  text: r.text,
+  date: r.time.at ?? r.time.from ?? r.source.saidAt,
+  conversation: r.source.conversation,
+  turnIds: r.source.turnIds,
+  speakers: r.source.speakers,
+});
+
+const turnItem = (id: string, t: StoredTurn): Omit<ContextItem, "tokens" | "routes" | "fusedScore"> => ({
+  kind: "turn",
+  id,
+  text: `${t.speaker} said: "${t.text}"`,
+  date: t.timestamp,
+  conversation: t.conversation,
+  turnIds: [t.turnId],
+  speakers: [t.speaker],
+});
+
+/**
+ * The query service: plan once, run the routes in parallel, fuse with RRF, expand through event
+ * frames, diversify with MMR and pack a dated, sourced context into the token budget.
+ */
+export const runQuery = async (
+  deps: QueryDeps,
+  tenant: string,
+  req: QueryRequest,
+  settings: QuerySettings = DEFAULT_QUERY_SETTINGS,
+): Promise<QueryResult> => {
+  const started = performance.now();
+  const budget = req.budget ?? settings.budget;
+  const conversation = req.conversation;
+  const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
+  const now = settings.now?.() ?? new Date(asOf ?? Date.now());
+  const [[qv], knownEntities, knownTopics] = await Promise.all([
+    deps.embedder.embed([req.question]),
+    deps.graph.knownEntities(tenant, conversation),
+    deps.graph.knownTopics(tenant, conversation),
+  ]);
+  const qvec = qv as Float32Array;
+  const plan = planQuery({ question: req.question, knownEntities, knownTopics, now });
+  const depth = settings.routeDepth;
+  const routeMs: Partial<Record<RouteName, number>> = {};
+  const timed = async (route: RouteName, run: () => Promise<ScoredId[]>): Promise<RankedList> => {
+    const t = performance.now();
+    const ids = await run();
+    routeMs[route] = performance.now() - t;
+    return { route, ids };
+  };
+  const scope = conversation ? { conversation } : {};
+  const lexicalText = [req.question, ...plan.rewrites].join(" ");
+  const jobs: Promise<RankedList>[] = [
+    timed("dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" })),
+    timed("raw-dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" })),
+    timed("lexical", () => deps.graph.searchRecordsLexical(tenant, lexicalText, depth, conversation)),
+    timed("raw-lexical", () => deps.graph.searchTurnsLexical(tenant, lexicalText, depth, conversation)),
+  ];
+  if (plan.entities.length > 0)
+    jobs.push(
+      timed("entity", async () =>
+        rerankBySimilarity(
+          deps,
+          tenant,
+          await deps.graph.recordsByEntities(tenant, plan.entities, depth * 5, conversation),
+          qvec,
+          depth,
+        ),
+      ),
+    );
+  if (plan.topics.length > 0)
+    jobs.push(
+      timed("topic", async () =>
+        rerankBySimilarity(
+          deps,
+          tenant,
+          await deps.graph.recordsByTopics(tenant, plan.topics, depth * 5, conversation),
+          qvec,
+          depth,
+        ),
+      ),
+    );
+  if (plan.timeWindow) {
+    const window = { from: Date.parse(plan.timeWindow.from), to: Date.parse(plan.timeWindow.to) };
+    jobs.push(
+      timed("time", async () =>
+        rerankBySimilarity(
+          deps,
+          tenant,
+          await deps.graph.recordsInTime(tenant, window, depth * 5, conversation),
+          qvec,
+          depth,
+        ),
+      ),
+    );
+  }
+  const lists = await Promise.all(jobs);
+  const first = reciprocalRankFusion(lists, settings.rrfK);
+  const seeds = first
+    .filter((f) => !isTurnRowId(f.id))
+    .slice(0, 5)
+    .map((f) => f.id);
+  lists.push(
+    await timed("event-frame", async () =>
+      rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth), qvec, depth),
+    ),
+  );
+  const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);
+
+  const recordIds = fused.filter((f) => !isTurnRowId(f.id)).map((f) => f.id);
+  const turnIds = fused.filter((f) => isTurnRowId(f.id)).map((f) => f.id);
+  const [records, turns, vectors] = await Promise.all([
+    deps.graph.getRecords(tenant, recordIds),
+    deps.graph.getTurnsByRowIds(tenant, turnIds),
+    deps.vectors.get(
+      tenant,
+      fused.map((f) => f.id),
+    ),
+  ]);
+  const items = new Map<string, Omit<ContextItem, "tokens" | "routes" | "fusedScore">>();
+  for (const r of records) if (validAt(r, asOf)) items.set(r.id, recordItem(r));
+  for (const t of turns) {
+    const id = turnRowId(t.conversation, t.turnId);
+    if (asOf === undefined || Date.parse(t.timestamp) <= asOf) items.set(id, turnItem(id, t));
+  }
+  const vectorOf = new Map(vectors.map((v) => [v.id, v.vector]));
+  const diverse = maximalMarginalRelevance(
+    fused
+      .filter((f) => items.has(f.id))
+      .map((f) => {
+        const vector = vectorOf.get(f.id);
+        return { id: f.id, relevance: f.score, ...(vector ? { vector } : {}) };
+      }),
+    settings.mmrLambda,
+    settings.candidates,
+  );
+  const byId = new Map(fused.map((f) => [f.id, f]));
+  const ranked = diverse.map((d) => {
+    const f = byId.get(d.id);
+    return { ...(items.get(d.id) as ContextItem), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
+  });
+  const packed = packContext(ranked, budget);
+  return {
+    context: packed.context,
+    contextTokens: packed.tokens,
+    budget,
+    items: packed.items,
+    plan,
+    cost: {
+      embeddingCalls: 1,
+      llmCalls: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      ms: performance.now() - started,
+      routeMs,
+    },
+  };
+};
+

@@ -1,0 +1,97 @@
+import { SingleBar } from "cli-progress";
+import type { Config } from "../core/config.ts";
+import type { EmbeddedEngine } from "../embedded/engine.ts";
+import { openEmbeddedEngine } from "../embedded/open.ts";
+import { createHttpApp } from "../gateway/http-app.ts";
+import { startHttpServer } from "../gateway/http-server.ts";
+import { Metrics } from "../gateway/metrics.ts";
+import { readTurnFile } from "./turn-files.ts";
+
+/** Drains the engine while a progress bar follows the turns it has taken in. */
+export const drainWithProgress = async (engine: EmbeddedEngine, total: number, label: string): Promise<void> => {
+  const bar = new SingleBar({
+    format: `${label} [{bar}] {value}/{total} turns | {segments} segments | {records} records | {eta_formatted} left`,
+    stream: process.stderr,
+    noTTYOutput: false,
+    hideCursor: true,
+  });
+  const start = engine.progress.turns;
+  bar.start(total, 0, { segments: 0, records: 0 });
+  const timer = setInterval(
+    () =>
+      bar.update(Math.min(total, engine.progress.turns - start), {
+        segments: engine.progress.segments,
+        records: engine.progress.records,
+      }),
+    200,
+  );
+  try {
+    await engine.drain();
+  } finally {
+    clearInterval(timer);
+    bar.update(Math.min(total, engine.progress.turns - start), {
+      segments: engine.progress.segments,
+      records: engine.progress.records,
+    });
+    bar.stop();
+  }
+};
+
+export const runIngest = async (config: Config, file: string, tenant: string): Promise<void> => {
+  const conversations = readTurnFile(file);
+  const opened = await openEmbeddedEngine(config);
+  try {
+    const total = conversations.reduce((n, c) => n + c.turns.length, 0);
+    const started = performance.now();
+    for (const c of conversations) {
+      await opened.engine.ingest(tenant, c.conversation, c.turns);
+      await opened.engine.flush(tenant, c.conversation);
+    }
+    await drainWithProgress(opened.engine, total, "ingest");
+    const s = (performance.now() - started) / 1000;
+    console.log(
+      `ingested ${total} turns of ${conversations.length} conversation(s) into tenant "${tenant}" in ${s.toFixed(1)} s (${(total / s).toFixed(1)} turns/s); data in ${config.dataDir}`,
+    );
+  } finally {
+    await opened.close();
+  }
+};
+
+export const runQueryCommand = async (
+  config: Config,
+  question: string,
+  o: { tenant: string; conversation?: string; budget: number; json?: boolean },
+): Promise<void> => {
+  const opened = await openEmbeddedEngine(config);
+  try {
+    const result = await opened.engine.query(o.tenant, {
+      question,
+      budget: o.budget,
+      ...(o.conversation ? { conversation: o.conversation } : {}),
+    });
+    if (o.json) console.log(JSON.stringify(result, null, 2));
+    else {
+      console.log(result.context || "(no memories found)");
+      console.log(
+        `\n${result.items.length} items, ${result.contextTokens}/${result.budget} tokens, ${result.cost.ms.toFixed(0)} ms, plan: ${result.plan.questionType}; entities [${result.plan.entities.join(", ")}]`,
+      );
+    }
+  } finally {
+    await opened.close();
+  }
+};
+
+export const runServe = async (config: Config): Promise<void> => {
+  const metrics = new Metrics();
+  const opened = await openEmbeddedEngine(config, { observer: metrics });
+  const app = createHttpApp({ service: opened.engine, apiKeys: config.apiKeys, metrics });
+  const server = await startHttpServer(app, { host: config.http.host, port: config.http.port });
+  console.log(`memory API on ${server.url} (data in ${config.dataDir}); Ctrl-C to stop`);
+  const stop = async () => {
+    await server.close();
+    await opened.close();
+    process.exit(0);
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+};

@@ -1,0 +1,144 @@
+import type Database from "better-sqlite3";
+import type { Segment, Turn } from "../core/types.ts";
+
+export type InboxEntry =
+  | { seq: number; kind: "turn"; tenant: string; conversation: string; turn: Turn }
+  | { seq: number; kind: "flush"; tenant: string; conversation: string; reason: "session-end" | "idle" | "flush" };
+
+interface InboxRow {
+  seq: number;
+  tenant: string;
+  conversation: string;
+  kind: "turn" | "flush";
+  json: string;
+}
+
+/**
+ * The embedded runtime's two durable hand-off points, in the same SQLite file as the stores:
+ * the inbox (accepted turns and control events, in arrival order) and the pending segments
+ * (closed by the segmenter, not yet indexed). An accepted turn is on disk before ingest returns,
+ * so a crash loses nothing; a turn id seen twice in a conversation is accepted once.
+ */
+export class DurableLog {
+  constructor(private readonly db: Database.Database) {
+    db.exec(`
+      CREATE TABLE IF NOT EXISTS inbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL, conversation TEXT NOT NULL, kind TEXT NOT NULL,
+        turn_id TEXT, json TEXT NOT NULL,
+        UNIQUE (tenant, conversation, turn_id)
+      );
+      CREATE TABLE IF NOT EXISTS pending_segments (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant TEXT NOT NULL, conversation TEXT NOT NULL,
+        segment_id TEXT NOT NULL UNIQUE, json TEXT NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE TABLE IF NOT EXISTS runtime_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+    `);
+  }
+
+  /** Appends turns in one transaction; returns which were new (false = already in the inbox). */
+  appendTurns(turns: readonly Turn[]): boolean[] {
+    const insert = this.db.prepare(
+      "INSERT OR IGNORE INTO inbox (tenant, conversation, kind, turn_id, json) VALUES (?, ?, 'turn', ?, ?)",
+    );
+    return this.db.transaction(() =>
+      turns.map((t) => insert.run(t.tenant, t.conversation, t.turnId, JSON.stringify(t)).changes > 0),
+    )();
+  }
+
+  appendFlush(tenant: string, conversation: string, reason: "session-end" | "idle" | "flush"): void {
+    this.db
+      .prepare("INSERT INTO inbox (tenant, conversation, kind, turn_id, json) VALUES (?, ?, 'flush', NULL, ?)")
+      .run(tenant, conversation, JSON.stringify({ reason }));
+  }
+
+  readInbox(afterSeq: number, limit: number): InboxEntry[] {
+    const rows = this.db
+      .prepare("SELECT seq, tenant, conversation, kind, json FROM inbox WHERE seq > ? ORDER BY seq LIMIT ?")
+      .all(afterSeq, limit) as InboxRow[];
+    return rows.map((r) =>
+      r.kind === "turn"
+        ? { seq: r.seq, kind: "turn", tenant: r.tenant, conversation: r.conversation, turn: JSON.parse(r.json) as Turn }
+        : {
+            seq: r.seq,
+            kind: "flush",
+            tenant: r.tenant,
+            conversation: r.conversation,
+            reason: (JSON.parse(r.json) as { reason: "session-end" | "idle" | "flush" }).reason,
+          },
+    );
+  }
+
+  lastInboxSeq(): number {
+    return (this.db.prepare("SELECT COALESCE(MAX(seq), 0) AS s FROM inbox").get() as { s: number }).s;
+  }
+
+  conversations(tenant?: string): { tenant: string; conversation: string }[] {
+    const sql = tenant
+      ? "SELECT DISTINCT tenant, conversation FROM inbox WHERE tenant = ? ORDER BY tenant, conversation"
+      : "SELECT DISTINCT tenant, conversation FROM inbox ORDER BY tenant, conversation";
+    return this.db.prepare(sql).all(...(tenant ? [tenant] : [])) as { tenant: string; conversation: string }[];
+  }
+
+  cursor(name: string): number {
+    const row = this.db.prepare("SELECT seq FROM runtime_cursor WHERE name = ?").get(name) as
+      | { seq: number }
+      | undefined;
+    return row?.seq ?? 0;
+  }
+
+  setCursor(name: string, seq: number): void {
+    this.db
+      .prepare(
+        "INSERT INTO runtime_cursor (name, seq) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET seq = excluded.seq",
+      )
+      .run(name, seq);
+  }
+
+  /**
+   * Idempotent: a segment replayed after a crash is the same segment (deterministic id). Returns the
+   * segments still to be indexed, leaving out any that were indexed before.
+   */
+  addPending(segments: readonly Segment[]): { seq: number; segment: Segment }[] {
+    const insert = this.db.prepare(
+      "INSERT OR IGNORE INTO pending_segments (tenant, conversation, segment_id, json) VALUES (?, ?, ?, ?)",
+    );
+    const find = this.db.prepare("SELECT seq, done FROM pending_segments WHERE segment_id = ?");
+    return this.db.transaction(() =>
+      segments.flatMap((s) => {
+        insert.run(s.tenant, s.conversation, s.id, JSON.stringify(s));
+        const row = find.get(s.id) as { seq: number; done: number } | undefined;
+        return row && row.done === 0 ? [{ seq: row.seq, segment: s }] : [];
+      }),
+    )();
+  }
+
+  pending(): { seq: number; segment: Segment }[] {
+    const rows = this.db.prepare("SELECT seq, json FROM pending_segments WHERE done = 0 ORDER BY seq").all() as {
+      seq: number;
+      json: string;
+    }[];
+    return rows.map((r) => ({ seq: r.seq, segment: JSON.parse(r.json) as Segment }));
+  }
+
+  /**
+   * Kept, not deleted: a segment the segmenter emits again on replay (its state was not yet saved
+   * when the process died) must not be encoded a second time with a newer context.
+   */
+  markDone(seq: number): void {
+    this.db.prepare("UPDATE pending_segments SET done = 1, json = '{}' WHERE seq = ?").run(seq);
+  }
+
+  pendingCount(): number {
+    return (this.db.prepare("SELECT COUNT(*) AS n FROM pending_segments WHERE done = 0").get() as { n: number }).n;
+  }
+
+  deleteTenant(tenant: string): void {
+    this.db.transaction(() => {
+      this.db.prepare("DELETE FROM inbox WHERE tenant = ?").run(tenant);
+      this.db.prepare("DELETE FROM pending_segments WHERE tenant = ?").run(tenant);
+    })();
+  }
+}

@@ -1,0 +1,377 @@
+import type {
+  Compressor,
+  Embedder,
+  GraphStore,
+  RecordPage,
+  RecordQuery,
+  StateStore,
+  VectorStore,
+} from "../core/ports.ts";
+import {
+  type Health,
+  type IngestResult,
+  type MemoryService,
+  type QueryRequest,
+  type QueryResult,
+  type TurnInput,
+  toTurn,
+} from "../core/service.ts";
+import { keyOf, type MemoryRecord, type Segment, TurnSchema } from "../core/types.ts";
+import { type EncoderState, encodeSegment, initialEncoderState } from "../encoder/handler.ts";
+import { indexSegment } from "../indexer/indexer.ts";
+import { type QuerySettings, runQuery } from "../query/query.ts";
+import {
+  initialSegmenterState,
+  isIdle,
+  type SegmenterConfig,
+  type SegmenterState,
+  segmenterStep,
+} from "../segmenter/handler.ts";
+import { compressTurn } from "../sensory/handler.ts";
+import { BoundedQueue } from "./bounded-queue.ts";
+import type { DurableLog, InboxEntry } from "./durable-log.ts";
+
+/** What the runtime reports as it works (the Prometheus Metrics class satisfies it). */
+export interface PipelineObserver {
+  stageEvent(stage: string, outcome: "ok" | "error" | "dlq", seconds?: number): void;
+  segmentClosed(reason: string): void;
+  recordsWritten(n: number): void;
+  /** Optional: every indexed segment with its records (the demo prints them). */
+  segmentIndexed?(segment: Segment, records: readonly MemoryRecord[]): void;
+}
+
+export interface EngineParts {
+  log: DurableLog;
+  graph: GraphStore;
+  vectors: VectorStore;
+  state: StateStore;
+  embedder: Embedder;
+  compressor: Compressor;
+  observer?: PipelineObserver;
+}
+
+export interface EngineSettings {
+  keepRate: number;
+  segmenter: SegmenterConfig;
+  query: QuerySettings;
+  queueCapacity: number;
+  /** Inbox entries read and embedded together by the first stage. */
+  batchSize: number;
+  clock?: () => number;
+}
+
+/** Segmenter state carries the last inbox seq it took in, which makes a replay after a crash a no-op. */
+interface KeyedSegmenterState extends SegmenterState {
+  lastSeq: number;
+}
+interface KeyedEncoderState {
+  lastSeq: number;
+  context: EncoderState;
+}
+
+const SEGMENTER = "segmenter";
+const ENCODER = "encoder";
+const INBOX_CURSOR = "inbox";
+
+interface Progress {
+  turns: number;
+  segments: number;
+  records: number;
+}
+
+/**
+ * The embedded runtime: every stage in one process. Ingest appends to a durable inbox and returns;
+ * stage A (sensory + segmenter) reads the inbox in order, stage B (encoder + indexer) takes closed
+ * segments through a bounded queue, so a slow indexer holds the segmenter back (backpressure).
+ * Durable hand-offs and per-key sequence numbers make a restart resume where it stopped, with no
+ * turn lost and no record written twice.
+ */
+export class EmbeddedEngine implements MemoryService {
+  private readonly queue: BoundedQueue<{ seq: number; segment: Segment }>;
+  private readonly segStates = new Map<string, KeyedSegmenterState>();
+  private readonly encStates = new Map<string, KeyedEncoderState>();
+  private readonly clock: () => number;
+  private wake: (() => void) | undefined;
+  private stageA: Promise<void> | undefined;
+  private stageB: Promise<void> | undefined;
+  private stopping = false;
+  private inflightB = 0;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private drainWaiters: (() => void)[] = [];
+  private failure: Error | undefined;
+  readonly progress: Progress = { turns: 0, segments: 0, records: 0 };
+
+  constructor(
+    private readonly parts: EngineParts,
+    private readonly settings: EngineSettings,
+  ) {
+    this.queue = new BoundedQueue(settings.queueCapacity);
+    this.clock = settings.clock ?? Date.now;
+  }
+
+  /** Starts the stages; segments left pending by a previous run are indexed first. */
+  async start(): Promise<void> {
+    const leftover = this.parts.log.pending();
+    this.stageB = this.runStageB();
+    for (const p of leftover) await this.queue.push(p);
+    this.stageA = this.runStageA();
+    const tick = Math.min(this.settings.segmenter.idleTimeoutMs, 60_000);
+    this.idleTimer = setInterval(() => this.flushIdle(), tick);
+    this.idleTimer.unref();
+  }
+
+  async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
+    this.assertRunning();
+    const base = this.parts.log.lastInboxSeq();
+    const full = turns.map((t, i) => TurnSchema.parse(toTurn(tenant, conversation, t, `t${base + i + 1}`)));
+    this.parts.log.appendTurns(full);
+    this.wake?.();
+    return { accepted: full.length, turnIds: full.map((t) => t.turnId) };
+  }
+
+  async flush(tenant: string, conversation?: string): Promise<void> {
+    this.assertRunning();
+    const keys = conversation ? [{ tenant, conversation }] : this.parts.log.conversations(tenant);
+    for (const k of keys) this.parts.log.appendFlush(k.tenant, k.conversation, "flush");
+    this.wake?.();
+  }
+
+  /** Resolves when everything accepted so far has been processed and indexed. */
+  async drain(): Promise<void> {
+    while (!this.isDrained()) {
+      if (this.failure) throw this.failure;
+      await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
+    }
+    if (this.failure) throw this.failure;
+  }
+
+  async query(tenant: string, req: QueryRequest): Promise<QueryResult> {
+    return runQuery(
+      { graph: this.parts.graph, vectors: this.parts.vectors, embedder: this.parts.embedder },
+      tenant,
+      req,
+      this.settings.query,
+    );
+  }
+
+  listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
+    return this.parts.graph.listRecords(tenant, query);
+  }
+
+  async getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
+    const [r] = await this.parts.graph.getRecords(tenant, [id]);
+    return r;
+  }
+
+  async health(): Promise<Health> {
+    const lag = this.parts.log.lastInboxSeq() - this.parts.log.cursor(INBOX_CURSOR);
+    return {
+      ok: this.failure === undefined,
+      ready: this.stageA !== undefined && !this.stopping && this.failure === undefined,
+      details: {
+        embedder: this.parts.embedder.id,
+        compressor: this.parts.compressor.id,
+        inboxLag: String(lag),
+        pendingSegments: String(this.parts.log.pendingCount()),
+        ...(this.failure ? { error: this.failure.message } : {}),
+      },
+    };
+  }
+
+  /** Clean shutdown: finish what was accepted, then stop the stages. Open segments stay as durable state. */
+  async close(): Promise<void> {
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    if (!this.failure) await this.drain();
+    this.stopping = true;
+    this.wake?.();
+    await this.stageA;
+    this.queue.close();
+    await this.stageB;
+  }
+
+  private assertRunning(): void {
+    if (this.stopping) throw new Error("engine is shutting down");
+    if (this.failure) throw this.failure;
+  }
+
+  private isDrained(): boolean {
+    return (
+      this.parts.log.cursor(INBOX_CURSOR) >= this.parts.log.lastInboxSeq() &&
+      this.queue.size === 0 &&
+      this.inflightB === 0
+    );
+  }
+
+  private notifyDrain(): void {
+    if (!this.isDrained() && !this.failure) return;
+    for (const w of this.drainWaiters.splice(0)) w();
+  }
+
+  private flushIdle(): void {
+    const now = this.clock();
+    for (const [, s] of this.segStates)
+      if (isIdle(s, now, this.settings.segmenter)) {
+        this.parts.log.appendFlush(s.tenant, s.conversation, "idle");
+        s.lastActivityMs = now;
+      }
+    this.wake?.();
+  }
+
+  private async segState(tenant: string, conversation: string): Promise<KeyedSegmenterState> {
+    const key = keyOf(tenant, conversation);
+    let s = this.segStates.get(key);
+    if (!s) {
+      s = (await this.parts.state.get<KeyedSegmenterState>(SEGMENTER, key)) ?? {
+        ...initialSegmenterState(tenant, conversation),
+        lastSeq: 0,
+      };
+      this.segStates.set(key, s);
+    }
+    return s;
+  }
+
+  private async encState(key: string): Promise<KeyedEncoderState> {
+    let s = this.encStates.get(key);
+    if (!s) {
+      s = (await this.parts.state.get<KeyedEncoderState>(ENCODER, key)) ?? {
+        lastSeq: 0,
+        context: initialEncoderState(),
+      };
+      this.encStates.set(key, s);
+    }
+    return s;
+  }
+
+  private async runStageA(): Promise<void> {
+    try {
+      while (!this.stopping) {
+        const batch = this.parts.log.readInbox(this.parts.log.cursor(INBOX_CURSOR), this.settings.batchSize);
+        if (batch.length === 0) {
+          this.notifyDrain();
+          await new Promise<void>((resolve) => {
+            this.wake = resolve;
+          });
+          this.wake = undefined;
+          continue;
+        }
+        await this.processInbox(batch);
+      }
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  private async processInbox(batch: InboxEntry[]): Promise<void> {
+    const started = performance.now();
+    const turns = batch.filter((e): e is Extract<InboxEntry, { kind: "turn" }> => e.kind === "turn");
+    const vectors = turns.length > 0 ? await this.parts.embedder.embed(turns.map((e) => e.turn.text)) : [];
+    const vectorOf = new Map(turns.map((e, i) => [e.seq, vectors[i] as Float32Array]));
+    const touched = new Set<string>();
+    const released: Segment[] = [];
+    for (const entry of batch) {
+      const state = await this.segState(entry.tenant, entry.conversation);
+      if (entry.seq <= state.lastSeq) continue;
+      const now = this.clock();
+      let out: ReturnType<typeof segmenterStep>;
+      try {
+        if (entry.kind === "turn") {
+          const sensory = await compressTurn(entry.turn, this.parts.compressor, this.settings.keepRate);
+          out = segmenterStep(
+            state,
+            { kind: "turn", turn: sensory, embedding: vectorOf.get(entry.seq) as Float32Array, nowMs: now },
+            this.settings.segmenter,
+          );
+          this.progress.turns++;
+        } else {
+          out = segmenterStep(state, { kind: "flush", reason: entry.reason, nowMs: now }, this.settings.segmenter);
+        }
+      } catch (err) {
+        // A poison entry is set aside with its reason; the conversation keeps flowing.
+        await this.parts.graph.putDeadLetter({
+          stage: "sensory+segmenter",
+          key: keyOf(entry.tenant, entry.conversation),
+          error: err instanceof Error ? err.message : String(err),
+          payload: JSON.stringify(entry),
+          at: new Date(now).toISOString(),
+        });
+        this.parts.observer?.stageEvent("sensory+segmenter", "dlq");
+        out = { state, segments: [] };
+      }
+      const next: KeyedSegmenterState = { ...out.state, lastSeq: entry.seq };
+      this.segStates.set(keyOf(entry.tenant, entry.conversation), next);
+      touched.add(keyOf(entry.tenant, entry.conversation));
+      released.push(...out.segments);
+    }
+    // Order matters for crash safety: segments are durable before the state that no longer holds them.
+    // Pushed before the cursor moves, so drain() never sees an empty pipeline with work in between.
+    const pending = this.parts.log.addPending(released);
+    for (const key of touched) await this.parts.state.put(SEGMENTER, key, this.segStates.get(key));
+    const seconds = (performance.now() - started) / 1000;
+    for (const e of batch)
+      this.parts.observer?.stageEvent(
+        e.kind === "turn" ? "sensory+segmenter" : "segmenter",
+        "ok",
+        seconds / batch.length,
+      );
+    for (const s of released) this.parts.observer?.segmentClosed(s.closedBy);
+    for (const p of pending) await this.queue.push(p);
+    this.parts.log.setCursor(INBOX_CURSOR, (batch[batch.length - 1] as InboxEntry).seq);
+    this.notifyDrain();
+  }
+
+  private async runStageB(): Promise<void> {
+    try {
+      for (;;) {
+        const item = await this.queue.pop();
+        if (!item) break;
+        this.inflightB++;
+        try {
+          await this.processSegment(item.seq, item.segment);
+        } finally {
+          this.inflightB--;
+          this.notifyDrain();
+        }
+      }
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
+  private async processSegment(seq: number, segment: Segment): Promise<void> {
+    const key = keyOf(segment.tenant, segment.conversation);
+    const state = await this.encState(key);
+    if (seq <= state.lastSeq) {
+      this.parts.log.markDone(seq);
+      return;
+    }
+    const started = performance.now();
+    try {
+      const { records, state: context } = encodeSegment(segment, state.context);
+      await indexSegment(this.parts, segment, records);
+      const next = { lastSeq: seq, context };
+      await this.parts.state.put(ENCODER, key, next);
+      this.encStates.set(key, next);
+      this.progress.segments++;
+      this.progress.records += records.length;
+      this.parts.observer?.recordsWritten(records.length);
+      this.parts.observer?.segmentIndexed?.(segment, records);
+      this.parts.observer?.stageEvent("encoder+indexer", "ok", (performance.now() - started) / 1000);
+    } catch (err) {
+      // A segment that cannot be encoded or indexed goes to the dead-letter store; the rest flows.
+      await this.parts.graph.putDeadLetter({
+        stage: "encoder+indexer",
+        key,
+        error: err instanceof Error ? err.message : String(err),
+        payload: JSON.stringify(segment),
+        at: new Date(this.clock()).toISOString(),
+      });
+      this.parts.observer?.stageEvent("encoder+indexer", "dlq");
+    }
+    this.parts.log.markDone(seq);
+  }
+
+  private fail(err: unknown): void {
+    this.failure = err instanceof Error ? err : new Error(String(err));
+    this.notifyDrain();
+  }
+}

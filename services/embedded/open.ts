@@ -1,0 +1,97 @@
+import { join } from "node:path";
+import { HnswVectorStore } from "../core/adapters/hnsw/vector-store.ts";
+import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import { openSqlite } from "../core/adapters/sqlite/db.ts";
+import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
+import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
+import type { Config } from "../core/config.ts";
+import type { Compressor, Embedder, EmbedderStats } from "../core/ports.ts";
+import { DEFAULT_GATE } from "../segmenter/gate.ts";
+import { StatisticalCompressor } from "../sensory/statistical-compressor.ts";
+import { DurableLog } from "./durable-log.ts";
+import { EmbeddedEngine, type EngineSettings, type PipelineObserver } from "./engine.ts";
+
+export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
+
+export interface OpenOptions {
+  embedder?: Embedder;
+  compressor?: Compressor;
+  observer?: PipelineObserver & { embedding?(calls: number, texts: number): void };
+  settings?: Partial<EngineSettings>;
+}
+
+export interface OpenedEngine {
+  engine: EmbeddedEngine;
+  embedder: Embedder;
+  /** Drains, stops the stages, persists the vector index and closes the database. */
+  close(): Promise<void>;
+}
+
+/** Reports every embedding call to the observer, whoever makes it (segmenter, indexer, query). */
+const observed = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>
+  report
+    ? {
+        id: inner.id,
+        get dimension(): number {
+          return inner.dimension;
+        },
+        stats: (): EmbedderStats => inner.stats(),
+        embed: async (texts) => {
+          const out = await inner.embed(texts);
+          report(1, texts.length);
+          return out;
+        },
+      }
+    : inner;
+
+export const engineSettingsFrom = (config: Config): EngineSettings => ({
+  keepRate: config.sensory.keepRate,
+  segmenter: {
+    gate: { ...DEFAULT_GATE, threshold: config.segmenter.threshold, hardCapTokens: config.segmenter.hardCapTokens },
+    bufferTokens: config.segmenter.bufferTokens,
+    idleTimeoutMs: config.segmenter.idleTimeoutMs,
+  },
+  query: {
+    budget: config.query.budget,
+    rrfK: config.query.rrfK,
+    mmrLambda: config.query.mmrLambda,
+    routeDepth: 40,
+    candidates: 80,
+  },
+  queueCapacity: config.runtime.queueCapacity,
+  batchSize: 32,
+});
+
+/** The embedded default: SQLite + HNSW in the data folder, the ONNX embedder from the model folder. */
+export const openEmbeddedEngine = async (config: Config, options: OpenOptions = {}): Promise<OpenedEngine> => {
+  const embedder = options.embedder ?? (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR)));
+  const db = openSqlite(config.dataDir);
+  const graph = new SqliteGraphStore(db);
+  const state = new SqliteStateStore(db);
+  const vectors = new HnswVectorStore(db, config.dataDir);
+  const log = new DurableLog(db);
+  const engine = new EmbeddedEngine(
+    {
+      log,
+      graph,
+      vectors,
+      state,
+      embedder: observed(embedder, options.observer?.embedding?.bind(options.observer)),
+      compressor: options.compressor ?? new StatisticalCompressor(),
+      ...(options.observer ? { observer: options.observer } : {}),
+    },
+    { ...engineSettingsFrom(config), ...options.settings },
+  );
+  await engine.start();
+  return {
+    engine,
+    embedder,
+    close: async () => {
+      await engine.close();
+      await vectors.close();
+      await graph.close();
+      db.close();
+      if (!options.embedder) await embedder.close?.();
+    },
+  };
+};

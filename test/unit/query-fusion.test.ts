@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { ContextItem } from "../../services/core/service.ts";
+import { countTokens } from "../../services/core/tokens.ts";
+import { maximalMarginalRelevance } from "../../services/query/mmr.ts";
+import { CONTEXT_HEADER, packContext } from "../../services/query/pack.ts";
+import { planQuery } from "../../services/query/planner.ts";
+import { reciprocalRankFusion } from "../../services/query/rrf.ts";
+import { axis } from "../helpers/seeded.ts";
+
+describe("reciprocal rank fusion", () => {
+  it("sums 1/(k + rank) over lists and records which routes found each id", () => {
+    const fused = reciprocalRankFusion(
+      [
+        { route: "dense", ids: [{ id: "a", score: 0.9 }, { id: "b", score: 0.8 }, { id: "a", score: 0.1 }] },
+        { route: "lexical", ids: [{ id: "b", score: 5 }, { id: "c", score: 4 }] },
+      ],
+      60,
+    );
+    const b = fused.find((f) => f.id === "b");
+    assert.equal(fused[0]?.id, "b");
+    assert.ok(Math.abs((b?.score ?? 0) - (1 / 62 + 1 / 61)) < 1e-12);
+    assert.deepEqual(
+      b?.routes.map((r) => [r.route, r.rank]),
+      [
+        ["dense", 2],
+        ["lexical", 1],
+      ],
+    );
+    assert.ok(Math.abs((fused.find((f) => f.id === "a")?.score ?? 0) - 1 / 61) < 1e-12, "a duplicate in one list counts once");
+    assert.deepEqual(
+      fused.map((f) => f.id),
+      ["b", "a", "c"],
+    );
+  });
+
+  it("breaks ties deterministically by id", () => {
+    const fused = reciprocalRankFusion([
+      { route: "dense", ids: [{ id: "z", score: 1 }] },
+      { route: "lexical", ids: [{ id: "m", score: 1 }] },
+    ]);
+    assert.deepEqual(
+      fused.map((f) => f.id),
+      ["m", "z"],
+    );
+  });
+});
+
+describe("maximal marginal relevance", () => {
+  it("prefers a less relevant but different item over a near duplicate", () => {
+    const x = axis(4, 0);
+    const out = maximalMarginalRelevance(
+      [
+        { id: "top", relevance: 1.0, vector: x },
+        { id: "dup", relevance: 0.95, vector: x },
+        { id: "other", relevance: 0.7, vector: axis(4, 1) },
+      ],
+      0.7,
+      3,
+    );
+    assert.deepEqual(
+      out.map((c) => c.id),
+      ["top", "other", "dup"],
+    );
+  });
+
+  it("with lambda 1 is plain relevance order, and respects the limit", () => {
+    const out = maximalMarginalRelevance(
+      [
+        { id: "a", relevance: 0.2 },
+        { id: "b", relevance: 0.9 },
+        { id: "c", relevance: 0.5 },
+      ],
+      1,
+      2,
+    );
+    assert.deepEqual(
+      out.map((c) => c.id),
+      ["b", "c"],
+    );
+  });
+});
+
+describe("budget packing", () => {
+  const item = (id: string, date: string, text: string): Omit<ContextItem, "tokens"> => ({
+    kind: "record",
+    id,
+    text,
+    date,
+    conversation: "c1",
+    turnIds: [`D1:${id}`],
+    speakers: ["Ana"],
+    routes: [],
+    fusedScore: 0,
+  });
+
+  it("never exceeds the budget (real tokenizer), skips what does not fit, renders oldest first with dates and sources", () => {
+    const long = "word ".repeat(200).trim();
+    const ranked = [
+      item("1", "2024-05-02T00:00:00Z", "Ana adopted a dog named Pepper."),
+      item("2", "2024-05-01T00:00:00Z", long),
+      item("3", "2023-01-01T00:00:00Z", "Ana started pottery classes."),
+    ];
+    const packed = packContext(ranked, 80);
+    assert.ok(packed.tokens <= 80);
+    assert.equal(packed.tokens, countTokens(packed.context));
+    assert.deepEqual(
+      packed.items.map((i) => i.id),
+      ["1", "3"],
+    );
+    const lines = packed.context.split("\n");
+    assert.equal(lines[0], CONTEXT_HEADER);
+    assert.match(lines[1] ?? "", /^- \[2023-01-01\] Ana started pottery classes\. \(source: c1 D1:3\)$/);
+    assert.match(lines[2] ?? "", /^- \[2024-05-02\] Ana adopted/);
+  });
+
+  it("returns an empty context when nothing fits", () => {
+    assert.deepEqual(packContext([item("1", "2024-01-01", "x ".repeat(300))], 20), { context: "", tokens: 0, items: [] });
+  });
+});
+
+describe("deterministic planner", () => {
+  const now = new Date("2024-07-01T00:00:00Z");
+  it("finds known entities, question type and an explicit time window", () => {
+    const plan = planQuery({
+      question: "What did Ana do in May 2024 with Pepper?",
+      knownEntities: ["Ana", "Pepper", "Ben"],
+      knownTopics: ["pottery"],
+      now,
+    });
+    assert.deepEqual(plan.entities, ["Ana", "Pepper"]);
+    assert.equal(plan.timeWindow?.from, "2024-05-01T00:00:00.000Z");
+    assert.equal(plan.timeWindow?.to, "2024-05-31T23:59:59.999Z");
+    assert.ok(plan.routes.includes("time") && plan.routes.includes("entity"));
+  });
+
+  it("types questions by pattern", () => {
+    const type = (q: string) => planQuery({ question: q, knownEntities: ["Ben"], knownTopics: [], now }).questionType;
+    assert.equal(type("When did Ben get promoted?"), "temporal");
+    assert.equal(type("What do Ana and Ben both like?"), "multi-hop");
+    assert.equal(type("Would Ben likely enjoy hiking?"), "open");
+    assert.equal(type("What is the name of Ben's dog?"), "single-hop");
+  });
+
+  it("matches possessives and topics, and adds no time route without a time expression", () => {
+    const plan = planQuery({
+      question: "What is Ben's favourite pottery technique?",
+      knownEntities: ["Ben"],
+      knownTopics: ["pottery", "technique"],
+      now,
+    });
+    assert.deepEqual(plan.entities, ["Ben"]);
+    assert.deepEqual(plan.topics.sort(), ["pottery", "technique"]);
+    assert.equal(plan.timeWindow, undefined);
+  });
+});

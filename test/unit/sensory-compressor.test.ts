@@ -1,0 +1,47 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { compressTurn } from "../../services/sensory/handler.ts";
+import { compressStatistically, StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
+
+describe("statistical compressor", () => {
+  const text =
+    "Well, I think that I have been going to the pottery class at the Riverside center since 12 March and it is really great for me.";
+
+  it("keeps about r of the words, in order, and force-keeps numbers, dates and names", () => {
+    const out = compressStatistically(text, 0.5);
+    const words = text.split(/\s+/);
+    const kept = out.text.split(/\s+/);
+    assert.ok(kept.length <= Math.ceil(words.length * 0.5) + 3, `${kept.length} of ${words.length}`);
+    assert.ok(Math.abs(out.keptRatio - kept.length / words.length) < 1e-9);
+    for (const must of ["Riverside", "12", "March", "pottery"]) assert.ok(out.text.includes(must), `${must} kept`);
+    let last = -1;
+    for (const w of kept) {
+      const i = words.indexOf(w, last + 1);
+      assert.ok(i > last, "original word order preserved");
+      last = i;
+    }
+  });
+
+  it("keeps everything at r = 1 and never returns an empty text", () => {
+    assert.equal(compressStatistically(text, 1).text, text);
+    assert.equal(compressStatistically("the the the", 0.01).text.length > 0, true);
+    assert.equal(compressStatistically("   ", 0.5).keptRatio, 1);
+  });
+
+  it("the sensory handler keeps the original text beside the compressed one", async () => {
+    const turn = {
+      tenant: "t",
+      conversation: "c",
+      turnId: "1",
+      speaker: "Ana",
+      role: "user" as const,
+      text,
+      timestamp: "2024-01-01T00:00:00.000Z",
+      sessionId: "s",
+    };
+    const out = await compressTurn(turn, new StatisticalCompressor(), 0.6);
+    assert.equal(out.text, text);
+    assert.ok(out.compressed.length < text.length);
+    assert.ok(out.keptRatio > 0.4 && out.keptRatio < 0.8);
+  });
+});

@@ -1,0 +1,282 @@
+import { createHash } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import { type Context, Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { HTTPException } from "hono/http-exception";
+import { matchedRoutes } from "hono/route";
+import type { Logger } from "pino";
+import { z } from "zod";
+import { issuesFromZod, ValidationError, type ValidationIssue } from "../core/errors.ts";
+import type { RecordQuery } from "../core/ports.ts";
+import { type MemoryService, QueryRequestSchema, type TurnInput, TurnInputSchema } from "../core/service.ts";
+import { RecordTypeSchema } from "../core/types.ts";
+import type { Metrics } from "./metrics.ts";
+
+/** Default request body limit: larger bodies get 413. */
+export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
+/** Most turns one batch request may carry. */
+export const MAX_BATCH_TURNS = 1000;
+
+export interface HttpAppDeps {
+  service: MemoryService;
+  /** API key -> tenant (Config.apiKeys). */
+  apiKeys: Record<string, string>;
+  metrics: Metrics;
+  logger?: Logger;
+  /** Request body limit in bytes (default 5 MiB). */
+  maxBodyBytes?: number;
+}
+
+export type HttpAppEnv = { Variables: { tenant: string } };
+
+/** A rejected item of a batch: its position in `turns`, its turnId when it had one, and what is wrong. */
+export interface RejectedTurn {
+  index: number;
+  turnId?: string;
+  issues: ValidationIssue[];
+}
+
+const ConversationParamSchema = z.string().trim().min(1).max(512);
+
+const BatchEnvelopeSchema = z.object({
+  turns: z.array(z.unknown()).min(1).max(MAX_BATCH_TURNS),
+});
+
+const isoToMs = z
+  .string()
+  .refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 date or timestamp" })
+  .transform((s) => Date.parse(s));
+
+const RecordsQueryParamsSchema = z
+  .object({
+    conversation: z.string().trim().min(1).max(512).optional(),
+    entity: z.string().trim().min(1).max(512).optional(),
+    type: RecordTypeSchema.optional(),
+    from: isoToMs.optional(),
+    to: isoToMs.optional(),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+    cursor: z.string().min(1).max(4096).optional(),
+    includeSuperseded: z
+      .enum(["true", "false", "1", "0"])
+      .transform((v) => v === "true" || v === "1")
+      .optional(),
+  })
+  .refine((q) => q.from === undefined || q.to === undefined || q.from <= q.to, {
+    message: "must not be after `to`",
+    path: ["from"],
+  });
+
+const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+
+const hashKey = (key: string): string => createHash("sha256").update(key, "utf8").digest("hex");
+
+/** The API key of a request: `Authorization: Bearer <key>`, else `x-api-key: <key>`. */
+const apiKeyOf = (c: Context): string | undefined => {
+  const auth = c.req.header("authorization");
+  const bearer = auth ? /^Bearer\s+(.+)$/i.exec(auth.trim())?.[1]?.trim() : undefined;
+  if (bearer) return bearer;
+  const header = c.req.header("x-api-key")?.trim();
+  return header ? header : undefined;
+};
+
+/** The registered pattern of the route that matched (never the raw path, to bound label cardinality). */
+const routeLabel = (c: Context): string => {
+  const route = matchedRoutes(c).find((r) => r.method !== "ALL");
+  return route ? route.path : "unmatched";
+};
+
+type JsonBody = { ok: true; value: unknown } | { ok: false };
+
+const readJson = async (c: Context): Promise<JsonBody> => {
+  const text = await c.req.text();
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch {
+    return { ok: false };
+  }
+};
+
+/**
+ * The HTTP front door (hono). Routes, status codes and shapes are documented in
+ * schemas/openapi.yaml. The tenant always comes from the API key: request bodies are parsed with
+ * zod object schemas, which strip unknown keys, so a `tenant` field in a body is silently ignored
+ * (and so is a `tenant` query parameter).
+ */
+export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
+  const { service, metrics, logger } = deps;
+  const maxBodyBytes = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  // Keys are looked up by their SHA-256, in a Map: no prototype keys, no key material compared byte by byte.
+  const tenantsByKeyHash = new Map<string, string>(
+    Object.entries(deps.apiKeys).map(([key, tenant]) => [hashKey(key), tenant]),
+  );
+
+  const app = new Hono<HttpAppEnv>();
+
+  app.use("*", async (c, next) => {
+    const started = performance.now();
+    await next();
+    const method = KNOWN_METHODS.has(c.req.method) ? c.req.method : "OTHER";
+    metrics.httpRequest(routeLabel(c), method, c.res.status, (performance.now() - started) / 1000);
+  });
+
+  app.notFound((c) => c.json({ error: "not found" }, 404));
+
+  app.onError((err, c) => {
+    if (err instanceof ValidationError) return c.json({ error: err.message, issues: err.issues }, 400);
+    if (err instanceof HTTPException) {
+      if (err.status === 413) return c.json({ error: "request body too large" }, 413);
+      if (err.status < 500) return c.json({ error: err.message || "bad request" }, err.status);
+    }
+    logger?.error({ err, method: c.req.method, route: routeLabel(c) }, "HTTP request failed");
+    return c.json({ error: "internal error" }, 500);
+  });
+
+  // --- Unauthenticated: probes and metrics -------------------------------------------------------
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+
+  app.get("/readyz", async (c) => {
+    try {
+      const health = await service.health();
+      return c.json({ ready: health.ready, ok: health.ok, details: health.details }, health.ready ? 200 : 503);
+    } catch (err) {
+      logger?.warn({ err }, "health check failed");
+      return c.json({ ready: false, ok: false, details: {} }, 503);
+    }
+  });
+
+  app.get("/metrics", async (c) => {
+    const body = await metrics.render();
+    return c.body(body, 200, { "content-type": metrics.contentType });
+  });
+
+  // --- /v1: API key required -----------------------------------------------------------------------
+
+  app.use("/v1/*", async (c, next) => {
+    const key = apiKeyOf(c);
+    if (!key) return c.json({ error: "missing API key" }, 401, { "www-authenticate": 'Bearer realm="memory"' });
+    const tenant = tenantsByKeyHash.get(hashKey(key));
+    if (tenant === undefined) {
+      return c.json({ error: "invalid API key" }, 401, { "www-authenticate": 'Bearer realm="memory"' });
+    }
+    c.set("tenant", tenant);
+    await next();
+  });
+
+  app.use(
+    "/v1/*",
+    bodyLimit({
+      maxSize: maxBodyBytes,
+      onError: (c) => c.json({ error: "request body too large", limitBytes: maxBodyBytes }, 413),
+    }),
+  );
+
+  const conversationOf = (c: Context<HttpAppEnv>): string => {
+    const parsed = ConversationParamSchema.safeParse(c.req.param("conversation"));
+    if (!parsed.success) {
+      throw new ValidationError(
+        "invalid conversation",
+        issuesFromZod(parsed.error).map((i) => ({ ...i, path: "conversation" })),
+      );
+    }
+    return parsed.data;
+  };
+
+  app.post("/v1/conversations/:conversation/turns", async (c) => {
+    const conversation = conversationOf(c);
+    const body = await readJson(c);
+    if (!body.ok) return c.json({ error: "invalid JSON body" }, 400);
+    const turn = TurnInputSchema.safeParse(body.value);
+    if (!turn.success) return c.json({ error: "invalid turn", issues: issuesFromZod(turn.error) }, 400);
+    const result = await service.ingest(c.get("tenant"), conversation, [turn.data]);
+    return c.json({ accepted: result.accepted, turnIds: result.turnIds }, 202);
+  });
+
+  /*
+   * Batch ingest. Each turn is validated on its own: the valid ones are ingested, in the order they
+   * were sent, in one call, and are never dropped because another turn of the batch is bad. The
+   * response lists the accepted turn ids and each rejected item with its index and issues.
+   * 202: all accepted; 207: some rejected; 400: none valid, or the envelope ({turns: [1..1000]}) is
+   * malformed (nothing is ingested then).
+   */
+  app.post("/v1/conversations/:conversation/turns:batch", async (c) => {
+    const conversation = conversationOf(c);
+    const body = await readJson(c);
+    if (!body.ok) return c.json({ error: "invalid JSON body" }, 400);
+    const envelope = BatchEnvelopeSchema.safeParse(body.value);
+    if (!envelope.success) return c.json({ error: "invalid batch", issues: issuesFromZod(envelope.error) }, 400);
+
+    const valid: TurnInput[] = [];
+    const rejected: RejectedTurn[] = [];
+    envelope.data.turns.forEach((raw, index) => {
+      const turn = TurnInputSchema.safeParse(raw);
+      if (turn.success) {
+        valid.push(turn.data);
+        return;
+      }
+      const turnId =
+        typeof raw === "object" && raw !== null && "turnId" in raw && typeof raw.turnId === "string"
+          ? raw.turnId
+          : undefined;
+      rejected.push({ index, ...(turnId !== undefined ? { turnId } : {}), issues: issuesFromZod(turn.error) });
+    });
+
+    if (valid.length === 0) return c.json({ error: "no valid turns", accepted: 0, turnIds: [], rejected }, 400);
+    const result = await service.ingest(c.get("tenant"), conversation, valid);
+    return c.json({ accepted: result.accepted, turnIds: result.turnIds, rejected }, rejected.length === 0 ? 202 : 207);
+  });
+
+  app.post("/v1/conversations/:conversation/flush", async (c) => {
+    const conversation = conversationOf(c);
+    await service.flush(c.get("tenant"), conversation);
+    return c.json({ flushed: true, conversation }, 202);
+  });
+
+  app.post("/v1/flush", async (c) => {
+    await service.flush(c.get("tenant"));
+    return c.json({ flushed: true }, 202);
+  });
+
+  app.post("/v1/query", async (c) => {
+    const body = await readJson(c);
+    if (!body.ok) return c.json({ error: "invalid JSON body" }, 400);
+    const req = QueryRequestSchema.safeParse(body.value);
+    if (!req.success) return c.json({ error: "invalid query", issues: issuesFromZod(req.error) }, 400);
+    // Query count and latency are recorded by the front door (the engine's observer does not see queries).
+    const started = performance.now();
+    try {
+      const result = await service.query(c.get("tenant"), req.data);
+      metrics.query("ok", (performance.now() - started) / 1000);
+      return c.json(result, 200);
+    } catch (err) {
+      metrics.query("error", (performance.now() - started) / 1000);
+      throw err;
+    }
+  });
+
+  app.get("/v1/records", async (c) => {
+    // Empty parameters (`?type=`) count as absent.
+    const raw = Object.fromEntries(Object.entries(c.req.query()).filter(([, v]) => v !== ""));
+    const params = RecordsQueryParamsSchema.safeParse(raw);
+    if (!params.success) return c.json({ error: "invalid query parameters", issues: issuesFromZod(params.error) }, 400);
+    const p = params.data;
+    const query: RecordQuery = { limit: p.limit };
+    if (p.conversation !== undefined) query.conversation = p.conversation;
+    if (p.entity !== undefined) query.entity = p.entity;
+    if (p.type !== undefined) query.type = p.type;
+    if (p.from !== undefined) query.timeFrom = p.from;
+    if (p.to !== undefined) query.timeTo = p.to;
+    if (p.includeSuperseded !== undefined) query.includeSuperseded = p.includeSuperseded;
+    if (p.cursor !== undefined) query.cursor = p.cursor;
+    const page = await service.listRecords(c.get("tenant"), query);
+    return c.json({ records: page.records, nextCursor: page.nextCursor ?? null }, 200);
+  });
+
+  app.get("/v1/records/:id", async (c) => {
+    const record = await service.getRecord(c.get("tenant"), c.req.param("id"));
+    if (!record) return c.json({ error: "record not found" }, 404);
+    return c.json(record, 200);
+  });
+
+  return app;
+};

@@ -1,0 +1,474 @@
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import hnswlib, { type HierarchicalNSW } from "hnswlib-node";
+import type { VectorFilter, VectorHit, VectorItem, VectorPayload, VectorStore } from "../../ports.ts";
+import { migrate, openSqlite, type SqliteDatabase } from "../sqlite/db.ts";
+import { compileFilter } from "./filter.ts";
+import { VECTOR_MIGRATIONS } from "./schema.ts";
+
+export interface HnswVectorStoreOptions {
+  /** Close the database in close() (default false: whoever opened the shared handle closes it). */
+  ownsDb?: boolean;
+  /** HNSW graph degree (default 16). */
+  m?: number;
+  /** Build-time candidate list size (default 200). */
+  efConstruction?: number;
+  /** Search-time candidate list size, at least k (default 64). */
+  efSearch?: number;
+  /** A filtered search admitting at most this many items is answered exactly (default 2048). */
+  bruteForceLimit?: number;
+  /** Capacity a new index starts with; it doubles when full (default 1024). */
+  initialCapacity?: number;
+  /** Seed of the HNSW level generator, for reproducible graphs (default 100). */
+  seed?: number;
+}
+
+interface Entry {
+  id: string;
+  payload: VectorPayload;
+}
+
+interface TenantIndex {
+  index: HierarchicalNSW;
+  /** Live labels -> id and payload (the filter callback's lookup). */
+  entries: Map<number, Entry>;
+  labels: Map<string, number>;
+  /** Changed since the index file was last written. */
+  dirty: boolean;
+}
+
+interface TenantRow {
+  next_label: number;
+  version: number;
+  flushed_version: number;
+}
+
+const toBlob = (v: Float32Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+
+const fromBlob = (b: Buffer): Float32Array => {
+  const copy = new Uint8Array(b.byteLength);
+  copy.set(b);
+  return new Float32Array(copy.buffer);
+};
+
+const checkVector = (v: Float32Array, what: string): void => {
+  if (v.length === 0) throw new Error(`HnswVectorStore: ${what} is empty`);
+  for (let i = 0; i < v.length; i++) {
+    if (!Number.isFinite(v[i])) throw new Error(`HnswVectorStore: ${what} has a non-finite value at ${i}`);
+  }
+};
+
+const unitArray = (v: Float32Array): number[] => {
+  let s = 0;
+  for (let i = 0; i < v.length; i++) s += (v[i] as number) ** 2;
+  const n = Math.sqrt(s) || 1;
+  return Array.from(v, (x) => x / n);
+};
+
+/**
+ * VectorStore over hnswlib-node: one HNSW index (cosine space; score = cosine similarity) per
+ * tenant, so a search can only ever touch that tenant's index.
+ *
+ * Durability: the `vectors` table in SQLite (shared `memory.db`) is the source of truth (id, label,
+ * payload, vector). Index files `<dataDir>/vectors/<sha256(tenant)[:32]>.hnsw` are a cache written
+ * on flush()/close() (write to a temp file, then rename). On first use of a tenant after a start the
+ * file is read only if it was written at the tenant's current write version and it holds every label
+ * of the table; otherwise (missing, stale after a crash, count mismatch, unreadable) the index is
+ * rebuilt from SQLite. Writes commit to SQLite first, then update the in-memory index.
+ *
+ * Dimension: taken from the first vectors written and kept in `vector_meta`; any other dimension
+ * throws (until the store holds no vectors at all).
+ *
+ * Usage: `new HnswVectorStore(openSqlite(dataDir), dataDir)` (shared handle, closed by its opener)
+ * or `HnswVectorStore.open(dataDir)` (own handle, closed by close()).
+ */
+export class HnswVectorStore implements VectorStore {
+  readonly db: SqliteDatabase;
+  readonly dir: string;
+  /** How many tenant indexes were rebuilt from SQLite (observability and tests). */
+  rebuilds = 0;
+  private readonly opts: Required<Omit<HnswVectorStoreOptions, "ownsDb">>;
+  private readonly ownsDb: boolean;
+  private readonly indexes = new Map<string, TenantIndex>();
+  private dim: number | undefined;
+  private closed = false;
+
+  constructor(db: SqliteDatabase, dataDir: string, options: HnswVectorStoreOptions = {}) {
+    this.db = db;
+    this.dir = join(dataDir, "vectors");
+    this.ownsDb = options.ownsDb ?? false;
+    this.opts = {
+      m: options.m ?? 16,
+      efConstruction: options.efConstruction ?? 200,
+      efSearch: options.efSearch ?? 64,
+      bruteForceLimit: options.bruteForceLimit ?? 2048,
+      initialCapacity: options.initialCapacity ?? 1024,
+      seed: options.seed ?? 100,
+    };
+    migrate(db, "vectors", VECTOR_MIGRATIONS);
+    mkdirSync(this.dir, { recursive: true });
+    const row = db.prepare<[], { value: string }>("SELECT value FROM vector_meta WHERE key = 'dimension'").get();
+    this.dim = row ? Number(row.value) : undefined;
+  }
+
+  /** A store with its own handle on `<dataDir>/memory.db`, closed by close(). */
+  static open(dataDir: string, options: Omit<HnswVectorStoreOptions, "ownsDb"> = {}): HnswVectorStore {
+    return new HnswVectorStore(openSqlite(dataDir), dataDir, { ...options, ownsDb: true });
+  }
+
+  /** The store's vector dimension, undefined before the first write. */
+  get dimension(): number | undefined {
+    return this.dim;
+  }
+
+  private check(): void {
+    if (this.closed) throw new Error("HnswVectorStore is closed");
+  }
+
+  private fileOf(tenant: string): string {
+    return join(this.dir, `${createHash("sha256").update(tenant).digest("hex").slice(0, 32)}.hnsw`);
+  }
+
+  private ensureDimension(n: number): number {
+    if (this.dim === n) return n;
+    if (this.dim !== undefined) {
+      const any = this.db.prepare("SELECT 1 FROM vectors LIMIT 1").get();
+      if (any) {
+        throw new Error(
+          `HnswVectorStore: vector dimension ${n} does not match the store's dimension ${this.dim} ` +
+            "(set by the first vectors written; a different embedder needs a new data folder)",
+        );
+      }
+      for (const t of this.indexes.values()) t.index = this.newIndex(n, this.opts.initialCapacity);
+    }
+    this.db
+      .prepare(
+        "INSERT INTO vector_meta (key, value) VALUES ('dimension', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+      )
+      .run(String(n));
+    this.dim = n;
+    return n;
+  }
+
+  private newIndex(dim: number, capacity: number): HierarchicalNSW {
+    const index = new hnswlib.HierarchicalNSW("cosine", dim);
+    index.initIndex({
+      maxElements: Math.max(1, capacity),
+      m: this.opts.m,
+      efConstruction: this.opts.efConstruction,
+      randomSeed: this.opts.seed,
+      allowReplaceDeleted: true,
+    });
+    return index;
+  }
+
+  /** The tenant's in-memory index: cached, else read from its file when current, else rebuilt from SQLite. */
+  private load(tenant: string): TenantIndex | undefined {
+    const cached = this.indexes.get(tenant);
+    if (cached) return cached;
+    const rows = this.db
+      .prepare<[string], { id: string; label: number; payload: string }>(
+        "SELECT id, label, payload FROM vectors WHERE tenant = ?",
+      )
+      .all(tenant);
+    if (rows.length === 0 || this.dim === undefined) return undefined;
+    const entries = new Map<number, Entry>();
+    const labels = new Map<string, number>();
+    for (const r of rows) {
+      entries.set(r.label, { id: r.id, payload: JSON.parse(r.payload) as VectorPayload });
+      labels.set(r.id, r.label);
+    }
+    const index = this.readFile(tenant, entries) ?? this.rebuild(tenant, rows.length);
+    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty };
+    this.indexes.set(tenant, t);
+    return t;
+  }
+
+  private readFile(
+    tenant: string,
+    entries: Map<number, Entry>,
+  ): { index: HierarchicalNSW; dirty: boolean } | undefined {
+    const file = this.fileOf(tenant);
+    const meta = this.tenantRow(tenant);
+    if (!meta || meta.version !== meta.flushed_version || !existsSync(file) || this.dim === undefined) return undefined;
+    try {
+      const index = new hnswlib.HierarchicalNSW("cosine", this.dim);
+      index.readIndexSync(file, true);
+      if (index.getNumDimensions() !== this.dim) return undefined;
+      const ids = index.getIdsList();
+      const inFile = new Set(ids);
+      for (const label of entries.keys()) if (!inFile.has(label)) return undefined;
+      let stale = 0;
+      for (const label of ids) {
+        if (entries.has(label)) continue;
+        stale++;
+        try {
+          index.markDelete(label);
+        } catch {
+          // already marked deleted in the file
+        }
+      }
+      if (ids.length - stale !== entries.size) return undefined;
+      return { index, dirty: false };
+    } catch {
+      return undefined;
+    }
+  }
+
+  private rebuild(tenant: string, count: number): { index: HierarchicalNSW; dirty: boolean } {
+    const dim = this.dim as number;
+    const index = this.newIndex(dim, Math.max(this.opts.initialCapacity, Math.ceil(count * 1.25)));
+    const rows = this.db
+      .prepare<[string], { label: number; vector: Buffer }>("SELECT label, vector FROM vectors WHERE tenant = ?")
+      .iterate(tenant);
+    for (const r of rows) {
+      const v = fromBlob(r.vector);
+      if (v.length !== dim)
+        throw new Error(
+          `HnswVectorStore: stored vector of tenant ${tenant} has dimension ${v.length}, expected ${dim}`,
+        );
+      index.addPoint(Array.from(v), r.label);
+    }
+    this.rebuilds++;
+    return { index, dirty: true };
+  }
+
+  private tenantRow(tenant: string): TenantRow | undefined {
+    return this.db
+      .prepare<[string], TenantRow>("SELECT next_label, version, flushed_version FROM vector_tenants WHERE tenant = ?")
+      .get(tenant);
+  }
+
+  async upsert(tenant: string, items: readonly VectorItem[]): Promise<void> {
+    this.check();
+    if (items.length === 0) return;
+    const first = items[0] as VectorItem;
+    for (const item of items) {
+      if (item.payload.tenant !== tenant) {
+        throw new Error(
+          `HnswVectorStore: item ${item.id} has payload tenant "${item.payload.tenant}", upsert is for "${tenant}"`,
+        );
+      }
+      checkVector(item.vector, `vector of ${item.id}`);
+      if (item.vector.length !== first.vector.length) {
+        throw new Error(
+          `HnswVectorStore: vectors of one upsert differ in dimension (${first.vector.length} and ${item.vector.length})`,
+        );
+      }
+    }
+    const dim = this.ensureDimension(first.vector.length);
+    const existing = this.load(tenant);
+    const getLabel = this.db.prepare<[string, string], { label: number }>(
+      "SELECT label FROM vectors WHERE tenant = ? AND id = ?",
+    );
+    const put = this.db.prepare<[string, string, number, string, string, string, Buffer]>(
+      `INSERT INTO vectors (tenant, id, label, kind, conversation, payload, vector) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (tenant, id) DO UPDATE SET kind = excluded.kind, conversation = excluded.conversation,
+         payload = excluded.payload, vector = excluded.vector`,
+    );
+    const planned = this.db.transaction(() => {
+      this.db
+        .prepare(
+          "INSERT INTO vector_tenants (tenant, next_label, version, flushed_version) VALUES (?, 0, 0, -1) ON CONFLICT DO NOTHING",
+        )
+        .run(tenant);
+      let next = (this.tenantRow(tenant) as TenantRow).next_label;
+      const out: { label: number; item: VectorItem }[] = [];
+      for (const item of items) {
+        const label = getLabel.get(tenant, item.id)?.label ?? next++;
+        put.run(
+          tenant,
+          item.id,
+          label,
+          item.payload.kind,
+          item.payload.conversation,
+          JSON.stringify(item.payload),
+          toBlob(item.vector),
+        );
+        out.push({ label, item });
+      }
+      this.db
+        .prepare("UPDATE vector_tenants SET next_label = ?, version = version + 1 WHERE tenant = ?")
+        .run(next, tenant);
+      return out;
+    })();
+    // SQLite holds the truth now; bring the in-memory index up to date (or drop it, so that it is rebuilt).
+    const t: TenantIndex = existing ?? {
+      index: this.newIndex(dim, this.opts.initialCapacity),
+      entries: new Map(),
+      labels: new Map(),
+      dirty: true,
+    };
+    this.indexes.set(tenant, t);
+    try {
+      const needed = t.index.getCurrentCount() + planned.length;
+      if (needed > t.index.getMaxElements()) t.index.resizeIndex(Math.max(needed, t.index.getMaxElements() * 2));
+      for (const { label, item } of planned) {
+        if (t.entries.has(label)) t.index.addPoint(Array.from(item.vector), label);
+        else t.index.addPoint(Array.from(item.vector), label, true);
+        t.entries.set(label, { id: item.id, payload: structuredClone(item.payload) });
+        t.labels.set(item.id, label);
+      }
+      t.dirty = true;
+    } catch (err) {
+      this.indexes.delete(tenant);
+      throw err;
+    }
+  }
+
+  async search(tenant: string, vector: Float32Array, k: number, filter?: VectorFilter): Promise<VectorHit[]> {
+    this.check();
+    const limit = Math.floor(k);
+    if (!(limit > 0)) return [];
+    const t = this.load(tenant);
+    if (!t || t.entries.size === 0) return [];
+    if (vector.length !== this.dim) {
+      throw new Error(
+        `HnswVectorStore: query vector has dimension ${vector.length}, the store holds dimension ${this.dim}`,
+      );
+    }
+    checkVector(vector, "query vector");
+    const query = unitArray(vector);
+    const predicate = compileFilter(filter);
+    let found: { label: number; score: number }[];
+    if (!predicate) {
+      const kk = Math.min(limit, t.entries.size);
+      t.index.setEf(Math.max(this.opts.efSearch, kk));
+      const r = t.index.searchKnn(query, kk);
+      found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
+    } else {
+      const allowed: number[] = [];
+      for (const [label, e] of t.entries) if (predicate(e.payload)) allowed.push(label);
+      if (allowed.length === 0) return [];
+      const kk = Math.min(limit, allowed.length);
+      if (allowed.length <= this.opts.bruteForceLimit) {
+        // Few admissible items: exact scores (a restrictive filter would starve the HNSW walk).
+        found = allowed.map((label) => {
+          const p = t.index.getPoint(label);
+          let s = 0;
+          for (let i = 0; i < query.length; i++) s += (query[i] as number) * (p[i] as number);
+          return { label, score: s };
+        });
+        found.sort((a, b) => b.score - a.score || a.label - b.label);
+        found = found.slice(0, kk);
+      } else {
+        const set = new Set(allowed);
+        t.index.setEf(Math.max(this.opts.efSearch, kk * 2));
+        const r = t.index.searchKnn(query, kk, (label) => set.has(label));
+        found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
+      }
+    }
+    const hits: VectorHit[] = [];
+    for (const f of found) {
+      const e = t.entries.get(f.label);
+      if (e) hits.push({ id: e.id, score: f.score, payload: structuredClone(e.payload) });
+    }
+    hits.sort((a, b) => b.score - a.score);
+    return hits;
+  }
+
+  /** Items in the order asked (first occurrence), from SQLite; unknown ids are skipped. */
+  async get(tenant: string, ids: readonly string[]): Promise<VectorItem[]> {
+    this.check();
+    if (ids.length === 0) return [];
+    const wanted = [...new Set(ids)];
+    const rows = this.db
+      .prepare<[string, string], { id: string; payload: string; vector: Buffer }>(
+        "SELECT id, payload, vector FROM vectors WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
+      )
+      .all(tenant, JSON.stringify(wanted));
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const out: VectorItem[] = [];
+    for (const id of wanted) {
+      const r = byId.get(id);
+      if (r) out.push({ id, vector: fromBlob(r.vector), payload: JSON.parse(r.payload) as VectorPayload });
+    }
+    return out;
+  }
+
+  async delete(tenant: string, ids: readonly string[]): Promise<void> {
+    this.check();
+    if (ids.length === 0) return;
+    const t = this.load(tenant);
+    const del = this.db.prepare<[string, string], { label: number }>(
+      "DELETE FROM vectors WHERE tenant = ? AND id = ? RETURNING label",
+    );
+    const removed = this.db.transaction(() => {
+      const labels: number[] = [];
+      for (const id of new Set(ids)) {
+        const r = del.get(tenant, id);
+        if (r) labels.push(r.label);
+      }
+      if (labels.length > 0) {
+        this.db.prepare("UPDATE vector_tenants SET version = version + 1 WHERE tenant = ?").run(tenant);
+      }
+      return labels;
+    })();
+    if (!t || removed.length === 0) return;
+    try {
+      for (const label of removed) {
+        const e = t.entries.get(label);
+        if (!e) continue;
+        t.index.markDelete(label);
+        t.entries.delete(label);
+        t.labels.delete(e.id);
+      }
+      t.dirty = true;
+    } catch (err) {
+      this.indexes.delete(tenant);
+      throw err;
+    }
+  }
+
+  async deleteTenant(tenant: string): Promise<void> {
+    this.check();
+    this.db.transaction(() => {
+      this.db.prepare("DELETE FROM vectors WHERE tenant = ?").run(tenant);
+      this.db.prepare("DELETE FROM vector_tenants WHERE tenant = ?").run(tenant);
+    })();
+    this.indexes.delete(tenant);
+    rmSync(this.fileOf(tenant), { force: true });
+  }
+
+  async count(tenant: string): Promise<number> {
+    this.check();
+    return (
+      this.db.prepare<[string], { n: number }>("SELECT COUNT(*) AS n FROM vectors WHERE tenant = ?").get(tenant)?.n ?? 0
+    );
+  }
+
+  /** Writes every changed tenant index to its file and records the write version it reflects. */
+  async flush(): Promise<void> {
+    this.check();
+    this.flushSync();
+  }
+
+  private flushSync(): void {
+    mkdirSync(this.dir, { recursive: true });
+    const mark = this.db.prepare("UPDATE vector_tenants SET flushed_version = ? WHERE tenant = ?");
+    for (const [tenant, t] of this.indexes) {
+      if (!t.dirty) continue;
+      const meta = this.tenantRow(tenant);
+      if (!meta) continue;
+      const file = this.fileOf(tenant);
+      const tmp = `${file}.tmp`;
+      // Synchronous: nothing can change the index while it is written.
+      t.index.writeIndexSync(tmp);
+      renameSync(tmp, file);
+      mark.run(meta.version, tenant);
+      t.dirty = false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      if (this.db.open) this.flushSync();
+    } finally {
+      this.closed = true;
+      this.indexes.clear();
+      if (this.ownsDb && this.db.open) this.db.close();
+    }
+  }
+}

@@ -1,0 +1,619 @@
+import type BetterSqlite3 from "better-sqlite3";
+import { parseTurnRowId, turnRowId } from "../../ids.ts";
+import type { GraphStore, IndexBatch, RecordPage, RecordQuery, ScoredId, StoredTurn, TimeWindow } from "../../ports.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
+import { migrate, openSqlite, type SqliteDatabase } from "./db.ts";
+import { buildFtsQuery } from "./fts-query.ts";
+import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "./record-index.ts";
+import { GRAPH_MIGRATIONS } from "./schema.ts";
+
+type Param = string | number | bigint | null;
+type Statement = BetterSqlite3.Statement<Param[], unknown>;
+
+interface JsonRow {
+  id: string;
+  json: string;
+}
+interface PageRow extends JsonRow {
+  said_at: number;
+}
+interface ScoreRow {
+  id: string;
+  score: number;
+}
+interface TurnRow {
+  tenant: string;
+  conversation: string;
+  turn_id: string;
+  segment_id: string;
+  speaker: string;
+  role: string;
+  text: string;
+  compressed: string;
+  timestamp: string;
+  session_id: string;
+}
+interface TurnScoreRow {
+  conversation: string;
+  turn_id: string;
+  score: number;
+}
+
+export interface SqliteGraphStoreOptions {
+  /** Close the database in close() (default false: whoever opened the shared handle closes it). */
+  ownsDb?: boolean;
+}
+
+const ms = (iso: string): number => {
+  const v = Date.parse(iso);
+  if (Number.isNaN(v)) throw new Error(`not a timestamp: ${iso}`);
+  return v;
+};
+
+/** A JSON array parameter for `IN (SELECT value FROM json_each(?))`: any number of values, one statement. */
+const jsonList = (values: readonly string[]): string => JSON.stringify(values);
+
+const uniq = (values: readonly string[]): string[] => [...new Set(values)];
+
+/** Tenant of a dead letter from its partition key `tenant/conversation` (null when the key has no tenant). */
+const tenantOfKey = (key: string): string | null => {
+  const i = key.indexOf("/");
+  return i > 0 ? key.slice(0, i) : null;
+};
+
+const toStoredTurn = (r: TurnRow): StoredTurn => ({
+  tenant: r.tenant,
+  conversation: r.conversation,
+  segmentId: r.segment_id,
+  turnId: r.turn_id,
+  speaker: r.speaker,
+  role: r.role as SegmentTurn["role"],
+  text: r.text,
+  compressed: r.compressed,
+  timestamp: r.timestamp,
+  sessionId: r.session_id,
+});
+
+const TURN_COLUMNS =
+  "tenant, conversation, turn_id, segment_id, speaker, role, text, compressed, timestamp, session_id";
+
+/**
+ * GraphStore over SQLite (better-sqlite3): records with entity/topic/day/event-frame index tables,
+ * segments with their raw turns, FTS5 (bm25) over record and turn text. Every statement is scoped
+ * by tenant. Build it on a handle from `openSqlite(dataDir)` (shared with the state and vector
+ * stores), or with `SqliteGraphStore.open(dataDir)`, which owns its handle.
+ */
+export class SqliteGraphStore implements GraphStore {
+  readonly db: SqliteDatabase;
+  private readonly ownsDb: boolean;
+  private readonly statements = new Map<string, Statement>();
+  private closed = false;
+
+  constructor(db: SqliteDatabase, options: SqliteGraphStoreOptions = {}) {
+    this.db = db;
+    this.ownsDb = options.ownsDb ?? false;
+    migrate(db, "graph", GRAPH_MIGRATIONS);
+  }
+
+  /** A store with its own handle on `<dataDir>/memory.db`, closed by close(). */
+  static open(dataDir: string): SqliteGraphStore {
+    return new SqliteGraphStore(openSqlite(dataDir), { ownsDb: true });
+  }
+
+  private stmt(sql: string): Statement {
+    if (this.closed) throw new Error("SqliteGraphStore is closed");
+    let s = this.statements.get(sql);
+    if (!s) {
+      s = this.db.prepare<Param[], unknown>(sql);
+      this.statements.set(sql, s);
+    }
+    return s;
+  }
+
+  private all<T>(sql: string, ...params: Param[]): T[] {
+    return this.stmt(sql).all(...params) as T[];
+  }
+
+  private run(sql: string, ...params: Param[]): { changes: number; lastInsertRowid: number | bigint } {
+    return this.stmt(sql).run(...params);
+  }
+
+  private count(sql: string, ...params: Param[]): number {
+    const row = this.stmt(sql).get(...params) as { n: number } | undefined;
+    return row?.n ?? 0;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Writes
+
+  async writeBatch(batch: IndexBatch): Promise<void> {
+    const { tenant, segment } = batch;
+    if (segment.tenant !== tenant) {
+      throw new Error(
+        `writeBatch: segment ${segment.id} belongs to tenant "${segment.tenant}", batch is for "${tenant}"`,
+      );
+    }
+    for (const r of batch.records) {
+      if (r.source.tenant !== tenant) {
+        throw new Error(`writeBatch: record ${r.id} belongs to tenant "${r.source.tenant}", batch is for "${tenant}"`);
+      }
+    }
+    this.db.transaction(() => {
+      for (const record of batch.records) this.insertRecord(tenant, record);
+      for (const frame of batch.eventFrames) {
+        for (const recordId of uniq(frame.recordIds)) {
+          this.run(
+            "INSERT INTO event_frames (tenant, frame_id, record_id) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            tenant,
+            frame.id,
+            recordId,
+          );
+        }
+      }
+      this.run(
+        "INSERT INTO segments (tenant, conversation, id, json) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        tenant,
+        segment.conversation,
+        segment.id,
+        JSON.stringify(segment),
+      );
+      for (const turn of segment.turns) {
+        const info = this.run(
+          `INSERT INTO turns (${TURN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+          tenant,
+          segment.conversation,
+          turn.turnId,
+          segment.id,
+          turn.speaker,
+          turn.role,
+          turn.text,
+          turn.compressed,
+          turn.timestamp,
+          turn.sessionId,
+        );
+        if (info.changes === 1) {
+          this.run(
+            "INSERT INTO turns_fts (rowid, text, tenant, conversation) VALUES (?, ?, ?, ?)",
+            info.lastInsertRowid,
+            turn.text,
+            tenant,
+            segment.conversation,
+          );
+        }
+      }
+    })();
+  }
+
+  /** Inserts a record and its index rows once; a replay leaves the stored record (and any consolidation) as is. */
+  private insertRecord(tenant: string, record: MemoryRecord): void {
+    const span = recordSpan(record);
+    const info = this.run(
+      `INSERT INTO records (tenant, id, conversation, type, text, json, said_at, time_from, time_to, has_time,
+         valid_from, valid_to, superseded_by, segment_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+      tenant,
+      record.id,
+      record.source.conversation,
+      record.type,
+      record.text,
+      JSON.stringify(record),
+      ms(record.source.saidAt),
+      span.from,
+      span.to,
+      span.explicit ? 1 : 0,
+      ms(record.valid.from),
+      record.valid.to ? ms(record.valid.to) : null,
+      record.valid.supersededBy ?? null,
+      record.source.segmentId,
+    );
+    if (info.changes !== 1) return;
+    this.run(
+      "INSERT INTO records_fts (rowid, text, tenant, conversation) VALUES (?, ?, ?, ?)",
+      info.lastInsertRowid,
+      record.text,
+      tenant,
+      record.source.conversation,
+    );
+    for (const e of entityKeys(record)) {
+      this.run(
+        "INSERT INTO record_entities (tenant, record_id, entity, name, is_alias) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        tenant,
+        record.id,
+        e.key,
+        e.name,
+        e.alias ? 1 : 0,
+      );
+    }
+    for (const t of topicKeys(record)) {
+      this.run(
+        "INSERT INTO record_topics (tenant, record_id, topic, name) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        tenant,
+        record.id,
+        t.key,
+        t.name,
+      );
+    }
+    for (const b of spanBuckets(span)) {
+      this.run(
+        "INSERT INTO record_days (tenant, record_id, day, month) VALUES (?, ?, ?, ?)",
+        tenant,
+        record.id,
+        b.day,
+        b.month,
+      );
+    }
+  }
+
+  /**
+   * Marks a record as superseded (consolidation; not part of the GraphStore port): sets
+   * `valid.supersededBy` and `valid.to` (default now) in the stored record. Returns false when the
+   * record is unknown for this tenant.
+   */
+  async supersede(tenant: string, recordId: string, supersededBy: string, validTo?: string): Promise<boolean> {
+    return this.db.transaction(() => {
+      const row = this.all<JsonRow>("SELECT id, json FROM records WHERE tenant = ? AND id = ?", tenant, recordId)[0];
+      if (!row) return false;
+      const record = JSON.parse(row.json) as MemoryRecord;
+      const to = validTo ?? record.valid.to ?? new Date().toISOString();
+      record.valid = { ...record.valid, to, supersededBy };
+      this.run(
+        "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
+        JSON.stringify(record),
+        ms(to),
+        supersededBy,
+        tenant,
+        recordId,
+      );
+      return true;
+    })();
+  }
+
+  async putUpdateCandidates(candidates: readonly UpdateCandidate[]): Promise<void> {
+    this.db.transaction(() => {
+      for (const c of candidates) {
+        this.run(
+          `INSERT INTO update_candidates (tenant, record_id, candidate_id, json) VALUES (?, ?, ?, ?)
+           ON CONFLICT (tenant, record_id, candidate_id) DO UPDATE SET json = excluded.json`,
+          c.tenant,
+          c.recordId,
+          c.candidateId,
+          JSON.stringify(c),
+        );
+      }
+    })();
+  }
+
+  /** Update candidates of a tenant (not part of the port; for the consolidator and tests). */
+  async listUpdateCandidates(tenant: string, limit = 1000): Promise<UpdateCandidate[]> {
+    return this.all<{ json: string }>(
+      "SELECT json FROM update_candidates WHERE tenant = ? ORDER BY record_id, candidate_id LIMIT ?",
+      tenant,
+      Math.max(0, Math.floor(limit)),
+    ).map((r) => JSON.parse(r.json) as UpdateCandidate);
+  }
+
+  async putDeadLetter(letter: DeadLetter): Promise<void> {
+    this.run(
+      `INSERT INTO dead_letters (tenant, stage, key, error, payload, at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT DO NOTHING`,
+      tenantOfKey(letter.key),
+      letter.stage,
+      letter.key,
+      letter.error,
+      letter.payload,
+      letter.at,
+    );
+  }
+
+  /** Newest first. */
+  async listDeadLetters(limit: number): Promise<DeadLetter[]> {
+    return this.all<DeadLetter>(
+      "SELECT stage, key, error, payload, at FROM dead_letters ORDER BY seq DESC LIMIT ?",
+      Math.max(0, Math.floor(limit)),
+    ).map((r) => ({ stage: r.stage, key: r.key, error: r.error, payload: r.payload, at: r.at }));
+  }
+
+  async deleteTenant(tenant: string): Promise<void> {
+    this.db.transaction(() => {
+      this.run("DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ?)", tenant);
+      this.run("DELETE FROM records_fts WHERE tenant = ?", tenant);
+      this.run("DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ?)", tenant);
+      this.run("DELETE FROM turns_fts WHERE tenant = ?", tenant);
+      for (const table of [
+        "records",
+        "record_entities",
+        "record_topics",
+        "record_days",
+        "event_frames",
+        "segments",
+        "turns",
+        "update_candidates",
+        "dead_letters",
+      ]) {
+        this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
+      }
+    })();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reads
+
+  /** Records in the order of the ids asked (first occurrence), skipping unknown ids and other tenants' ids. */
+  async getRecords(tenant: string, ids: readonly string[]): Promise<MemoryRecord[]> {
+    if (ids.length === 0) return [];
+    const wanted = uniq(ids);
+    const rows = this.all<JsonRow>(
+      "SELECT id, json FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
+      tenant,
+      jsonList(wanted),
+    );
+    const byId = new Map(rows.map((r) => [r.id, r.json]));
+    const out: MemoryRecord[] = [];
+    for (const id of wanted) {
+      const json = byId.get(id);
+      if (json !== undefined) out.push(JSON.parse(json) as MemoryRecord);
+    }
+    return out;
+  }
+
+  async listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
+    const limit = Math.floor(query.limit);
+    if (!(limit > 0)) return { records: [] };
+    const where = ["r.tenant = ?"];
+    const params: Param[] = [tenant];
+    if (query.conversation !== undefined) {
+      where.push("r.conversation = ?");
+      params.push(query.conversation);
+    }
+    if (query.entity !== undefined) {
+      where.push(
+        "EXISTS (SELECT 1 FROM record_entities e WHERE e.tenant = r.tenant AND e.record_id = r.id AND e.entity = ?)",
+      );
+      params.push(normaliseKey(query.entity));
+    }
+    if (query.type !== undefined) {
+      where.push("r.type = ?");
+      params.push(query.type);
+    }
+    if (query.timeFrom !== undefined) {
+      where.push("r.time_to >= ?");
+      params.push(query.timeFrom);
+    }
+    if (query.timeTo !== undefined) {
+      where.push("r.time_from <= ?");
+      params.push(query.timeTo);
+    }
+    if (!query.includeSuperseded) where.push("r.superseded_by IS NULL");
+    if (query.cursor) {
+      const c = decodeCursor(query.cursor);
+      where.push("(r.said_at > ? OR (r.said_at = ? AND r.id > ?))");
+      params.push(c.saidAt, c.saidAt, c.id);
+    }
+    params.push(limit + 1);
+    const rows = this.all<PageRow>(
+      `SELECT r.id, r.json, r.said_at FROM records r WHERE ${where.join(" AND ")} ORDER BY r.said_at, r.id LIMIT ?`,
+      ...params,
+    );
+    const page = rows.slice(0, limit);
+    const last = page[page.length - 1];
+    const records = page.map((r) => JSON.parse(r.json) as MemoryRecord);
+    return rows.length > limit && last
+      ? { records, nextCursor: encodeCursor({ saidAt: last.said_at, id: last.id }) }
+      : { records };
+  }
+
+  /** All stored records of the tenant (superseded versions included). */
+  async countRecords(tenant: string, conversation?: string): Promise<number> {
+    return conversation === undefined
+      ? this.count("SELECT COUNT(*) AS n FROM records WHERE tenant = ?", tenant)
+      : this.count("SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND conversation = ?", tenant, conversation);
+  }
+
+  async countSegments(tenant: string, conversation?: string): Promise<number> {
+    return conversation === undefined
+      ? this.count("SELECT COUNT(*) AS n FROM segments WHERE tenant = ?", tenant)
+      : this.count("SELECT COUNT(*) AS n FROM segments WHERE tenant = ? AND conversation = ?", tenant, conversation);
+  }
+
+  /** FTS5 bm25 over current records' text; score = -bm25 (higher is better). */
+  async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
+    const match = buildFtsQuery(text);
+    const limit = Math.floor(k);
+    if (!match || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const params: Param[] = [match, tenant, tenant];
+    if (conversation !== undefined) params.push(conversation);
+    params.push(limit);
+    return this.all<ScoreRow>(
+      `SELECT r.id AS id, -bm25(records_fts) AS score
+       FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+       WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv} AND r.superseded_by IS NULL
+       ORDER BY bm25(records_fts), r.said_at DESC, r.id LIMIT ?`,
+      ...params,
+    ).map((r) => ({ id: r.id, score: r.score }));
+  }
+
+  /** FTS5 bm25 over raw turn text; ids are turnRowId(conversation, turnId). */
+  async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
+    const match = buildFtsQuery(text);
+    const limit = Math.floor(k);
+    if (!match || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND t.conversation = ?";
+    const params: Param[] = [match, tenant, tenant];
+    if (conversation !== undefined) params.push(conversation);
+    params.push(limit);
+    return this.all<TurnScoreRow>(
+      `SELECT t.conversation AS conversation, t.turn_id AS turn_id, -bm25(turns_fts) AS score
+       FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+       WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+       ORDER BY bm25(turns_fts), t.timestamp DESC, t.seq LIMIT ?`,
+      ...params,
+    ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), score: r.score }));
+  }
+
+  /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */
+  async recordsByEntities(
+    tenant: string,
+    entities: readonly string[],
+    k: number,
+    conversation?: string,
+  ): Promise<ScoredId[]> {
+    const keys = uniq(entities.map(normaliseKey).filter(Boolean));
+    const limit = Math.floor(k);
+    if (keys.length === 0 || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const params: Param[] = [tenant, jsonList(keys)];
+    if (conversation !== undefined) params.push(conversation);
+    params.push(limit);
+    return this.all<ScoreRow>(
+      `SELECT r.id AS id, COUNT(DISTINCT e.name) AS score
+       FROM record_entities e JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+       WHERE e.tenant = ? AND e.entity IN (SELECT value FROM json_each(?))${conv} AND r.superseded_by IS NULL
+       GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
+      ...params,
+    );
+  }
+
+  /** Current records with any of the topics (case-insensitive); score = distinct topics matched. */
+  async recordsByTopics(
+    tenant: string,
+    topics: readonly string[],
+    k: number,
+    conversation?: string,
+  ): Promise<ScoredId[]> {
+    const keys = uniq(topics.map(normaliseKey).filter(Boolean));
+    const limit = Math.floor(k);
+    if (keys.length === 0 || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const params: Param[] = [tenant, jsonList(keys)];
+    if (conversation !== undefined) params.push(conversation);
+    params.push(limit);
+    return this.all<ScoreRow>(
+      `SELECT r.id AS id, COUNT(DISTINCT t.topic) AS score
+       FROM record_topics t JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
+       WHERE t.tenant = ? AND t.topic IN (SELECT value FROM json_each(?))${conv} AND r.superseded_by IS NULL
+       GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
+      ...params,
+    );
+  }
+
+  /**
+   * Current records whose time overlaps the window (records without a time of their own use the
+   * time they were said). score = w / (1 + span in days), w = 1 for a record's own time and 0.5 for
+   * the said-at fallback: tighter, explicit times rank first.
+   */
+  async recordsInTime(tenant: string, window: TimeWindow, k: number, conversation?: string): Promise<ScoredId[]> {
+    const limit = Math.floor(k);
+    if (!(limit > 0) || !(window.from <= window.to)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const params: Param[] = [tenant, window.to, window.from];
+    if (conversation !== undefined) params.push(conversation);
+    params.push(limit);
+    return this.all<ScoreRow>(
+      `SELECT r.id AS id,
+         (CASE WHEN r.has_time = 1 THEN 1.0 ELSE 0.5 END) / (1.0 + (r.time_to - r.time_from) / ${DAY_MS}.0) AS score
+       FROM records r
+       WHERE r.tenant = ? AND r.time_from <= ? AND r.time_to >= ?${conv} AND r.superseded_by IS NULL
+       ORDER BY score DESC, r.said_at DESC, r.id LIMIT ?`,
+      ...params,
+    );
+  }
+
+  /** Current records sharing an event frame with any given record (given ones excluded); score = shared frames. */
+  async eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number): Promise<ScoredId[]> {
+    const limit = Math.floor(k);
+    if (recordIds.length === 0 || !(limit > 0)) return [];
+    const ids = jsonList(uniq(recordIds));
+    return this.all<ScoreRow>(
+      `SELECT e2.record_id AS id, COUNT(DISTINCT e2.frame_id) AS score
+       FROM event_frames e1
+       JOIN event_frames e2 ON e2.tenant = e1.tenant AND e2.frame_id = e1.frame_id
+       JOIN records r ON r.tenant = e2.tenant AND r.id = e2.record_id
+       WHERE e1.tenant = ? AND e1.record_id IN (SELECT value FROM json_each(?))
+         AND e2.record_id NOT IN (SELECT value FROM json_each(?)) AND r.superseded_by IS NULL
+       GROUP BY e2.record_id ORDER BY score DESC, MAX(r.said_at) DESC, e2.record_id LIMIT ?`,
+      tenant,
+      ids,
+      ids,
+      limit,
+    );
+  }
+
+  /** Stored turns in the order asked, skipping unknown keys. */
+  async getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]> {
+    if (turnKeys.length === 0) return [];
+    const keyOf = (conversation: string, turnId: string): string => `${conversation}\u0000${turnId}`;
+    const pairs = turnKeys.map((t) => [t.conversation, t.turnId]);
+    const rows = this.all<TurnRow>(
+      `SELECT ${TURN_COLUMNS} FROM turns WHERE tenant = ? AND (conversation, turn_id) IN
+         (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+      tenant,
+      JSON.stringify(pairs),
+    );
+    const byKey = new Map(rows.map((r) => [keyOf(r.conversation, r.turn_id), r]));
+    const out: StoredTurn[] = [];
+    const seen = new Set<string>();
+    for (const t of turnKeys) {
+      const key = keyOf(t.conversation, t.turnId);
+      const row = byKey.get(key);
+      if (!row || seen.has(key)) continue;
+      seen.add(key);
+      out.push(toStoredTurn(row));
+    }
+    return out;
+  }
+
+  /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
+  async getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
+    const keys: { conversation: string; turnId: string }[] = [];
+    for (const id of rowIds) {
+      try {
+        keys.push(parseTurnRowId(id));
+      } catch {
+        // not a turn row id: nothing to return for it
+      }
+    }
+    return this.getTurns(tenant, keys);
+  }
+
+  /** Distinct canonical entity names (aliases excluded), sorted. */
+  async knownEntities(tenant: string, conversation?: string): Promise<string[]> {
+    const rows =
+      conversation === undefined
+        ? this.all<{ name: string }>(
+            "SELECT DISTINCT name FROM record_entities WHERE tenant = ? AND is_alias = 0 ORDER BY name",
+            tenant,
+          )
+        : this.all<{ name: string }>(
+            `SELECT DISTINCT e.name AS name FROM record_entities e
+             JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+             WHERE e.tenant = ? AND e.is_alias = 0 AND r.conversation = ? ORDER BY e.name`,
+            tenant,
+            conversation,
+          );
+    return rows.map((r) => r.name);
+  }
+
+  /** Distinct topic display names, sorted. */
+  async knownTopics(tenant: string, conversation?: string): Promise<string[]> {
+    const rows =
+      conversation === undefined
+        ? this.all<{ name: string }>("SELECT DISTINCT name FROM record_topics WHERE tenant = ? ORDER BY name", tenant)
+        : this.all<{ name: string }>(
+            `SELECT DISTINCT t.name AS name FROM record_topics t
+             JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
+             WHERE t.tenant = ? AND r.conversation = ? ORDER BY t.name`,
+            tenant,
+            conversation,
+          );
+    return rows.map((r) => r.name);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.statements.clear();
+    if (this.ownsDb && this.db.open) this.db.close();
+  }
+}

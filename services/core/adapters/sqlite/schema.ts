@@ -1,0 +1,140 @@
+import type { Migration } from "./db.ts";
+
+/**
+ * Graph/record store schema. Every table is keyed by tenant first. Times are epoch milliseconds.
+ * FTS tables keep the tenant as an UNINDEXED column; their rowid is the `seq` of the row they index.
+ */
+export const GRAPH_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "records, indexes, segments, turns, fts, candidates, dead letters",
+    sql: `
+CREATE TABLE records (
+  seq INTEGER PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  id TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  type TEXT NOT NULL,
+  text TEXT NOT NULL,
+  json TEXT NOT NULL,
+  said_at INTEGER NOT NULL,
+  time_from INTEGER NOT NULL,
+  time_to INTEGER NOT NULL,
+  has_time INTEGER NOT NULL,
+  valid_from INTEGER NOT NULL,
+  valid_to INTEGER,
+  superseded_by TEXT,
+  segment_id TEXT NOT NULL,
+  UNIQUE (tenant, id)
+);
+CREATE INDEX records_said ON records (tenant, said_at, id);
+CREATE INDEX records_conv_said ON records (tenant, conversation, said_at, id);
+CREATE INDEX records_time ON records (tenant, time_from, time_to);
+CREATE INDEX records_type ON records (tenant, type, said_at, id);
+
+CREATE TABLE record_entities (
+  tenant TEXT NOT NULL,
+  record_id TEXT NOT NULL,
+  entity TEXT NOT NULL,
+  name TEXT NOT NULL,
+  is_alias INTEGER NOT NULL,
+  PRIMARY KEY (tenant, record_id, entity)
+);
+CREATE INDEX record_entities_entity ON record_entities (tenant, entity);
+
+CREATE TABLE record_topics (
+  tenant TEXT NOT NULL,
+  record_id TEXT NOT NULL,
+  topic TEXT NOT NULL,
+  name TEXT NOT NULL,
+  PRIMARY KEY (tenant, record_id, topic)
+);
+CREATE INDEX record_topics_topic ON record_topics (tenant, topic);
+
+CREATE TABLE record_days (
+  tenant TEXT NOT NULL,
+  record_id TEXT NOT NULL,
+  day TEXT,
+  month TEXT NOT NULL
+);
+CREATE INDEX record_days_record ON record_days (tenant, record_id);
+CREATE INDEX record_days_day ON record_days (tenant, day);
+CREATE INDEX record_days_month ON record_days (tenant, month);
+
+CREATE TABLE event_frames (
+  tenant TEXT NOT NULL,
+  frame_id TEXT NOT NULL,
+  record_id TEXT NOT NULL,
+  PRIMARY KEY (tenant, frame_id, record_id)
+);
+CREATE INDEX event_frames_record ON event_frames (tenant, record_id);
+
+CREATE TABLE segments (
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  id TEXT NOT NULL,
+  json TEXT NOT NULL,
+  PRIMARY KEY (tenant, id)
+);
+CREATE INDEX segments_conv ON segments (tenant, conversation);
+
+CREATE TABLE turns (
+  seq INTEGER PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  turn_id TEXT NOT NULL,
+  segment_id TEXT NOT NULL,
+  speaker TEXT NOT NULL,
+  role TEXT NOT NULL,
+  text TEXT NOT NULL,
+  compressed TEXT NOT NULL,
+  timestamp TEXT NOT NULL,
+  session_id TEXT NOT NULL,
+  UNIQUE (tenant, conversation, turn_id)
+);
+CREATE INDEX turns_segment ON turns (tenant, segment_id);
+
+CREATE VIRTUAL TABLE records_fts USING fts5(
+  text, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'porter unicode61'
+);
+CREATE VIRTUAL TABLE turns_fts USING fts5(
+  text, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'porter unicode61'
+);
+
+CREATE TABLE update_candidates (
+  tenant TEXT NOT NULL,
+  record_id TEXT NOT NULL,
+  candidate_id TEXT NOT NULL,
+  json TEXT NOT NULL,
+  PRIMARY KEY (tenant, record_id, candidate_id)
+);
+
+CREATE TABLE dead_letters (
+  seq INTEGER PRIMARY KEY,
+  tenant TEXT,
+  stage TEXT NOT NULL,
+  key TEXT NOT NULL,
+  error TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  at TEXT NOT NULL,
+  UNIQUE (stage, key, at, error)
+);
+CREATE INDEX dead_letters_tenant ON dead_letters (tenant);
+`,
+  },
+];
+
+export const STATE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "stage_state",
+    sql: `
+CREATE TABLE stage_state (
+  stage TEXT NOT NULL,
+  key TEXT NOT NULL,
+  json TEXT NOT NULL,
+  PRIMARY KEY (stage, key)
+);
+`,
+  },
+];

@@ -1,0 +1,194 @@
+import assert from "node:assert/strict";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { HnswVectorStore } from "../../services/core/adapters/hnsw/vector-store.ts";
+import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite/db.ts";
+import type { VectorItem } from "../../services/core/ports.ts";
+import { DIM, mulberry32, randomUnit, runVectorStoreContract } from "./vector-store.contract.ts";
+
+const tempDir = (): string => mkdtempSync(join(tmpdir(), "hnsw-store-"));
+
+runVectorStoreContract("HnswVectorStore", async () => {
+  const dir = tempDir();
+  let db: SqliteDatabase = openSqlite(dir);
+  let store = new HnswVectorStore(db, dir);
+  return {
+    store,
+    reopen: async () => {
+      await store.close();
+      db.close();
+      db = openSqlite(dir);
+      store = new HnswVectorStore(db, dir);
+      return store;
+    },
+    cleanup: async () => {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+const items = (tenant: string, n: number, seed: number, offset = 0): VectorItem[] => {
+  const rand = mulberry32(seed);
+  return Array.from({ length: n }, (_, i) => ({
+    id: `v${i + offset}`,
+    vector: randomUnit(rand),
+    payload: { tenant, conversation: "c", kind: "record" as const, time: i },
+  }));
+};
+
+/** Opens a store on a fresh handle (as a restarted process would). */
+const open = (dir: string): { db: SqliteDatabase; store: HnswVectorStore; close: () => Promise<void> } => {
+  const db = openSqlite(dir);
+  const store = new HnswVectorStore(db, dir);
+  return {
+    db,
+    store,
+    close: async () => {
+      await store.close();
+      db.close();
+    },
+  };
+};
+
+describe("HnswVectorStore crash recovery and index files", () => {
+  it("writes one index file per tenant on flush and reads it back without a rebuild", async () => {
+    const dir = tempDir();
+    try {
+      const a = open(dir);
+      await a.store.upsert("t1", items("t1", 20, 1));
+      await a.store.upsert("t2", items("t2", 5, 2));
+      await a.close();
+      assert.equal(readdirSync(join(dir, "vectors")).filter((f) => f.endsWith(".hnsw")).length, 2);
+      const b = open(dir);
+      const q = (items("t1", 20, 1)[3] as VectorItem).vector;
+      assert.equal((await b.store.search("t1", q, 1))[0]?.id, "v3");
+      assert.equal(b.store.rebuilds, 0);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("rebuilds from SQLite after a crash before any flush (no index file)", async () => {
+    const dir = tempDir();
+    try {
+      const a = open(dir);
+      await a.store.upsert("t1", items("t1", 30, 3));
+      // Crash: the process dies without flush/close. Only the SQLite rows survive.
+      a.db.close();
+      const b = open(dir);
+      assert.equal(await b.store.count("t1"), 30);
+      const q = (items("t1", 30, 3)[11] as VectorItem).vector;
+      assert.equal((await b.store.search("t1", q, 1))[0]?.id, "v11");
+      assert.equal(b.store.rebuilds, 1);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("rebuilds when the index file is older than the table (writes after the last flush)", async () => {
+    const dir = tempDir();
+    try {
+      const a = open(dir);
+      await a.store.upsert("t1", items("t1", 10, 4));
+      await a.store.flush();
+      // After the flush: one replaced vector, one deletion, one new item; then a crash.
+      const moved = randomUnit(mulberry32(400));
+      await a.store.upsert("t1", [
+        { id: "v0", vector: moved, payload: { tenant: "t1", conversation: "c", kind: "record" } },
+      ]);
+      await a.store.delete("t1", ["v1"]);
+      await a.store.upsert("t1", items("t1", 1, 401, 10));
+      a.db.close();
+
+      const b = open(dir);
+      assert.equal(await b.store.count("t1"), 10);
+      const hits = await b.store.search("t1", moved, 10);
+      assert.equal(hits[0]?.id, "v0");
+      assert.ok((hits[0]?.score ?? 0) > 0.999);
+      assert.ok(!hits.some((h) => h.id === "v1"));
+      assert.ok(hits.some((h) => h.id === "v10"));
+      assert.equal(b.store.rebuilds, 1);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("rebuilds when the file's elements differ from the table, and when the file is unreadable", async () => {
+    const dir = tempDir();
+    try {
+      const a = open(dir);
+      await a.store.upsert("t1", items("t1", 5, 5));
+      await a.store.flush();
+      const file = readdirSync(join(dir, "vectors")).find((f) => f.endsWith(".hnsw")) as string;
+      copyFileSync(join(dir, "vectors", file), join(dir, "old.hnsw"));
+      await a.store.upsert("t1", items("t1", 5, 6, 5));
+      await a.close();
+      // An old file put back although the version says it is current: 5 labels missing.
+      copyFileSync(join(dir, "old.hnsw"), join(dir, "vectors", file));
+      const b = open(dir);
+      const q = (items("t1", 5, 6, 5)[2] as VectorItem).vector;
+      assert.equal((await b.store.search("t1", q, 1))[0]?.id, "v7");
+      assert.equal(b.store.rebuilds, 1);
+      await b.close();
+
+      writeFileSync(join(dir, "vectors", file), "not an index");
+      const c = open(dir);
+      assert.equal((await c.store.search("t1", q, 1))[0]?.id, "v7");
+      assert.equal(c.store.rebuilds, 1);
+      await c.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("grows past its initial capacity and answers filtered searches through the graph", async () => {
+    const dir = tempDir();
+    const db = openSqlite(dir);
+    const store = new HnswVectorStore(db, dir, { initialCapacity: 8, bruteForceLimit: 10 });
+    try {
+      const all = items("t1", 300, 7);
+      for (let i = 0; i < all.length; i += 50) await store.upsert("t1", all.slice(i, i + 50));
+      assert.equal(await store.count("t1"), 300);
+      const target = all[250] as VectorItem;
+      assert.equal((await store.search("t1", target.vector, 1))[0]?.id, "v250");
+      // 150 admissible items > bruteForceLimit: the HNSW filter callback path.
+      const hits = await store.search("t1", target.vector, 5, { timeFrom: 150 });
+      assert.equal(hits[0]?.id, "v250");
+      assert.ok(hits.every((h) => (h.payload.time ?? -1) >= 150));
+    } finally {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("takes the dimension from the first write and removes a tenant's file on deleteTenant", async () => {
+    const dir = tempDir();
+    const { store, close } = open(dir);
+    try {
+      assert.equal(store.dimension, undefined);
+      await store.upsert("t1", items("t1", 3, 8));
+      assert.equal(store.dimension, DIM);
+      await store.flush();
+      const files = readdirSync(join(dir, "vectors"));
+      assert.equal(files.length, 1);
+      await store.deleteTenant("t1");
+      assert.ok(!existsSync(join(dir, "vectors", files[0] as string)));
+      // With no vectors left anywhere, a new dimension is accepted.
+      await store.upsert("t1", [
+        { id: "x", vector: new Float32Array([1, 0, 0]), payload: { tenant: "t1", conversation: "c", kind: "turn" } },
+      ]);
+      assert.equal(store.dimension, 3);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,310 @@
+/**
+ * Date expressions: found and resolved by chrono-node against the turn's timestamp (UTC,
+ * forwardDate false), then turned into an absolute phrase and a time range.
+ *
+ * Conventions (documented in README.md):
+ * - day ("yesterday", "two days ago", "last Saturday", "May 7th") -> "on 2023-05-07", time {at}
+ * - week ("last week", "next week", "this week", "two weeks ago") -> the Monday..Sunday (ISO) week
+ *   that contains chrono's date ("this week": the week of the turn) -> "in the week of 2023-02-20",
+ *   time {from: Monday 00:00Z, to: Sunday 23:59:59.999Z}
+ * - weekend -> Saturday..Sunday, "on the weekend of 2023-02-25"
+ * - month ("last month", "this month", "in May") -> "in December 2022", {from: 1st, to: last day}
+ * - year ("last year", "in 2022", "a few years ago") -> "in 2022", {from: Jan 1, to: Dec 31}
+ * - a date without a year (or a bare weekday) that chrono put on the wrong side of the turn is
+ *   moved by one year (one week) when the sentence's tense says so: "I went there in May" said in
+ *   March 2023 is May 2022.
+ */
+import { casual, type ParsedResult, type Parser } from "chrono-node";
+import type { TimeRange } from "../core/types.ts";
+import { DATE_PREPOSITIONS } from "./lexicon.ts";
+import { hasFutureCue, hasPastCue } from "./tense.ts";
+
+export type Granularity = "day" | "weekend" | "week" | "month" | "year";
+
+export interface DateMention {
+  /** Offset and length of the replaced span in the input sentence. */
+  index: number;
+  length: number;
+  /** The expression as written. */
+  text: string;
+  granularity: Granularity;
+  /** First and last day, YYYY-MM-DD (equal for a single day). */
+  from: string;
+  to: string;
+  /** Absolute replacement, e.g. "on 2023-01-19", "in December 2022". */
+  phrase: string;
+}
+
+const DAY_MS = 86_400_000;
+const MONTH_NAMES = [
+  "January",
+  "February",
+  "March",
+  "April",
+  "May",
+  "June",
+  "July",
+  "August",
+  "September",
+  "October",
+  "November",
+  "December",
+];
+
+/** chrono does not parse a bare year; this parser adds "in 2022", "since 2016", "back in 2019". */
+const yearParser: Parser = {
+  pattern: () => /\b(?:in|since|during|from|until|till|by|around|before|after|circa)\s+(?:19|20)\d{2}\b(?!\s*[:%])/i,
+  // The preposition stays in the result text: chrono drops results whose text is only digits.
+  extract: (context, match) =>
+    context.createParsingResult(match.index ?? 0, match[0], { year: Number.parseInt(match[0].slice(-4), 10) }),
+};
+
+const parserInstance = (() => {
+  const c = casual.clone();
+  c.parsers.push(yearParser);
+  return c;
+})();
+
+const pad = (n: number, w = 2): string => String(n).padStart(w, "0");
+export const isoDay = (ms: number): string => {
+  const d = new Date(ms);
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
+};
+const utcDay = (y: number, m: number, d: number): number => Date.UTC(y, m - 1, d);
+/** Midnight (UTC) of the day of an ISO timestamp. */
+const dayOf = (iso: string): number => {
+  const t = new Date(iso);
+  return utcDay(t.getUTCFullYear(), t.getUTCMonth() + 1, t.getUTCDate());
+};
+const weekday = (ms: number): number => new Date(ms).getUTCDay();
+const mondayOf = (ms: number): number => ms - ((weekday(ms) + 6) % 7) * DAY_MS;
+
+interface Span {
+  granularity: Granularity;
+  from: number;
+  to: number;
+}
+
+const WEEKDAY_ABBREV = /^(?:on\s+)?(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)\.?$/i;
+const MONTH_CONTEXT =
+  /\b(?:on|in|at|during|since|by|until|till|from|of|before|after|around|last|next|this|early|mid|late|end|beginning|start|middle|through|until)\s*$/i;
+
+/** Resolve one component set (start or end of a result) to a span, or null to reject. */
+const spanOf = (r: ParsedResult, which: "start" | "end", ref: number, sentence: string): Span | null => {
+  const c = which === "start" ? r.start : r.end;
+  if (!c) return null;
+  const text = r.text.toLowerCase();
+  const year = c.get("year");
+  const month = c.get("month");
+  const day = c.get("day");
+  if (year === null || month === null || day === null) return null;
+  const certain = (k: "year" | "month" | "day" | "weekday"): boolean => c.isCertain(k);
+  let pivot = utcDay(year, month, day);
+
+  const relativeWord = /\b(?:last|next|this|past|coming|ago|previous|following)\b/.test(text);
+  const past = hasPastCue(sentence);
+  const future = hasFutureCue(sentence);
+  const onlyPast = past && !future;
+  const onlyFuture = future && !past;
+
+  if (/\bweekends?\b/.test(text)) {
+    if (!relativeWord) {
+      if (onlyPast && pivot > ref) pivot -= 7 * DAY_MS;
+      if (onlyFuture && pivot < ref) pivot += 7 * DAY_MS;
+    }
+    const wd = weekday(pivot);
+    const sat = wd === 6 ? pivot : wd === 0 ? pivot - DAY_MS : pivot + (6 - wd) * DAY_MS;
+    return { granularity: "weekend", from: sat, to: sat + DAY_MS };
+  }
+  if (/\bweeks?\b/.test(text)) {
+    const base = /\bthis week\b/.test(text) ? ref : pivot;
+    const mon = mondayOf(base);
+    return { granularity: "week", from: mon, to: mon + 6 * DAY_MS };
+  }
+  if (certain("day") || certain("weekday")) {
+    if (!certain("year") && certain("month")) {
+      // "May 7th": chrono takes the nearest year; the tense decides the side of the turn.
+      if (onlyPast && pivot > ref) pivot = utcDay(year - 1, month, day);
+      if (onlyFuture && pivot < ref) pivot = utcDay(year + 1, month, day);
+    } else if (!certain("day") && certain("weekday") && !relativeWord) {
+      if (onlyPast && pivot > ref) pivot -= 7 * DAY_MS;
+      if (onlyFuture && pivot < ref) pivot += 7 * DAY_MS;
+    }
+    return { granularity: "day", from: pivot, to: pivot };
+  }
+  if (certain("month")) {
+    let y = year;
+    if (!certain("year")) {
+      const first = utcDay(y, month, 1);
+      const last = utcDay(y, month + 1, 1) - DAY_MS;
+      if (onlyPast && first > ref) y -= 1;
+      if (onlyFuture && last < ref) y += 1;
+    }
+    return { granularity: "month", from: utcDay(y, month, 1), to: utcDay(y, month + 1, 1) - DAY_MS };
+  }
+  if (certain("year")) return { granularity: "year", from: utcDay(year, 1, 1), to: utcDay(year + 1, 1, 1) - DAY_MS };
+  // Nothing certain: "this morning", "tonight", "this month" variants: the implied day.
+  if (/\b(?:today|tonight|morning|afternoon|evening|night|noon)\b/.test(text))
+    return { granularity: "day", from: pivot, to: pivot };
+  return null;
+};
+
+const accept = (r: ParsedResult, sentence: string): boolean => {
+  const text = r.text.trim();
+  if (text.length === 0) return false;
+  if (WEEKDAY_ABBREV.test(text)) return false; // "sat", "Sun", "Wed": words, not dates
+  if (/^for\s/i.test(text)) return false; // "for 8 years": a duration
+  if (/\bnow\b/i.test(text) && !/\b(?:day|week|month|year)s?\b/i.test(text)) return false;
+  const before = sentence.slice(0, r.index);
+  if (/\b(?:every|each)\s*$/i.test(before)) return false; // "every Sunday": recurring
+  const s = r.start;
+  const onlyTime =
+    !s.isCertain("year") &&
+    !s.isCertain("month") &&
+    !s.isCertain("day") &&
+    !s.isCertain("weekday") &&
+    s.isCertain("hour");
+  if (onlyTime) return false;
+  // A bare month name ("May", "March") is a date only with a date word before it or a year after it.
+  if (
+    s.isCertain("month") &&
+    !s.isCertain("day") &&
+    !s.isCertain("year") &&
+    !/\b(?:last|next|this|past|ago)\b/i.test(text)
+  ) {
+    if (!/^[A-Z]/.test(text)) return false;
+    if (!MONTH_CONTEXT.test(before)) return false;
+  }
+  return true;
+};
+
+const phraseOf = (span: Span, approx: boolean): { core: string; prep: string } => {
+  const from = isoDay(span.from);
+  const to = isoDay(span.to);
+  switch (span.granularity) {
+    case "day":
+      return { core: from, prep: "on" };
+    case "weekend":
+      return { core: `the weekend of ${from}`, prep: "on" };
+    case "week":
+      return { core: `the week of ${from}`, prep: "in" };
+    case "month": {
+      const d = new Date(span.from);
+      return { core: `${MONTH_NAMES[d.getUTCMonth()]} ${d.getUTCFullYear()}`, prep: approx ? "around" : "in" };
+    }
+    case "year":
+      return { core: from === to ? from : from.slice(0, 4), prep: approx ? "around" : "in" };
+  }
+};
+
+const SUBJECT_FOLLOWER =
+  /^(?:'s\b|\s+(?:is|was|were|are|has|had|will|would|been|felt|seemed|works|worked|sounds|looks|seems)\b)/i;
+const LEADING_PREP = /^(on|in|at|during|since|by|until|till|from|of|before|after|around|about|within)\s+/i;
+
+/** All accepted date expressions in a sentence, resolved against saidAt (an ISO timestamp). */
+export const findDates = (sentence: string, saidAt: string): DateMention[] => {
+  const refInstant = new Date(saidAt);
+  if (Number.isNaN(refInstant.getTime())) return [];
+  const ref = dayOf(saidAt);
+  const results = parserInstance.parse(sentence, { instant: refInstant, timezone: 0 }, { forwardDate: false });
+  const out: DateMention[] = [];
+  for (const r of results) {
+    if (!accept(r, sentence)) continue;
+    const start = spanOf(r, "start", ref, sentence);
+    if (!start) continue;
+    let span = start;
+    let isRange = false;
+    if (r.end) {
+      const end = spanOf(r, "end", ref, sentence);
+      if (end && end.to >= start.from) {
+        span = { granularity: start.granularity, from: start.from, to: end.to };
+        isRange = true;
+      }
+    }
+    let index = r.index;
+    // "in a week" / "on Saturday": chrono's own preposition is replaced by ours.
+    let ownPrep = "";
+    const lead = LEADING_PREP.exec(r.text);
+    if (lead) {
+      ownPrep = lead[1]!.toLowerCase();
+    }
+    // "this past weekend", "the last week": the determiner belongs to the expression.
+    const det = /\b(?:this|that|the)\s+$/i.exec(sentence.slice(0, index));
+    if (det && !lead) index = det.index;
+    const before = sentence.slice(0, index);
+    const prevWord = /([\p{L}]+)\s*$/u.exec(before)?.[1]?.toLowerCase() ?? "";
+    const outerPrep = DATE_PREPOSITIONS.has(prevWord);
+    const clauseStart = /(?:^|[,;:.!?]|\b(?:and|but|so|because))\s*$/i.test(before);
+    const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
+    const { core, prep } = phraseOf(span, approx);
+    let phrase: string;
+    if (isRange) {
+      const f = isoDay(span.from);
+      const t = isoDay(span.to);
+      phrase = outerPrep || ownPrep === "from" ? `${f} to ${t}` : `from ${f} to ${t}`;
+    } else if (
+      outerPrep ||
+      (!ownPrep && clauseStart && SUBJECT_FOLLOWER.test(sentence.slice(r.index + r.text.length)))
+    ) {
+      // After a preposition, or as a subject ("Last year was hard"): the bare date.
+      phrase = core;
+    } else if (
+      ownPrep === "since" ||
+      ownPrep === "until" ||
+      ownPrep === "till" ||
+      ownPrep === "by" ||
+      ownPrep === "before" ||
+      ownPrep === "after"
+    ) {
+      phrase = `${ownPrep} ${core}`;
+    } else {
+      phrase = `${prep} ${core}`;
+    }
+    if (index === 0 || /[.!?]\s*$/.test(before)) phrase = phrase.charAt(0).toUpperCase() + phrase.slice(1);
+    const text = sentence.slice(index, r.index + r.text.length);
+    out.push({
+      index,
+      length: text.length,
+      text,
+      granularity: span.granularity,
+      from: isoDay(span.from),
+      to: isoDay(span.to),
+      phrase,
+    });
+  }
+  return out;
+};
+
+/** Replace each mention by its absolute phrase. */
+export const applyDates = (sentence: string, mentions: readonly DateMention[]): string => {
+  let out = "";
+  let pos = 0;
+  for (const m of [...mentions].sort((a, b) => a.index - b.index)) {
+    if (m.index < pos) continue;
+    out += sentence.slice(pos, m.index) + m.phrase;
+    pos = m.index + m.length;
+  }
+  return out + sentence.slice(pos);
+};
+
+/** Time range of a set of mentions: {at} for one day, {from,to} otherwise, {} when none. */
+export const timeOf = (mentions: readonly DateMention[]): TimeRange => {
+  if (mentions.length === 0) return {};
+  let from = mentions[0]!.from;
+  let to = mentions[0]!.to;
+  for (const m of mentions) {
+    if (m.from < from) from = m.from;
+    if (m.to > to) to = m.to;
+  }
+  if (from === to && mentions.every((m) => m.granularity === "day")) return { at: `${from}T00:00:00.000Z` };
+  return { from: `${from}T00:00:00.000Z`, to: `${to}T23:59:59.999Z` };
+};
+
+/** Resolve a sentence: absolute text plus its time range. */
+export const resolveDates = (
+  sentence: string,
+  saidAt: string,
+): { text: string; time: TimeRange; mentions: DateMention[] } => {
+  const mentions = findDates(sentence, saidAt);
+  return { text: applyDates(sentence, mentions), time: timeOf(mentions), mentions };
+};

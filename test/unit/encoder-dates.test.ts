@@ -1,0 +1,199 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { findDates, resolveDates } from "../../services/encoder/dates.ts";
+
+const at = (day: string): { at: string } => ({ at: `${day}T00:00:00.000Z` });
+const range = (from: string, to: string): { from: string; to: string } => ({
+  from: `${from}T00:00:00.000Z`,
+  to: `${to}T23:59:59.999Z`,
+});
+
+describe("encoder dates: relative expressions across month and year ends", () => {
+  const cases: [string, string, string, Record<string, string>, string][] = [
+    // [sentence, said at, expected text, expected time, label]
+    [
+      "I went there yesterday.",
+      "2023-01-01T10:00:00Z",
+      "I went there on 2022-12-31.",
+      at("2022-12-31"),
+      "yesterday over new year",
+    ],
+    [
+      "I went there yesterday.",
+      "2023-03-01T09:00:00Z",
+      "I went there on 2023-02-28.",
+      at("2023-02-28"),
+      "yesterday over a month end",
+    ],
+    ["I went there yesterday.", "2024-03-01T09:00:00Z", "I went there on 2024-02-29.", at("2024-02-29"), "leap day"],
+    [
+      "We moved last month.",
+      "2023-01-15T10:00:00Z",
+      "We moved in December 2022.",
+      range("2022-12-01", "2022-12-31"),
+      "last month over new year",
+    ],
+    [
+      "I will start next month.",
+      "2022-12-20T10:00:00Z",
+      "I will start in January 2023.",
+      range("2023-01-01", "2023-01-31"),
+      "next month over new year",
+    ],
+    [
+      "I ran a race last week.",
+      "2023-03-02T10:00:00Z",
+      "I ran a race in the week of 2023-02-20.",
+      range("2023-02-20", "2023-02-26"),
+      "last week",
+    ],
+    [
+      "I ran a race last week.",
+      "2023-01-04T10:00:00Z",
+      "I ran a race in the week of 2022-12-26.",
+      range("2022-12-26", "2023-01-01"),
+      "last week over new year",
+    ],
+    [
+      "We meet next week.",
+      "2022-12-29T10:00:00Z",
+      "We meet in the week of 2023-01-02.",
+      range("2023-01-02", "2023-01-08"),
+      "next week over new year",
+    ],
+    [
+      "Last Saturday I ran.",
+      "2023-03-02T10:00:00Z",
+      "On 2023-02-25 I ran.",
+      at("2023-02-25"),
+      "last Saturday, capitalised at start",
+    ],
+    [
+      "I ran two days ago.",
+      "2023-03-01T10:00:00Z",
+      "I ran on 2023-02-27.",
+      at("2023-02-27"),
+      "two days ago over a month end",
+    ],
+    [
+      "This month I ran a lot.",
+      "2023-03-02T10:00:00Z",
+      "In March 2023 I ran a lot.",
+      range("2023-03-01", "2023-03-31"),
+      "this month",
+    ],
+    [
+      "I started painting last year.",
+      "2023-01-02T10:00:00Z",
+      "I started painting in 2022.",
+      range("2022-01-01", "2022-12-31"),
+      "last year",
+    ],
+    [
+      "I graduated in 2022.",
+      "2023-03-02T10:00:00Z",
+      "I graduated in 2022.",
+      range("2022-01-01", "2022-12-31"),
+      "bare year",
+    ],
+    [
+      "I have painted since 2016.",
+      "2023-03-02T10:00:00Z",
+      "I have painted since 2016.",
+      range("2016-01-01", "2016-12-31"),
+      "since a year",
+    ],
+    [
+      "I went hiking last weekend.",
+      "2023-06-05T10:00:00Z",
+      "I went hiking on the weekend of 2023-06-03.",
+      range("2023-06-03", "2023-06-04"),
+      "last weekend",
+    ],
+    [
+      "That trip this past weekend was fun.",
+      "2023-10-20T10:00:00Z",
+      "That trip on the weekend of 2023-10-14 was fun.",
+      range("2023-10-14", "2023-10-15"),
+      "this past weekend",
+    ],
+    [
+      "I will call you tomorrow.",
+      "2022-12-31T23:00:00Z",
+      "I will call you on 2023-01-01.",
+      at("2023-01-01"),
+      "tomorrow over new year",
+    ],
+    [
+      "Last year was hard.",
+      "2023-05-01T10:00:00Z",
+      "2022 was hard.",
+      range("2022-01-01", "2022-12-31"),
+      "date as the subject",
+    ],
+  ];
+  for (const [sentence, saidAt, text, time, label] of cases) {
+    it(label, () => {
+      const r = resolveDates(sentence, saidAt);
+      assert.equal(r.text, text);
+      assert.deepEqual(r.time, time);
+    });
+  }
+});
+
+describe("encoder dates: absolute dates without a year, ranges", () => {
+  it("May 7th said before it in a future sentence stays in the same year", () => {
+    const r = resolveDates("I will go to Paris on May 7th.", "2023-03-02T10:00:00Z");
+    assert.equal(r.text, "I will go to Paris on 2023-05-07.");
+    assert.deepEqual(r.time, at("2023-05-07"));
+  });
+  it("May 7th in a past-tense sentence said in March is last year's", () => {
+    const r = resolveDates("I went to Paris on May 7th.", "2023-03-02T10:00:00Z");
+    assert.deepEqual(r.time, at("2022-05-07"));
+  });
+  it("a month name after 'in' is the whole month, on the side the tense says", () => {
+    assert.deepEqual(
+      resolveDates("I went there in May.", "2023-03-02T10:00:00Z").time,
+      range("2022-05-01", "2022-05-31"),
+    );
+    assert.deepEqual(
+      resolveDates("I went there in May.", "2023-06-02T10:00:00Z").time,
+      range("2023-05-01", "2023-05-31"),
+    );
+  });
+  it("an explicit full date", () => {
+    const r = resolveDates("It happened on 20 January, 2023.", "2023-05-02T10:00:00Z");
+    assert.deepEqual(r.time, at("2023-01-20"));
+  });
+  it("a day range", () => {
+    const r = resolveDates("I was there from May 3 to May 5.", "2023-06-02T10:00:00Z");
+    assert.equal(r.text, "I was there from 2023-05-03 to 2023-05-05.");
+    assert.deepEqual(r.time, range("2023-05-03", "2023-05-05"));
+  });
+  it("a bare weekday in a past sentence is the previous one", () => {
+    assert.deepEqual(resolveDates("I went there on Saturday.", "2023-03-02T10:00:00Z").time, at("2023-02-25"));
+  });
+  it("vague 'a few years ago' is marked approximate", () => {
+    const r = resolveDates("I moved here a few years ago.", "2023-03-02T10:00:00Z");
+    assert.equal(r.text, "I moved here around 2020.");
+  });
+});
+
+describe("encoder dates: what is not a date", () => {
+  const none = [
+    "I sat down and the Sun was out.",
+    "We talked for 8 years.",
+    "May I ask you something?",
+    "I go there every Sunday.",
+    "Meet me at 10.",
+    "I'm going to the park now.",
+  ];
+  for (const s of none) it(JSON.stringify(s), () => assert.deepEqual(findDates(s, "2023-03-02T10:00:00Z"), []));
+
+  it("computes in UTC whatever the reference time of day", () => {
+    // 23:30 UTC on Jan 1st is still Jan 1st: "yesterday" is Dec 31st.
+    assert.deepEqual(resolveDates("I left yesterday.", "2023-01-01T23:30:00Z").time, at("2022-12-31"));
+    assert.deepEqual(resolveDates("I left yesterday.", "2023-01-01T00:10:00Z").time, at("2022-12-31"));
+    assert.deepEqual(resolveDates("I left yesterday.", "2023-01-01T05:00:00+09:00").time, at("2022-12-30"));
+  });
+});

@@ -1,7 +1,6 @@
-import { sha256 } from "../core/ids.ts";
+import { sha256, turnRowId } from "../core/ids.ts";
 import type { IndexBatch, VectorItem } from "../core/ports.ts";
 import type { MemoryRecord, Segment } from "../core/types.ts";
-import { turnRowId } from "../core/ids.ts";
 
 /** Event frames span about four turns and overlap by two, so neighbouring frames share records. */
 export const FRAME_SPAN = 4;

@@ -1,8 +1,10 @@
 import * as chrono from "chrono-node";
 import type { QueryPlan, RouteName } from "../core/service.ts";
 
-const TEMPORAL = /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;
-const MULTI_HOP = /\b(both|in common|and .+ both|compare|together|each other|all the|how many|what (are|were) some|which .+s\b)/i;
+const TEMPORAL =
+  /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;
+const MULTI_HOP =
+  /\b(both|in common|and .+ both|compare|together|each other|all the|how many|what (are|were) some|which .+s\b)/i;
 const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
 
 const STOP = new Set(

@@ -3,7 +3,8 @@
  * Rank r stands for a Zipf probability p(w) ~ 0.1 / r; words not listed are treated as rarer than
  * all of these, which is what makes their self-information high.
  */
-export const COMMON_WORDS: readonly string[] = `the of and to a in is it you that he was for on are with as i his they be at one have this
+export const COMMON_WORDS: readonly string[] =
+  `the of and to a in is it you that he was for on are with as i his they be at one have this
 from or had by not word but what some we can out other were all there when up use your how said an each she which do
 their time if will way about many then them write would like so these her long make thing see him two has look more
 day could go come did number sound no most people my over know water than call first who may down side been now find
@@ -29,8 +30,8 @@ check game shape equate hot miss brought heat snow tire bring yes distant fill e
 really yeah hey hi thanks thank great awesome cool wow lol haha glad happy nice sounds sound definitely totally pretty
 am being doing going gonna lot lots things something anything everything am'nt can't won't didn't doesn't isn't wasn't
 you're i've i'll we're they're there's what's let's`
-  .split(/\s+/)
-  .filter(Boolean);
+    .split(/\s+/)
+    .filter(Boolean);
 
 const RANK = new Map<string, number>();
 COMMON_WORDS.forEach((w, i) => {

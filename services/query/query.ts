@@ -53,6 +53,23 @@ const rerankBySimilarity = async (
     .slice(0, depth);
 };
 
+/** A key matching more than this share of the records says nothing about which record is meant. */
+export const SELECTIVE_SHARE = 0.3;
+
+/**
+ * Entities and topics that narrow the search: in a two-person conversation both speakers appear
+ * in almost every record, so a lookup by them would only add noise to the fusion.
+ */
+const selectiveKeys = async (
+  keys: readonly string[],
+  find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,
+  total: number,
+): Promise<string[]> => {
+  const limit = Math.max(1, Math.floor(total * SELECTIVE_SHARE));
+  const counts = await Promise.all(keys.map(async (key) => (await find([key], limit + 1)).length));
+  return keys.filter((_, i) => (counts[i] as number) <= limit);
+};
+
 const validAt = (r: MemoryRecord, at: number | undefined): boolean => {
   if (at === undefined) return r.valid.to === undefined;
   return Date.parse(r.valid.from) <= at && (r.valid.to === undefined || Date.parse(r.valid.to) > at);
@@ -93,10 +110,11 @@ export const runQuery = async (
   const conversation = req.conversation;
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
-  const [[qv], knownEntities, knownTopics] = await Promise.all([
+  const [[qv], knownEntities, knownTopics, totalRecords] = await Promise.all([
     deps.embedder.embed([req.question]),
     deps.graph.knownEntities(tenant, conversation),
     deps.graph.knownTopics(tenant, conversation),
+    deps.graph.countRecords(tenant, conversation),
   ]);
   const qvec = qv as Float32Array;
   const plan = planQuery({ question: req.question, knownEntities, knownTopics, now });
@@ -116,29 +134,19 @@ export const runQuery = async (
     timed("lexical", () => deps.graph.searchRecordsLexical(tenant, lexicalText, depth, conversation)),
     timed("raw-lexical", () => deps.graph.searchTurnsLexical(tenant, lexicalText, depth, conversation)),
   ];
+  const lookup = (keys: readonly string[], find: (keys: readonly string[], k: number) => Promise<ScoredId[]>) =>
+    selectiveKeys(keys, find, totalRecords).then(async (selective) =>
+      selective.length === 0 ? [] : rerankBySimilarity(deps, tenant, await find(selective, depth * 5), qvec, depth),
+    );
   if (plan.entities.length > 0)
     jobs.push(
-      timed("entity", async () =>
-        rerankBySimilarity(
-          deps,
-          tenant,
-          await deps.graph.recordsByEntities(tenant, plan.entities, depth * 5, conversation),
-          qvec,
-          depth,
-        ),
+      timed("entity", () =>
+        lookup(plan.entities, (keys, k) => deps.graph.recordsByEntities(tenant, keys, k, conversation)),
       ),
     );
   if (plan.topics.length > 0)
     jobs.push(
-      timed("topic", async () =>
-        rerankBySimilarity(
-          deps,
-          tenant,
-          await deps.graph.recordsByTopics(tenant, plan.topics, depth * 5, conversation),
-          qvec,
-          depth,
-        ),
-      ),
+      timed("topic", () => lookup(plan.topics, (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation))),
     );
   if (plan.timeWindow) {
     const window = { from: Date.parse(plan.timeWindow.from), to: Date.parse(plan.timeWindow.to) };

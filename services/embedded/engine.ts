@@ -16,6 +16,7 @@ import {
   type TurnInput,
   toTurn,
 } from "../core/service.ts";
+import { turnEmbeddingText } from "../core/turn-text.ts";
 import { keyOf, type MemoryRecord, type Segment, TurnSchema } from "../core/types.ts";
 import { type EncoderState, encodeSegment, initialEncoderState } from "../encoder/handler.ts";
 import { indexSegment } from "../indexer/indexer.ts";
@@ -264,7 +265,10 @@ export class EmbeddedEngine implements MemoryService {
   private async processInbox(batch: InboxEntry[]): Promise<void> {
     const started = performance.now();
     const turns = batch.filter((e): e is Extract<InboxEntry, { kind: "turn" }> => e.kind === "turn");
-    const vectors = turns.length > 0 ? await this.parts.embedder.embed(turns.map((e) => e.turn.text)) : [];
+    const vectors =
+      turns.length > 0
+        ? await this.parts.embedder.embed(turns.map((e) => turnEmbeddingText(e.turn.speaker, e.turn.text)))
+        : [];
     const vectorOf = new Map(turns.map((e, i) => [e.seq, vectors[i] as Float32Array]));
     const touched = new Set<string>();
     const released: Segment[] = [];

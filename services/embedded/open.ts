@@ -4,6 +4,7 @@ import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { openSqlite } from "../core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
+import { CachingEmbedder } from "../core/caching-embedder.ts";
 import type { Config } from "../core/config.ts";
 import type { Compressor, Embedder, EmbedderStats } from "../core/ports.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";
@@ -76,7 +77,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       graph,
       vectors,
       state,
-      embedder: observed(embedder, options.observer?.embedding?.bind(options.observer)),
+      embedder: new CachingEmbedder(observed(embedder, options.observer?.embedding?.bind(options.observer))),
       compressor: options.compressor ?? new StatisticalCompressor(),
       ...(options.observer ? { observer: options.observer } : {}),
     },

@@ -1,4 +1,5 @@
 import { sha256, turnRowId } from "../core/ids.ts";
+import { turnEmbeddingText } from "../core/turn-text.ts";
 import type { IndexBatch, VectorItem } from "../core/ports.ts";
 import type { MemoryRecord, Segment } from "../core/types.ts";
 
@@ -56,7 +57,7 @@ export const vectorTexts = (
   })),
   ...batch.segment.turns.map((t) => ({
     id: turnRowId(batch.conversation, t.turnId),
-    text: `${t.speaker}: ${t.text}`,
+    text: turnEmbeddingText(t.speaker, t.text),
     payload: {
       tenant: batch.tenant,
       conversation: batch.conversation,

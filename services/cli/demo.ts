@@ -49,7 +49,8 @@ export const runDemo = async (
   );
   try {
     console.log(`\n== ${conv.id}: ${conv.turns.length} turns between ${conv.speakers.join(" and ")}`);
-    for (const t of conv.turns.slice(0, 4)) console.log(`  ${t.turnId} [${t.timestamp.slice(0, 10)}] ${t.speaker}: ${clip(t.text, 100)}`);
+    for (const t of conv.turns.slice(0, 4))
+      console.log(`  ${t.turnId} [${t.timestamp.slice(0, 10)}] ${t.speaker}: ${clip(t.text, 100)}`);
     const tenant = "demo";
     const ingestStart = performance.now();
     await opened.engine.ingest(tenant, conv.id, conv.turns);
@@ -70,13 +71,21 @@ export const runDemo = async (
     }
     console.log("\n== sample records");
     for (const r of segments.flatMap((s) => s.records).slice(0, 8))
-      console.log(`  [${r.type}] ${clip(r.text, 140)}  {${r.entities.map((e) => e.name).join(", ")}} <${r.source.turnIds.join(",")}>`);
+      console.log(
+        `  [${r.type}] ${clip(r.text, 140)}  {${r.entities.map((e) => e.name).join(", ")}} <${r.source.turnIds.join(",")}>`,
+      );
     for (const q of spread(conv, o.questions)) {
-      const result = await opened.engine.query(tenant, { question: q.question, budget: o.budget, conversation: conv.id });
+      const result = await opened.engine.query(tenant, {
+        question: q.question,
+        budget: o.budget,
+        conversation: conv.id,
+      });
       const covered = new Set(result.items.flatMap((i) => i.turnIds));
       const hit = q.evidence.filter((e) => covered.has(e)).length;
       console.log(`\n== Q (category ${q.category}): ${q.question}`);
-      console.log(`   expected answer: ${q.answer}; evidence ${q.evidence.join(", ")}: ${hit}/${q.evidence.length} in context`);
+      console.log(
+        `   expected answer: ${q.answer}; evidence ${q.evidence.join(", ")}: ${hit}/${q.evidence.length} in context`,
+      );
       console.log(
         `   ${result.items.length} items, ${result.contextTokens}/${result.budget} tokens, ${result.cost.ms.toFixed(0)} ms, type ${result.plan.questionType}, routes ${result.plan.routes.join(",")}`,
       );

@@ -98,7 +98,8 @@ export const toTurn = (tenant: string, conversation: string, input: TurnInput, f
   speaker: input.speaker,
   role: input.role,
   text: input.text,
-  timestamp: new Date(input.timestamp).toISOString(),
+  // Normalised to UTC ISO when it parses; left as sent otherwise, for the schema to reject by name.
+  timestamp: Number.isNaN(Date.parse(input.timestamp)) ? input.timestamp : new Date(input.timestamp).toISOString(),
   sessionId: input.sessionId,
   ...(input.metadata ? { metadata: input.metadata } : {}),
 });

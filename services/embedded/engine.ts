@@ -1,3 +1,4 @@
+import { ValidationError } from "../core/errors.ts";
 import type {
   Compressor,
   Embedder,
@@ -17,7 +18,7 @@ import {
   toTurn,
 } from "../core/service.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
-import { keyOf, type MemoryRecord, type Segment, TurnSchema } from "../core/types.ts";
+import { type DeadLetter, keyOf, type MemoryRecord, type Segment, TurnSchema } from "../core/types.ts";
 import { type EncoderState, encodeSegment, initialEncoderState } from "../encoder/handler.ts";
 import { indexSegment } from "../indexer/indexer.ts";
 import { type QuerySettings, runQuery } from "../query/query.ts";
@@ -124,7 +125,14 @@ export class EmbeddedEngine implements MemoryService {
   async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
     this.assertRunning();
     const base = this.parts.log.lastInboxSeq();
-    const full = turns.map((t, i) => TurnSchema.parse(toTurn(tenant, conversation, t, `t${base + i + 1}`)));
+    const full = turns.map((t, i) => {
+      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, `t${base + i + 1}`));
+      if (!parsed.success) {
+        const fields = parsed.error.issues.map((x) => `${x.path.join(".")}: ${x.message}`).join("; ");
+        throw ValidationError.fromZod(parsed.error, `invalid turn at index ${i}: ${fields}`);
+      }
+      return parsed.data;
+    });
     this.parts.log.appendTurns(full);
     this.wake?.();
     return { accepted: full.length, turnIds: full.map((t) => t.turnId) };
@@ -162,6 +170,11 @@ export class EmbeddedEngine implements MemoryService {
   async getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
     const [r] = await this.parts.graph.getRecords(tenant, [id]);
     return r;
+  }
+
+  /** The newest dead letters: what was set aside, by which stage, and why. */
+  deadLetters(limit: number): Promise<DeadLetter[]> {
+    return this.parts.graph.listDeadLetters(limit);
   }
 
   async health(): Promise<Health> {

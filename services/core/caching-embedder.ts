@@ -32,7 +32,7 @@ export class CachingEmbedder implements Embedder {
     if (missing.size > 0) {
       const list = [...missing];
       const vectors = await this.inner.embed(list);
-      list.forEach((t, i) => this.remember(t, vectors[i] as Float32Array));
+      for (const [i, t] of list.entries()) this.remember(t, vectors[i] as Float32Array);
     }
     return texts.map((t) => {
       const v = this.cache.get(t);

@@ -1,4 +1,14 @@
-import type { DeadLetter, Entity, MemoryRecord, RecordType, Segment, SegmentTurn, UpdateCandidate } from "./types.ts";
+import type { QueryPlan } from "./service.ts";
+import type {
+  DeadLetter,
+  DisambiguationContext,
+  Entity,
+  MemoryRecord,
+  RecordType,
+  Segment,
+  SegmentTurn,
+  UpdateCandidate,
+} from "./types.ts";
 
 export interface EmbedderStats {
   calls: number;
@@ -48,6 +58,44 @@ export interface LlmResponse {
 export interface Llm {
   readonly id: string;
   complete(req: LlmRequest): Promise<LlmResponse>;
+}
+
+/** LLM work spent on one call of a stage (all zeros for the deterministic implementations). */
+export interface LlmCost {
+  llmCalls: number;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export const NO_LLM_COST: LlmCost = { llmCalls: 0, inputTokens: 0, outputTokens: 0 };
+
+export interface EncodedSegment {
+  records: MemoryRecord[];
+  /** The disambiguation context to carry to the next segment of the conversation. */
+  context: DisambiguationContext;
+  cost: LlmCost;
+}
+
+/**
+ * The encoder stage's strategy: a closed segment and the conversation's disambiguation context in,
+ * self-contained records out. Throwing sends the segment to the dead-letter store with the reason.
+ */
+export interface SegmentEncoder {
+  readonly id: string;
+  encode(segment: Segment, context: DisambiguationContext): Promise<EncodedSegment>;
+}
+
+export interface PlannerInput {
+  question: string;
+  knownEntities: readonly string[];
+  knownTopics: readonly string[];
+  now: Date;
+}
+
+/** The query's single planning step. */
+export interface QueryPlanner {
+  readonly id: string;
+  plan(input: PlannerInput): Promise<{ plan: QueryPlan; cost: LlmCost }>;
 }
 
 /** What a vector row is: a record's text, or a raw turn kept for fallback. */

@@ -3,8 +3,11 @@ import type {
   Compressor,
   Embedder,
   GraphStore,
+  LlmCost,
+  QueryPlanner,
   RecordPage,
   RecordQuery,
+  SegmentEncoder,
   StateStore,
   VectorStore,
 } from "../core/ports.ts";
@@ -18,8 +21,15 @@ import {
   toTurn,
 } from "../core/service.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
-import { type DeadLetter, keyOf, type MemoryRecord, type Segment, TurnSchema } from "../core/types.ts";
-import { type EncoderState, encodeSegment, initialEncoderState } from "../encoder/handler.ts";
+import {
+  type DeadLetter,
+  type DisambiguationContext,
+  keyOf,
+  type MemoryRecord,
+  type Segment,
+  TurnSchema,
+} from "../core/types.ts";
+import { emptyContext } from "../encoder/extractor.ts";
 import { indexSegment } from "../indexer/indexer.ts";
 import { type QuerySettings, runQuery } from "../query/query.ts";
 import {
@@ -38,6 +48,8 @@ export interface PipelineObserver {
   stageEvent(stage: string, outcome: "ok" | "error" | "dlq", seconds?: number): void;
   segmentClosed(reason: string): void;
   recordsWritten(n: number): void;
+  /** Optional: LLM tokens spent writing memory (construction), per stage and tenant. */
+  constructionTokens?(stage: string, tenant: string, usage: { inputTokens: number; outputTokens: number }): void;
   /** Optional: every indexed segment with its records (the demo prints them). */
   segmentIndexed?(segment: Segment, records: readonly MemoryRecord[]): void;
 }
@@ -49,6 +61,8 @@ export interface EngineParts {
   state: StateStore;
   embedder: Embedder;
   compressor: Compressor;
+  encoder: SegmentEncoder;
+  planner?: QueryPlanner;
   observer?: PipelineObserver;
 }
 
@@ -68,7 +82,7 @@ interface KeyedSegmenterState extends SegmenterState {
 }
 interface KeyedEncoderState {
   lastSeq: number;
-  context: EncoderState;
+  context: DisambiguationContext;
 }
 
 const SEGMENTER = "segmenter";
@@ -102,6 +116,8 @@ export class EmbeddedEngine implements MemoryService {
   private drainWaiters: (() => void)[] = [];
   private failure: Error | undefined;
   readonly progress: Progress = { turns: 0, segments: 0, records: 0 };
+  /** Construction cost since start: what the encoder's LLM calls (if any) spent. */
+  readonly construction: LlmCost = { llmCalls: 0, inputTokens: 0, outputTokens: 0 };
 
   constructor(
     private readonly parts: EngineParts,
@@ -156,7 +172,12 @@ export class EmbeddedEngine implements MemoryService {
 
   async query(tenant: string, req: QueryRequest): Promise<QueryResult> {
     return runQuery(
-      { graph: this.parts.graph, vectors: this.parts.vectors, embedder: this.parts.embedder },
+      {
+        graph: this.parts.graph,
+        vectors: this.parts.vectors,
+        embedder: this.parts.embedder,
+        ...(this.parts.planner ? { planner: this.parts.planner } : {}),
+      },
       tenant,
       req,
       this.settings.query,
@@ -249,7 +270,7 @@ export class EmbeddedEngine implements MemoryService {
     if (!s) {
       s = (await this.parts.state.get<KeyedEncoderState>(ENCODER, key)) ?? {
         lastSeq: 0,
-        context: initialEncoderState(),
+        context: emptyContext(),
       };
       this.encStates.set(key, s);
     }
@@ -363,7 +384,11 @@ export class EmbeddedEngine implements MemoryService {
     }
     const started = performance.now();
     try {
-      const { records, state: context } = encodeSegment(segment, state.context);
+      const { records, context, cost } = await this.parts.encoder.encode(segment, state.context);
+      this.construction.llmCalls += cost.llmCalls;
+      this.construction.inputTokens += cost.inputTokens;
+      this.construction.outputTokens += cost.outputTokens;
+      if (cost.llmCalls > 0) this.parts.observer?.constructionTokens?.(this.parts.encoder.id, segment.tenant, cost);
       await indexSegment(this.parts, segment, records);
       const next = { lastSeq: seq, context };
       await this.parts.state.put(ENCODER, key, next);

@@ -6,7 +6,8 @@ import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import type { Config } from "../core/config.ts";
-import type { Compressor, Embedder, EmbedderStats } from "../core/ports.ts";
+import type { Compressor, Embedder, EmbedderStats, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
+import { ExtractiveEncoder } from "../encoder/handler.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";
 import { StatisticalCompressor } from "../sensory/statistical-compressor.ts";
 import { DurableLog } from "./durable-log.ts";
@@ -17,6 +18,10 @@ export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
 export interface OpenOptions {
   embedder?: Embedder;
   compressor?: Compressor;
+  /** Default: the deterministic extractor (no LLM). */
+  encoder?: SegmentEncoder;
+  /** Default: the deterministic planner. */
+  planner?: QueryPlanner;
   observer?: PipelineObserver & { embedding?(calls: number, texts: number): void };
   settings?: Partial<EngineSettings>;
 }
@@ -79,6 +84,8 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       state,
       embedder: new CachingEmbedder(observed(embedder, options.observer?.embedding?.bind(options.observer))),
       compressor: options.compressor ?? new StatisticalCompressor(),
+      encoder: options.encoder ?? new ExtractiveEncoder(),
+      ...(options.planner ? { planner: options.planner } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
     },
     { ...engineSettingsFrom(config), ...options.settings },

@@ -2,6 +2,8 @@
  * Encoder stage handler (pure): a closed segment and the keyed state of its tenant/conversation
  * (the disambiguation context) -> the records event and the new state. No I/O, deterministic.
  */
+
+import { type EncodedSegment, NO_LLM_COST, type SegmentEncoder } from "../core/ports.ts";
 import {
   type DisambiguationContext,
   keyOf,
@@ -44,3 +46,15 @@ export const encodeSegment = (
     event: { tenant: segment.tenant, conversation: segment.conversation, segment, records, context },
   };
 };
+
+/** The deterministic extractor as the encoder strategy of a runtime: no LLM, no cost. */
+export class ExtractiveEncoder implements SegmentEncoder {
+  readonly id = "extractive-v1";
+
+  constructor(private readonly opts: Partial<ExtractorOptions> = {}) {}
+
+  async encode(segment: Segment, context: DisambiguationContext): Promise<EncodedSegment> {
+    const { records, state } = encodeSegment(segment, context, this.opts);
+    return { records, context: state, cost: NO_LLM_COST };
+  }
+}

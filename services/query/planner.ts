@@ -1,4 +1,5 @@
 import * as chrono from "chrono-node";
+import { NO_LLM_COST, type PlannerInput, type QueryPlanner } from "../core/ports.ts";
 import type { QueryPlan, RouteName } from "../core/service.ts";
 
 const TEMPORAL =
@@ -47,13 +48,6 @@ const timeWindow = (question: string, ref: Date): { from: string; to: string } |
   return { from: from.toISOString(), to: to.toISOString() };
 };
 
-export interface PlannerInput {
-  question: string;
-  knownEntities: readonly string[];
-  knownTopics: readonly string[];
-  now: Date;
-}
-
 /**
  * The deterministic planner (no LLM): entities matched against the entity index, time expressions
  * parsed, the question type by pattern, and the routes that follow from them.
@@ -86,3 +80,11 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
     rewrites: keywords && keywords !== question.toLowerCase() ? [keywords] : [],
   };
 };
+
+export class DeterministicPlanner implements QueryPlanner {
+  readonly id = "deterministic-v1";
+
+  async plan(input: PlannerInput) {
+    return { plan: planQuery(input), cost: NO_LLM_COST };
+  }
+}

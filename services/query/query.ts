@@ -1,18 +1,22 @@
 import { isTurnRowId, turnRowId } from "../core/ids.ts";
-import type { Embedder, GraphStore, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
+import type { Embedder, GraphStore, QueryPlanner, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
 import type { ContextItem, QueryRequest, QueryResult, RouteName } from "../core/service.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
 import { packContext } from "./pack.ts";
-import { planQuery } from "./planner.ts";
+import { DeterministicPlanner } from "./planner.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
 export interface QueryDeps {
   graph: GraphStore;
   vectors: VectorStore;
   embedder: Embedder;
+  /** Default: the deterministic planner. */
+  planner?: QueryPlanner;
 }
+
+const DETERMINISTIC = new DeterministicPlanner();
 
 export interface QuerySettings {
   budget: number;
@@ -117,7 +121,13 @@ export const runQuery = async (
     deps.graph.countRecords(tenant, conversation),
   ]);
   const qvec = qv as Float32Array;
-  const plan = planQuery({ question: req.question, knownEntities, knownTopics, now });
+  const planned = await (deps.planner ?? DETERMINISTIC).plan({
+    question: req.question,
+    knownEntities,
+    knownTopics,
+    now,
+  });
+  const plan = planned.plan;
   const depth = settings.routeDepth;
   const routeMs: Partial<Record<RouteName, number>> = {};
   const timed = async (route: RouteName, run: () => Promise<ScoredId[]>): Promise<RankedList> => {
@@ -216,9 +226,7 @@ export const runQuery = async (
     plan,
     cost: {
       embeddingCalls: 1,
-      llmCalls: 0,
-      inputTokens: 0,
-      outputTokens: 0,
+      ...planned.cost,
       ms: performance.now() - started,
       routeMs,
     },

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError } from "commander";
+import { registerBenchCommands } from "../bench/cli.ts";
 import { loadConfig } from "../core/config.ts";
-import { runDemo } from "./demo.ts";
 import { runIngest, runQueryCommand, runServe } from "./commands.ts";
+import { registerConsolidationCommands } from "./consolidate.ts";
+import { runDemo } from "./demo.ts";
 
 const int = (v: string): number => {
   const n = Number.parseInt(v, 10);
@@ -61,6 +63,9 @@ program
   .action(async (o: { port?: string }) => {
     await runServe(o.port ? loadConfig({ ...config(), http: { ...config().http, port: o.port } }) : config());
   });
+
+registerBenchCommands(program, config);
+registerConsolidationCommands(program, config);
 
 program.parseAsync().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : err);

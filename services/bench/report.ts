@@ -1,0 +1,116 @@
+import type { CategoryAggregate } from "./scoring.ts";
+import { fmt, fmtInt, markdownTable } from "./table.ts";
+import { type BenchReport, SYSTEMS } from "./types.ts";
+
+const recallCell = (a: { mean: number | undefined } | undefined): string => fmt(a?.mean);
+
+const recallRow = (
+  report: BenchReport,
+  name: string,
+  s: { meanTokens: number; metrics: Record<string, CategoryAggregate> },
+) => {
+  const [primary, ...others] = report.spec.metrics;
+  const p = primary ? s.metrics[primary] : undefined;
+  return [
+    name,
+    ...report.spec.categories.map((c) => recallCell(p?.byCategory[c.id])),
+    recallCell(p?.overall),
+    ...others.map((m) => recallCell(s.metrics[m]?.overall)),
+    fmtInt(s.meanTokens),
+  ];
+};
+
+const recallHeader = (report: BenchReport): string[] => {
+  const [primary, ...others] = report.spec.metrics;
+  return [
+    "system",
+    ...report.spec.categories.map((c) => `${c.label} (n=${countIn(report, c.id)})`),
+    `${primary} recall, overall`,
+    ...others.map((m) => `${m} recall, overall`),
+    "mean context tokens",
+  ];
+};
+
+const countIn = (report: BenchReport, category: string): number => {
+  const first = Object.values(report.summary)[0];
+  const primary = report.spec.metrics[0];
+  return first && primary ? (first.ours.metrics[primary]?.byCategory[category]?.n ?? 0) : 0;
+};
+
+/** The report as markdown: one recall table per budget, then cost and speed. */
+export const renderMarkdown = (report: BenchReport): string => {
+  const { config, cost } = report;
+  const out: string[] = [];
+  out.push(`# Benchmark: ${config.dataset}`);
+  out.push("");
+  out.push(
+    `data \`${config.dataFile}\` (sha256 ${config.dataSha256.slice(0, 12)}…), cases ${config.cases.length} (${config.cases.slice(0, 8).join(", ")}${config.cases.length > 8 ? ", …" : ""}), encoder ${config.encoder}, embedder ${config.embedder}, compressor ${config.compressor}, keep rate ${config.keepRate}, commit ${config.gitCommit?.slice(0, 10) ?? "unknown"}${config.gitDirty ? " (dirty)" : ""}, ${config.date}, wall ${config.wallSeconds.toFixed(1)} s`,
+  );
+  for (const s of report.spec.skipped) out.push(`skipped: ${s.count} ${s.reason}`);
+  out.push(
+    `recall = share of a question's ${report.spec.metrics.join(" / ")} targets covered by the turns the context was built from; mean over the questions that have targets (macro over questions); tokens counted with o200k.`,
+  );
+  for (const [budget, systems] of Object.entries(report.summary)) {
+    out.push("");
+    out.push(`## Budget ${budget} tokens`);
+    out.push("");
+    out.push(
+      markdownTable(
+        recallHeader(report),
+        SYSTEMS.map((s) => recallRow(report, s, systems[s])),
+      ),
+    );
+  }
+  out.push("");
+  out.push(
+    `Full context, unbounded: ${fmtInt(cost.fullContextUnbounded.meanTokens)} tokens per question on average; ${report.spec.metrics
+      .map((m) => `${m} recall ${fmt(cost.fullContextUnbounded.metrics[m]?.overall.mean)}`)
+      .join(", ")}. The full-context rows above keep the most recent turns that fit the budget.`,
+  );
+  out.push("");
+  out.push("## Cost and speed");
+  out.push("");
+  const o = cost.ours;
+  const b = cost.baselines;
+  out.push(
+    markdownTable(
+      [
+        "system",
+        "construction LLM calls",
+        "construction LLM tokens (in/out)",
+        "build embedding calls (texts)",
+        "indexed units",
+        "build s",
+        "query p50 ms",
+        "query p95 ms",
+      ],
+      [
+        [
+          "ours",
+          fmtInt(o.constructionLlmCalls),
+          `${fmtInt(o.constructionInputTokens)}/${fmtInt(o.constructionOutputTokens)}`,
+          `${fmtInt(o.ingestEmbeddingCalls)} (${fmtInt(o.ingestEmbeddedTexts)})`,
+          `${fmtInt(o.segments)} segments, ${fmtInt(o.records)} records`,
+          fmt(o.ingestSeconds, 1),
+          fmt(o.queryMsP50, 1),
+          fmt(o.queryMsP95, 1),
+        ],
+        ...(["bm25-turns", "dense-turns", "window5-dense", "full-context"] as const).map((s) => [
+          s,
+          "0",
+          "0/0",
+          `${fmtInt(b[s].embeddingCalls)} (${fmtInt(b[s].embeddedTexts)})`,
+          `${fmtInt(b[s].units)} ${s === "window5-dense" ? "windows" : "turns"}`,
+          fmt(b[s].buildSeconds, 1),
+          fmt(b[s].queryMsP50, 2),
+          fmt(b[s].queryMsP95, 2),
+        ]),
+      ],
+    ),
+  );
+  out.push("");
+  out.push(
+    `ours: ingest ${fmtInt(o.turns)} turns in ${fmt(o.ingestSeconds, 1)} s = ${fmt(o.ingestTurnsPerSecond, 1)} turns/s (${fmt(o.ingestEmbeddingSeconds, 1)} s of it in the embedder); the embedder alone (${cost.embedder.id}, batches of 32, same run) ${fmt(cost.embedder.sentencesPerSecond, 1)} sentences/s. Sensory kept ratio ${fmt(o.keptRatio)} (words kept / words, mean over turns). Dead-lettered segments: ${fmtInt(o.deadLetters)}. Query: ${fmtInt(o.queryEmbeddingCalls)} embedding calls, ${fmtInt(o.queryLlmCalls)} LLM calls; engine-reported p50 ${fmt(o.engineQueryMsP50, 1)} ms. Dense baselines' query times include embedding the question; build embedding counts include the question embeddings.`,
+  );
+  return `${out.join("\n")}\n`;
+};

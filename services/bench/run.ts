@@ -1,0 +1,150 @@
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import type { Config } from "../core/config.ts";
+import { loadLocomo } from "../core/datasets/locomo.ts";
+import { loadLongMemEval } from "../core/datasets/longmemeval.ts";
+import type { Embedder } from "../core/ports.ts";
+import { EMBEDDER_DIR } from "../embedded/open.ts";
+import { locomoCases, longMemEvalCases } from "./datasets.ts";
+import { runHarness } from "./harness.ts";
+import { renderMarkdown } from "./report.ts";
+import type { BenchCase, BenchReport, DatasetSpec } from "./types.ts";
+
+export const DEFAULT_BUDGETS = [500, 1000, 2000];
+export const ENCODERS = ["extractive", "llm"] as const;
+
+export interface BenchRunOptions {
+  data: string;
+  budgets?: readonly number[];
+  encoder?: string;
+  /** Output folder; null writes nothing. Default ./bench-out. */
+  out?: string | null;
+  /** LoCoMo: sample ids to run (default all). LongMemEval: question ids. */
+  ids?: readonly string[];
+  /** Run at most this many cases (after the id filter). */
+  limit?: number;
+  progress?: boolean;
+  /** An embedder to use instead of loading the one in the model folder (it is not closed). */
+  embedder?: Embedder;
+}
+
+export interface BenchRun {
+  report: BenchReport;
+  markdown: string;
+  files: string[];
+}
+
+/** Only the extractive encoder exists; asking for the LLM one fails instead of falling back. */
+export const assertEncoder = (encoder: string): "extractive" => {
+  if (encoder === "extractive") return encoder;
+  if (encoder === "llm")
+    throw new Error(
+      "no LLM encoder configured yet: `--encoder llm` needs an LLM encoder, which this build does not have; run with --encoder extractive",
+    );
+  throw new Error(`unknown encoder "${encoder}": expected one of ${ENCODERS.join(", ")}`);
+};
+
+export const parseBudgets = (text: string): number[] => {
+  const budgets = text.split(",").map((s) => Number(s.trim()));
+  for (const b of budgets)
+    if (!Number.isInteger(b) || b < 50 || b > 32_000)
+      throw new Error(`budgets must be integers in [50, 32000] (the query API's range), got "${text}"`);
+  return [...new Set(budgets)].sort((a, b) => a - b);
+};
+
+const git = (args: string[]): string | null => {
+  try {
+    return execFileSync("git", args, { stdio: ["ignore", "pipe", "ignore"], encoding: "utf8" }).trim();
+  } catch {
+    return null;
+  }
+};
+
+const select = (cases: BenchCase[], ids: readonly string[] | undefined, limit: number | undefined): BenchCase[] => {
+  let out = cases;
+  if (ids && ids.length > 0) {
+    const known = new Set(cases.map((c) => c.id));
+    const missing = ids.filter((id) => !known.has(id));
+    if (missing.length > 0)
+      throw new Error(
+        `unknown id(s) ${missing.join(", ")}; the file has ${cases
+          .slice(0, 20)
+          .map((c) => c.id)
+          .join(", ")}${cases.length > 20 ? ", …" : ""}`,
+      );
+    const wanted = new Set(ids);
+    out = cases.filter((c) => wanted.has(c.id));
+  }
+  return limit !== undefined ? out.slice(0, limit) : out;
+};
+
+const load = (dataset: DatasetSpec["name"], file: string): { spec: DatasetSpec; cases: BenchCase[] } =>
+  dataset === "locomo" ? locomoCases(loadLocomo(file)) : longMemEvalCases(loadLongMemEval(file));
+
+/** Loads the data, runs the engine and the baselines, and writes the markdown and JSON reports. */
+export const runBench = async (
+  dataset: DatasetSpec["name"],
+  config: Config,
+  options: BenchRunOptions,
+): Promise<BenchRun> => {
+  const started = performance.now();
+  const encoder = assertEncoder(options.encoder ?? "extractive");
+  const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)];
+  const dataFile = resolve(options.data);
+  const bytes = readFileSync(dataFile);
+  const { spec, cases: all } = load(dataset, dataFile);
+  const cases = select(all, options.ids, options.limit);
+  if (cases.length === 0) throw new Error(`no cases to run in ${dataFile}`);
+
+  const embedder = options.embedder ?? (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR)));
+  let result: Awaited<ReturnType<typeof runHarness>>;
+  try {
+    result = await runHarness(spec, cases, { config, budgets, embedder, progress: options.progress ?? false });
+  } finally {
+    if (!options.embedder) await embedder.close?.();
+  }
+  const commit = git(["rev-parse", "HEAD"]);
+  const status = commit ? git(["status", "--porcelain", "--untracked-files=no"]) : null;
+  const report: BenchReport = {
+    config: {
+      dataset,
+      dataFile,
+      dataSha256: createHash("sha256").update(bytes).digest("hex"),
+      budgets,
+      encoder,
+      embedder: embedder.id,
+      keepRate: config.sensory.keepRate,
+      compressor: result.compressor,
+      segmenter: {
+        threshold: config.segmenter.threshold,
+        hardCapTokens: config.segmenter.hardCapTokens,
+        bufferTokens: config.segmenter.bufferTokens,
+      },
+      cases: cases.map((c) => c.id),
+      gitCommit: commit,
+      gitDirty: status === null ? null : status.length > 0,
+      date: new Date().toISOString(),
+      node: process.version,
+      wallSeconds: (performance.now() - started) / 1000,
+    },
+    spec,
+    summary: result.summary,
+    cost: result.cost,
+    questions: result.questions,
+  };
+  const markdown = renderMarkdown(report);
+  const files: string[] = [];
+  const out = options.out === undefined ? "bench-out" : options.out;
+  if (out !== null) {
+    mkdirSync(out, { recursive: true });
+    const stamp = report.config.date.replace(/[:.]/g, "-");
+    const base = join(out, `${dataset}-${stamp}`);
+    writeFileSync(`${base}.md`, markdown);
+    writeFileSync(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
+    files.push(`${base}.md`, `${base}.json`);
+  }
+  return { report, markdown, files };
+};

@@ -1,0 +1,74 @@
+/**
+ * Pure retrieval scoring for the benchmark: recall of target ids in a retrieved context,
+ * aggregation per category, percentiles. No I/O.
+ */
+
+/**
+ * Share of `targets` found in `retrieved`; undefined when there is nothing to find (empty targets),
+ * so such a question is left out of the means instead of counting as 0 or 1.
+ */
+export const recall = (targets: readonly string[], retrieved: ReadonlySet<string>): number | undefined => {
+  const unique = [...new Set(targets)];
+  if (unique.length === 0) return undefined;
+  return unique.filter((t) => retrieved.has(t)).length / unique.length;
+};
+
+/** Evidence recall of one context: the evidence turn ids covered by the turn ids of its items. */
+export const evidenceRecall = (
+  evidence: readonly string[],
+  items: readonly { turnIds: readonly string[] }[],
+): number | undefined => recall(evidence, new Set(items.flatMap((i) => i.turnIds)));
+
+/** Session recall: the sessions the context's turns belong to, against the target sessions. */
+export const sessionRecall = (
+  targetSessions: readonly string[],
+  turnIds: readonly string[],
+  sessionOf: ReadonlyMap<string, string>,
+): number | undefined =>
+  recall(targetSessions, new Set(turnIds.map((t) => sessionOf.get(t)).filter((s): s is string => s !== undefined)));
+
+export const mean = (values: readonly number[]): number | undefined =>
+  values.length === 0 ? undefined : values.reduce((a, b) => a + b, 0) / values.length;
+
+/** Percentile by linear interpolation between closest ranks (p in [0, 100]); undefined for no values. */
+export const percentile = (values: readonly number[], p: number): number | undefined => {
+  if (values.length === 0) return undefined;
+  if (!(p >= 0 && p <= 100)) throw new RangeError(`percentile must be in [0, 100], got ${p}`);
+  const sorted = [...values].sort((a, b) => a - b);
+  const pos = (p / 100) * (sorted.length - 1);
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  const a = sorted[lo] as number;
+  const b = sorted[hi] as number;
+  return a + (b - a) * (pos - lo);
+};
+
+export interface Aggregate {
+  /** Mean over scored questions (macro over questions); undefined when none was scorable. */
+  mean: number | undefined;
+  /** Questions that had a value. */
+  n: number;
+  /** Questions left out because they had nothing to find. */
+  skipped: number;
+}
+
+export interface CategoryAggregate {
+  overall: Aggregate;
+  byCategory: Record<string, Aggregate>;
+}
+
+const aggregate = (values: readonly (number | undefined)[]): Aggregate => {
+  const scored = values.filter((v): v is number => v !== undefined);
+  return { mean: mean(scored), n: scored.length, skipped: values.length - scored.length };
+};
+
+/** Per-category and overall means of a per-question value (undefined values are skipped, and counted). */
+export const aggregateByCategory = (
+  rows: readonly { category: string; value: number | undefined }[],
+  categories: readonly string[] = [],
+): CategoryAggregate => {
+  const byCategory: Record<string, Aggregate> = {};
+  const names = [...new Set([...categories, ...rows.map((r) => r.category)])];
+  for (const c of names) byCategory[c] = aggregate(rows.filter((r) => r.category === c).map((r) => r.value));
+  return { overall: aggregate(rows.map((r) => r.value)), byCategory };
+};

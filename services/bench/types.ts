@@ -1,0 +1,137 @@
+import type { TurnInput } from "../core/service.ts";
+import type { CategoryAggregate } from "./scoring.ts";
+
+export const SYSTEMS = ["ours", "bm25-turns", "dense-turns", "window5-dense", "full-context"] as const;
+export type SystemName = (typeof SYSTEMS)[number];
+
+/** What a question's recall is measured against: turn ids, or session ids (via the turns' sessions). */
+export interface Target {
+  level: "turn" | "session";
+  ids: string[];
+}
+
+export interface BenchQuestion {
+  id: string;
+  question: string;
+  /** Column the question is reported under (LoCoMo category number, LongMemEval question type). */
+  category: string;
+  answer: string;
+  /** Targets by metric name ("evidence"; "session", "turn"). */
+  targets: Record<string, Target>;
+}
+
+/** One conversation (or haystack) ingested into a fresh tenant, and the questions asked of it. */
+export interface BenchCase {
+  id: string;
+  turns: TurnInput[];
+  questions: BenchQuestion[];
+}
+
+export interface DatasetSpec {
+  name: "locomo" | "longmemeval";
+  /** Metrics every question may carry; the first is the one shown per category. */
+  metrics: string[];
+  /** Category columns in report order, with a label. */
+  categories: { id: string; label: string }[];
+  /** Questions the dataset had that are not scored, with the reason (e.g. category 5). */
+  skipped: { count: number; reason: string }[];
+}
+
+/** One system's context for one question at one budget. */
+export interface QuestionResult {
+  case: string;
+  question: string;
+  category: string;
+  budget: number;
+  system: SystemName;
+  tokens: number;
+  ms: number;
+  /** Recall per metric; null where the question had nothing to find. */
+  recall: Record<string, number | null>;
+}
+
+export interface SystemSummary {
+  meanTokens: number;
+  metrics: Record<string, CategoryAggregate>;
+}
+
+export interface CaseCost {
+  case: string;
+  turns: number;
+  questions: number;
+  embedderTexts: number;
+  embedderSeconds: number;
+  ingestSeconds: number;
+  segments: number;
+  records: number;
+  deadLetters: number;
+  fullContextTokens: number;
+}
+
+export interface CostReport {
+  ours: {
+    constructionLlmCalls: number;
+    constructionInputTokens: number;
+    constructionOutputTokens: number;
+    queryLlmCalls: number;
+    ingestEmbeddingCalls: number;
+    ingestEmbeddedTexts: number;
+    queryEmbeddingCalls: number;
+    segments: number;
+    records: number;
+    deadLetters: number;
+    /** Mean over turns of words kept by sensory compression / words in the turn. */
+    keptRatio: number | null;
+    turns: number;
+    ingestSeconds: number;
+    /** Of which the embedder's own time (embedder.stats().ms). */
+    ingestEmbeddingSeconds: number;
+    ingestTurnsPerSecond: number;
+    queryMsP50: number | null;
+    queryMsP95: number | null;
+    /** The engine's own query cost.ms, p50. */
+    engineQueryMsP50: number | null;
+  };
+  embedder: { id: string; texts: number; seconds: number; sentencesPerSecond: number };
+  baselines: Record<
+    Exclude<SystemName, "ours">,
+    {
+      embeddingCalls: number;
+      embeddedTexts: number;
+      units: number;
+      buildSeconds: number;
+      queryMsP50: number | null;
+      queryMsP95: number | null;
+    }
+  >;
+  fullContextUnbounded: { meanTokens: number; metrics: Record<string, CategoryAggregate> };
+  perCase: CaseCost[];
+}
+
+export interface BenchConfig {
+  dataset: string;
+  dataFile: string;
+  dataSha256: string;
+  budgets: number[];
+  encoder: string;
+  embedder: string;
+  keepRate: number;
+  /** The sensory compressor the engine ran with (its id). */
+  compressor: string;
+  segmenter: { threshold: number; hardCapTokens: number; bufferTokens: number };
+  cases: string[];
+  gitCommit: string | null;
+  gitDirty: boolean | null;
+  date: string;
+  node: string;
+  wallSeconds: number;
+}
+
+export interface BenchReport {
+  config: BenchConfig;
+  spec: DatasetSpec;
+  /** summary[budget][system] */
+  summary: Record<string, Record<SystemName, SystemSummary>>;
+  cost: CostReport;
+  questions: QuestionResult[];
+}

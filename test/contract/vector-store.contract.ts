@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { VectorItem, VectorKind, VectorPayload, VectorStore } from "../../services/core/ports.ts";
 import type { RecordType } from "../../services/core/types.ts";
+import { seededRandom } from "../helpers/seeded.ts";
 
 export interface VectorStoreFixture {
   store: VectorStore;
@@ -19,17 +20,8 @@ export interface VectorStoreContractOptions {
   skip?: string | false;
 }
 
-/** mulberry32: a tiny seeded PRNG (uniform in [0, 1)). */
-export const mulberry32 = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
+/** The seeded PRNG shared by the tests (mulberry32). */
+export const mulberry32 = seededRandom;
 
 export const DIM = 16;
 

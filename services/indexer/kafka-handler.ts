@@ -1,0 +1,80 @@
+/**
+ * The indexer as a Kafka stage: a sink. Each records event is written to the stores with
+ * indexSegment (idempotent upserts / MERGE by deterministic ids), then its update candidates are
+ * produced to the compacted update queue (key: record id) in the transaction that commits the
+ * consumed offsets. The store writes are not part of that transaction and need not be: a crash
+ * between the writes and the commit replays the event, and the replay rewrites the same rows.
+ */
+import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
+import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
+import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
+import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
+import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
+import { indexSegment } from "./indexer.ts";
+
+export interface IndexerStageDeps {
+  input: TopicCodec<RecordsEvent>;
+  output: TopicCodec<UpdateCandidatesEvent>;
+  graph: GraphStore;
+  vectors: VectorStore;
+  embedder: Embedder;
+  candidates?: CandidateSettings;
+  /** A write slower than this marks the sink saturated: the runtime pauses consumption (default 5000 ms). */
+  slowWriteMs?: number;
+  /** How long a saturated sink stays paused before consumption resumes (default 2000 ms). */
+  coolDownMs?: number;
+  onIndexed?(records: number): void;
+}
+
+/** The graph store with putUpdateCandidates observed: the indexer's candidates also go to the topic. */
+const capturing = (graph: GraphStore, sink: UpdateCandidate[]): GraphStore =>
+  new Proxy(graph, {
+    get(target, prop) {
+      if (prop === "putUpdateCandidates")
+        return async (c: readonly UpdateCandidate[]) => {
+          await target.putUpdateCandidates(c);
+          sink.push(...c);
+        };
+      const v: unknown = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+
+export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
+  const slow = deps.slowWriteMs ?? 5000;
+  const coolDown = deps.coolDownMs ?? 2000;
+  let saturatedUntil = 0;
+  return {
+    name: "indexer",
+    input: deps.input,
+    output: deps.output,
+    pressure: () => Date.now() < saturatedUntil,
+    async handle(_key, input) {
+      if (input.kind === "control") return { outputs: [], state: undefined };
+      const { segment, records } = input.value;
+      const found: UpdateCandidate[] = [];
+      const started = Date.now();
+      await indexSegment(
+        {
+          graph: capturing(deps.graph, found),
+          vectors: deps.vectors,
+          embedder: deps.embedder,
+          candidates: deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
+        },
+        segment,
+        records,
+      );
+      if (Date.now() - started > slow) saturatedUntil = Date.now() + coolDown;
+      deps.onIndexed?.(records.length);
+      const byRecord = new Map<string, UpdateCandidate[]>();
+      for (const c of found) byRecord.set(c.recordId, [...(byRecord.get(c.recordId) ?? []), c]);
+      return {
+        outputs: [...byRecord].map(([recordId, candidates]) => ({
+          key: recordId,
+          value: { recordId, tenant: segment.tenant, candidates },
+        })),
+        state: undefined,
+      };
+    },
+  };
+};

@@ -1,0 +1,77 @@
+/**
+ * The segmenter as a Kafka stage handler: compressed turns -> closed segments, keyed state = the
+ * open segment and short-term buffer of each tenant/conversation (SegmenterState, JSON in the
+ * changelog). Control messages flush; the runtime's tick flushes idle keys through the same
+ * transactional path.
+ */
+import type { TopicCodec } from "../core/adapters/kafka/serde.ts";
+import { PoisonError, type StageHandler, type StageInput } from "../core/adapters/kafka/stage-runtime.ts";
+import type { Embedder } from "../core/ports.ts";
+import { turnEmbeddingText } from "../core/turn-text.ts";
+import { keyOf, type Segment, type SensoryTurn } from "../core/types.ts";
+import { initialSegmenterState, isIdle, type SegmenterConfig, type SegmenterState, segmenterStep } from "./handler.ts";
+
+/** Version of the JSON shape of SegmenterState in the changelog. */
+export const SEGMENTER_STATE_VERSION = 1;
+
+export interface SegmenterStageDeps {
+  input: TopicCodec<SensoryTurn>;
+  output: TopicCodec<Segment>;
+  stateCodec: StageStateCodec;
+  /** A caching embedder: prepare() embeds a chunk's turns in one call, handle() hits the cache. */
+  embedder: Embedder;
+  cfg: SegmenterConfig;
+  clock?: () => number;
+}
+
+type StageStateCodec = NonNullable<StageHandler<SensoryTurn, Segment, SegmenterState>["state"]>["codec"];
+
+const splitKey = (key: string): { tenant: string; conversation: string } => {
+  const i = key.indexOf("/");
+  if (i <= 0) throw new PoisonError(`key "${key}" is not tenant/conversation`);
+  return { tenant: key.slice(0, i), conversation: key.slice(i + 1) };
+};
+
+const textOf = (t: SensoryTurn): string => turnEmbeddingText(t.speaker, t.text);
+
+export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTurn, Segment, SegmenterState> => {
+  const clock = deps.clock ?? Date.now;
+  const out = (segments: Segment[]) => segments.map((s) => ({ key: keyOf(s.tenant, s.conversation), value: s }));
+  return {
+    name: "segmenter",
+    input: deps.input,
+    output: deps.output,
+    state: { version: SEGMENTER_STATE_VERSION, codec: deps.stateCodec },
+    async prepare(inputs) {
+      const texts = inputs.flatMap(({ input }) => (input.kind === "event" ? [textOf(input.value)] : []));
+      if (texts.length > 0) await deps.embedder.embed(texts);
+    },
+    async handle(key, input: StageInput<SensoryTurn>, state) {
+      const nowMs = clock();
+      if (input.kind === "control") {
+        if (!state) return { outputs: [], state };
+        const reason = input.control === "idle" ? "idle" : input.control === "session-end" ? "session-end" : "flush";
+        const r = segmenterStep(state, { kind: "flush", reason, nowMs }, deps.cfg);
+        return { outputs: out(r.segments), state: r.state };
+      }
+      const turn = input.value;
+      const { tenant, conversation } = splitKey(key);
+      if (tenant !== turn.tenant || conversation !== turn.conversation)
+        throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
+      const [embedding] = await deps.embedder.embed([textOf(turn)]);
+      if (!embedding) throw new Error("embedder returned no vector");
+      const r = segmenterStep(
+        state ?? initialSegmenterState(tenant, conversation),
+        { kind: "turn", turn, embedding, nowMs },
+        deps.cfg,
+      );
+      return { outputs: out(r.segments), state: r.state };
+    },
+    tick(states, nowMs) {
+      const due: { key: string; input: StageInput<SensoryTurn> }[] = [];
+      for (const [key, s] of states)
+        if (isIdle(s, nowMs, deps.cfg)) due.push({ key, input: { kind: "control", control: "idle" } });
+      return due;
+    },
+  };
+};

@@ -142,6 +142,11 @@ export interface VectorStore {
   get(tenant: string, ids: readonly string[]): Promise<VectorItem[]>;
   delete(tenant: string, ids: readonly string[]): Promise<void>;
   deleteTenant(tenant: string): Promise<void>;
+  /**
+   * Erasure of one conversation: deletes every item whose payload names it (records and raw turns),
+   * returning how many were deleted. Optional: without it the caller deletes by the ids it knows.
+   */
+  deleteConversation?(tenant: string, conversation: string): Promise<number>;
   count(tenant: string): Promise<number>;
   flush(): Promise<void>;
   close(): Promise<void>;
@@ -193,6 +198,77 @@ export interface IndexBatch {
 }
 
 /**
+ * How two records relate after consolidation, as a directed edge from the newer record:
+ * SUPERSEDES (from replaces to: to got valid.to and superseded_by), REFINES (from adds detail to to;
+ * both stay current), DUPLICATE_OF (from was merged into the canonical, older to).
+ */
+export type RecordRelationKind = "SUPERSEDES" | "REFINES" | "DUPLICATE_OF";
+
+export interface RecordRelation {
+  from: string;
+  to: string;
+  relation: RecordRelationKind;
+  /** When the relation took effect: the newer record's time (deterministic, not the clock). */
+  at: string;
+  /** Why the consolidator decided so (the rule or the decider's explanation). */
+  reason?: string;
+}
+
+/** What the consolidator decided about one update candidate. */
+export type CandidateDecision = "duplicate" | "refinement" | "contradiction" | "unrelated";
+
+/**
+ * One consolidation write. Each op checks its precondition inside the transaction (both records
+ * exist; the one to be superseded is still current) and is skipped as a whole when it fails.
+ */
+export type ConsolidationOp =
+  /** older.valid = {to: validTo, supersededBy: newer}; edge newer -SUPERSEDES-> older. */
+  | { kind: "supersede"; older: string; newer: string; validTo: string; reason?: string }
+  /**
+   * duplicate.valid = {to: validTo, supersededBy: canonical}; canonical.mergedSources gains the
+   * duplicate's source (and its merged sources); edge duplicate -DUPLICATE_OF-> canonical.
+   */
+  | { kind: "merge"; canonical: string; duplicate: string; validTo: string; reason?: string }
+  /** edge from -REFINES-> to; nothing else changes. */
+  | { kind: "link"; from: string; to: string; relation: "REFINES"; at: string; reason?: string };
+
+/** One record's consolidation decision: applied atomically, with its candidates marked done. */
+export interface ConsolidationChange {
+  tenant: string;
+  ops: ConsolidationOp[];
+  /** Candidate rows settled by this change (kept, marked done with the decision). */
+  settled: { recordId: string; candidateId: string; decision: CandidateDecision }[];
+}
+
+export interface ConsolidationApplied {
+  superseded: number;
+  merged: number;
+  linked: number;
+  /** Ops whose precondition no longer held (e.g. the record was superseded meanwhile). */
+  skipped: number;
+}
+
+export interface ApplyHooks {
+  /** Called inside the transaction after every write and before the commit; throwing rolls it all back. */
+  beforeCommit?(): void;
+}
+
+/** A record's versions: the records connected by SUPERSEDES / DUPLICATE_OF edges, plus REFINES neighbours. */
+export interface VersionGraph {
+  records: MemoryRecord[];
+  relations: RecordRelation[];
+}
+
+/** What an erasure removed from the graph store (the vector ids to delete with it). */
+export interface ErasedIds {
+  records: string[];
+  /** turnRowId(conversation, turnId) of every erased raw turn. */
+  turns: string[];
+  /** Records of other conversations restored to current because their superseder was erased. */
+  restored: number;
+}
+
+/**
  * The graph/record store: records, entity/topic/time/event-frame indexes,
  * segments with their raw turns, lexical search. Every method is tenant-scoped.
  */
@@ -215,9 +291,29 @@ export interface GraphStore {
   knownTopics(tenant: string, conversation?: string): Promise<string[]>;
   countSegments(tenant: string, conversation?: string): Promise<number>;
   putUpdateCandidates(candidates: readonly UpdateCandidate[]): Promise<void>;
+  /**
+   * Pending (not yet consolidated) update candidates of whole records: at most `maxRecords`
+   * records, oldest record first, each with all its pending candidates.
+   */
+  pendingUpdateCandidates(tenant: string, maxRecords: number): Promise<UpdateCandidate[]>;
+  /** Tenants with pending update candidates, sorted. */
+  tenantsWithPendingCandidates(): Promise<string[]>;
+  countPendingCandidates(tenant?: string): Promise<number>;
+  /** Applies one consolidation decision in one transaction (all or nothing). */
+  applyConsolidation(change: ConsolidationChange, hooks?: ApplyHooks): Promise<ConsolidationApplied>;
+  /** Consolidation edges touching any of the records. */
+  relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]>;
+  /** The version chain of a record (empty when the record is unknown to the tenant). */
+  versionGraph(tenant: string, id: string): Promise<VersionGraph>;
   putDeadLetter(letter: DeadLetter): Promise<void>;
   listDeadLetters(limit: number): Promise<DeadLetter[]>;
   deleteTenant(tenant: string): Promise<void>;
+  /**
+   * Erasure of one conversation: its records with every index row, FTS row, candidate and edge,
+   * its segments, raw turns and dead letters. Records of other conversations that it had
+   * superseded become current again; merged sources from it are removed.
+   */
+  deleteConversation(tenant: string, conversation: string): Promise<ErasedIds>;
   close(): Promise<void>;
 }
 

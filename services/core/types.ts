@@ -116,6 +116,11 @@ export const MemoryRecordSchema = z.object({
   time: TimeRangeSchema,
   source: SourceSchema,
   valid: ValiditySchema,
+  /**
+   * Sources of newer records merged into this one by consolidation (exact or near duplicates):
+   * this record is the canonical version, the merged ones point here with `valid.supersededBy`.
+   */
+  mergedSources: z.array(SourceSchema).optional(),
 });
 export type MemoryRecord = z.infer<typeof MemoryRecordSchema>;
 
@@ -145,7 +150,12 @@ export const UpdateCandidateSchema = z.object({
   similarity: z.number(),
   sharedEntities: z.array(z.string()),
   sharedTopics: z.array(z.string()),
-  reason: z.enum(["similarity", "entity-topic"]),
+  /**
+   * Why the pair is a candidate: vector similarity over the threshold, a shared entity and topic, or
+   * (entity-attribute) the same subject making a statement about the same attribute (where someone
+   * lives, works, what they like).
+   */
+  reason: z.enum(["similarity", "entity-topic", "entity-attribute"]),
 });
 export type UpdateCandidate = z.infer<typeof UpdateCandidateSchema>;
 

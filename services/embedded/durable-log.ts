@@ -135,10 +135,22 @@ export class DurableLog {
     return (this.db.prepare("SELECT COUNT(*) AS n FROM pending_segments WHERE done = 0").get() as { n: number }).n;
   }
 
-  deleteTenant(tenant: string): void {
-    this.db.transaction(() => {
-      this.db.prepare("DELETE FROM inbox WHERE tenant = ?").run(tenant);
-      this.db.prepare("DELETE FROM pending_segments WHERE tenant = ?").run(tenant);
-    })();
+  /** Erasure: the tenant's inbox entries and pending segments. Returns how many rows went. */
+  deleteTenant(tenant: string): number {
+    return this.db.transaction(
+      () =>
+        this.db.prepare("DELETE FROM inbox WHERE tenant = ?").run(tenant).changes +
+        this.db.prepare("DELETE FROM pending_segments WHERE tenant = ?").run(tenant).changes,
+    )();
+  }
+
+  /** Erasure of one conversation: its inbox entries and pending segments. Returns how many rows went. */
+  deleteConversation(tenant: string, conversation: string): number {
+    return this.db.transaction(
+      () =>
+        this.db.prepare("DELETE FROM inbox WHERE tenant = ? AND conversation = ?").run(tenant, conversation).changes +
+        this.db.prepare("DELETE FROM pending_segments WHERE tenant = ? AND conversation = ?").run(tenant, conversation)
+          .changes,
+    )();
   }
 }

@@ -1,3 +1,14 @@
+import { runConsolidation } from "../consolidator/consolidator.ts";
+import { buildHistory } from "../consolidator/history.ts";
+import { ConsolidationScheduler, parseWindow, type TriggerReason } from "../consolidator/scheduler.ts";
+import type {
+  ConsolidationDecider,
+  ConsolidationReport,
+  ConsolidationSettings,
+  ErasureReport,
+  MemoryMaintenance,
+  RecordHistory,
+} from "../consolidator/types.ts";
 import { ValidationError } from "../core/errors.ts";
 import type {
   Compressor,
@@ -30,6 +41,7 @@ import {
   TurnSchema,
 } from "../core/types.ts";
 import { emptyContext } from "../encoder/extractor.ts";
+import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { indexSegment } from "../indexer/indexer.ts";
 import { type QuerySettings, runQuery } from "../query/query.ts";
 import {
@@ -64,6 +76,8 @@ export interface EngineParts {
   encoder: SegmentEncoder;
   planner?: QueryPlanner;
   observer?: PipelineObserver;
+  /** Consolidation strategy (default: the deterministic rules). */
+  decider?: ConsolidationDecider;
 }
 
 export interface EngineSettings {
@@ -74,6 +88,16 @@ export interface EngineSettings {
   /** Inbox entries read and embedded together by the first stage. */
   batchSize: number;
   clock?: () => number;
+  /**
+   * Sleep-time consolidation: candidate threshold, concurrency and the off-peak scheduler
+   * (window / idle trigger). Absent: candidates with the defaults, no scheduler; consolidate() on demand works.
+   */
+  consolidation?: ConsolidationSettings;
+}
+
+/** Options of one on-demand consolidation (tests inject a crash through beforeCommit). */
+export interface ConsolidateCallOptions {
+  beforeCommit?: (committed: number) => void;
 }
 
 /** Segmenter state carries the last inbox seq it took in, which makes a replay after a crash a no-op. */
@@ -102,7 +126,7 @@ interface Progress {
  * Durable hand-offs and per-key sequence numbers make a restart resume where it stopped, with no
  * turn lost and no record written twice.
  */
-export class EmbeddedEngine implements MemoryService {
+export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
   private readonly queue: BoundedQueue<{ seq: number; segment: Segment }>;
   private readonly segStates = new Map<string, KeyedSegmenterState>();
   private readonly encStates = new Map<string, KeyedEncoderState>();
@@ -115,6 +139,12 @@ export class EmbeddedEngine implements MemoryService {
   private idleTimer: NodeJS.Timeout | undefined;
   private drainWaiters: (() => void)[] = [];
   private failure: Error | undefined;
+  private lastActivityMs: number;
+  private scheduler: ConsolidationScheduler | undefined;
+  /** Consolidation and erasure run one at a time. */
+  private maintenance: Promise<unknown> = Promise.resolve();
+  /** The last consolidation's report (on demand or scheduled). */
+  lastConsolidation: (ConsolidationReport & { trigger: TriggerReason | "demand" }) | undefined;
   readonly progress: Progress = { turns: 0, segments: 0, records: 0 };
   /** Construction cost since start: what the encoder's LLM calls (if any) spent. */
   readonly construction: LlmCost = { llmCalls: 0, inputTokens: 0, outputTokens: 0 };
@@ -125,6 +155,7 @@ export class EmbeddedEngine implements MemoryService {
   ) {
     this.queue = new BoundedQueue(settings.queueCapacity);
     this.clock = settings.clock ?? Date.now;
+    this.lastActivityMs = this.clock();
   }
 
   /** Starts the stages; segments left pending by a previous run are indexed first. */
@@ -136,6 +167,31 @@ export class EmbeddedEngine implements MemoryService {
     const tick = Math.min(this.settings.segmenter.idleTimeoutMs, 60_000);
     this.idleTimer = setInterval(() => this.flushIdle(), tick);
     this.idleTimer.unref();
+    this.startScheduler();
+  }
+
+  /** The off-peak consolidation scheduler (unref'd timer; the engine's clock). */
+  private startScheduler(): void {
+    const c = this.settings.consolidation;
+    if (!c) return;
+    const window = parseWindow(c.window);
+    this.scheduler = new ConsolidationScheduler(
+      { idleMs: c.idleMinutes * 60_000, maxInboxLag: c.maxInboxLag, ...(window ? { window } : {}) },
+      {
+        clock: this.clock,
+        lastActivityMs: () => this.lastActivityMs,
+        inboxLag: () => this.parts.log.lastInboxSeq() - this.parts.log.cursor(INBOX_CURSOR),
+        pending: () => this.parts.graph.countPendingCandidates(),
+        run: (reason) => this.runConsolidationExclusive(undefined, reason),
+      },
+      c.checkIntervalMs,
+    );
+    this.scheduler.start();
+  }
+
+  /** The scheduler, for tests and health (undefined without consolidation settings). */
+  get consolidationScheduler(): ConsolidationScheduler | undefined {
+    return this.scheduler;
   }
 
   async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
@@ -150,6 +206,7 @@ export class EmbeddedEngine implements MemoryService {
       return parsed.data;
     });
     this.parts.log.appendTurns(full);
+    this.lastActivityMs = this.clock();
     this.wake?.();
     return { accepted: full.length, turnIds: full.map((t) => t.turnId) };
   }
@@ -213,8 +270,115 @@ export class EmbeddedEngine implements MemoryService {
     };
   }
 
+  /**
+   * Sleep-time consolidation now, on demand: decides every pending update candidate (of one tenant,
+   * or of all) and applies each record's decision atomically. Runs after the work in flight is
+   * indexed, one consolidation (or erasure) at a time.
+   */
+  async consolidate(tenant?: string, options: ConsolidateCallOptions = {}): Promise<ConsolidationReport> {
+    this.assertRunning();
+    await this.drain();
+    return this.runConsolidationExclusive(tenant, "demand", options);
+  }
+
+  private runConsolidationExclusive(
+    tenant: string | undefined,
+    trigger: TriggerReason | "demand",
+    options: ConsolidateCallOptions = {},
+  ): Promise<ConsolidationReport> {
+    return this.exclusive(async () => {
+      const report = await runConsolidation(
+        { graph: this.parts.graph, ...(this.parts.decider ? { decider: this.parts.decider } : {}) },
+        {
+          ...(tenant !== undefined ? { tenant } : {}),
+          concurrency: this.settings.consolidation?.concurrency ?? 4,
+          ...(options.beforeCommit ? { beforeCommit: options.beforeCommit } : {}),
+        },
+      );
+      this.lastConsolidation = { ...report, trigger };
+      return report;
+    });
+  }
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.maintenance.then(fn, fn);
+    this.maintenance = run.catch(() => undefined);
+    return run;
+  }
+
+  /** A record's version history: the chain of versions with valid ranges and the relation of each. */
+  async history(tenant: string, recordId: string): Promise<RecordHistory | undefined> {
+    return buildHistory(recordId, await this.parts.graph.versionGraph(tenant, recordId));
+  }
+
+  /**
+   * Erasure, the only real delete: everything of a tenant, or of one of its conversations, from
+   * every embedded store: records with all index and FTS rows, update candidates and edges, raw
+   * turns, segments, vectors, the inbox and pending segments, keyed stage state, dead letters.
+   * Everything accepted before the call is processed first, so nothing of it is written afterwards.
+   */
+  async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
+    this.assertRunning();
+    await this.drain();
+    return this.exclusive(async () => {
+      const started = performance.now();
+      const vectorsBefore = await this.parts.vectors.count(tenant);
+      let records: number;
+      let turns: number | undefined;
+      let restored = 0;
+      let inboxEntries: number;
+      if (conversation !== undefined) {
+        const erased = await this.parts.graph.deleteConversation(tenant, conversation);
+        records = erased.records.length;
+        turns = erased.turns.length;
+        restored = erased.restored;
+        await this.parts.vectors.delete(tenant, [...erased.records, ...erased.turns]);
+        await this.parts.vectors.deleteConversation?.(tenant, conversation);
+        inboxEntries = this.parts.log.deleteConversation(tenant, conversation);
+      } else {
+        records = await this.parts.graph.countRecords(tenant);
+        await this.parts.graph.deleteTenant(tenant);
+        await this.parts.vectors.deleteTenant(tenant);
+        inboxEntries = this.parts.log.deleteTenant(tenant);
+      }
+      await this.parts.vectors.flush();
+      const stateKeys = await this.eraseState(tenant, conversation);
+      return {
+        tenant,
+        ...(conversation !== undefined ? { conversation } : {}),
+        records,
+        ...(turns !== undefined ? { turns } : {}),
+        vectors: vectorsBefore - (await this.parts.vectors.count(tenant)),
+        inboxEntries,
+        stateKeys,
+        restored,
+        ms: performance.now() - started,
+      };
+    });
+  }
+
+  /** Keyed stage state of the tenant (or conversation), durable and in memory. */
+  private async eraseState(tenant: string, conversation: string | undefined): Promise<number> {
+    const matches = (key: string): boolean =>
+      conversation !== undefined ? key === keyOf(tenant, conversation) : key.startsWith(`${tenant}/`);
+    let n = 0;
+    for (const stage of [SEGMENTER, ENCODER]) {
+      for (const key of await this.parts.state.keys(stage)) {
+        if (!matches(key)) continue;
+        await this.parts.state.delete(stage, key);
+        n++;
+      }
+    }
+    for (const key of [...this.segStates.keys()]) if (matches(key)) this.segStates.delete(key);
+    for (const key of [...this.encStates.keys()]) if (matches(key)) this.encStates.delete(key);
+    return n;
+  }
+
   /** Clean shutdown: finish what was accepted, then stop the stages. Open segments stay as durable state. */
   async close(): Promise<void> {
+    this.scheduler?.stop();
+    await this.scheduler?.idle();
+    await this.maintenance;
     if (this.idleTimer) clearInterval(this.idleTimer);
     if (!this.failure) await this.drain();
     this.stopping = true;
@@ -389,7 +553,18 @@ export class EmbeddedEngine implements MemoryService {
       this.construction.inputTokens += cost.inputTokens;
       this.construction.outputTokens += cost.outputTokens;
       if (cost.llmCalls > 0) this.parts.observer?.constructionTokens?.(this.parts.encoder.id, segment.tenant, cost);
-      await indexSegment(this.parts, segment, records);
+      await indexSegment(
+        {
+          ...this.parts,
+          candidates: {
+            ...DEFAULT_CANDIDATE_SETTINGS,
+            similarityThreshold:
+              this.settings.consolidation?.similarityThreshold ?? DEFAULT_CANDIDATE_SETTINGS.similarityThreshold,
+          },
+        },
+        segment,
+        records,
+      );
       const next = { lastSeq: seq, context };
       await this.parts.state.put(ENCODER, key, next);
       this.encStates.set(key, next);

@@ -1,5 +1,13 @@
 import { join } from "node:path";
+import type { ConsolidationDecider } from "../consolidator/types.ts";
 import { HnswVectorStore } from "../core/adapters/hnsw/vector-store.ts";
+import {
+  type ClosableLlm,
+  createLlm,
+  isLlmMetricsTarget,
+  type LlmUsageSink,
+  metricsUsageSink,
+} from "../core/adapters/llm-factory.ts";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { openSqlite } from "../core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
@@ -8,8 +16,10 @@ import { CachingEmbedder } from "../core/caching-embedder.ts";
 import type { Config } from "../core/config.ts";
 import type { Compressor, Embedder, EmbedderStats, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
 import { ExtractiveEncoder } from "../encoder/handler.ts";
+import { LlmEncoder } from "../encoder/llm-encoder.ts";
+import { LlmPlanner } from "../query/llm-planner.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";
-import { StatisticalCompressor } from "../sensory/statistical-compressor.ts";
+import { openConfiguredCompressor } from "../sensory/onnx-compressor-config.ts";
 import { DurableLog } from "./durable-log.ts";
 import { EmbeddedEngine, type EngineSettings, type PipelineObserver } from "./engine.ts";
 
@@ -22,8 +32,15 @@ export interface OpenOptions {
   encoder?: SegmentEncoder;
   /** Default: the deterministic planner. */
   planner?: QueryPlanner;
+  /**
+   * Where LLM calls (config.llm) are reported: stage, tenant, tokens, ms. Default: the observer
+   * when it takes LLM calls (gateway Metrics does).
+   */
+  llmUsage?: LlmUsageSink;
   observer?: PipelineObserver & { embedding?(calls: number, texts: number): void };
   settings?: Partial<EngineSettings>;
+  /** Consolidation strategy (default: the deterministic rules). */
+  decider?: ConsolidationDecider;
 }
 
 export interface OpenedEngine {
@@ -66,16 +83,35 @@ export const engineSettingsFrom = (config: Config): EngineSettings => ({
   },
   queueCapacity: config.runtime.queueCapacity,
   batchSize: 32,
+  consolidation: config.consolidation,
 });
 
 /** The embedded default: SQLite + HNSW in the data folder, the ONNX embedder from the model folder. */
 export const openEmbeddedEngine = async (config: Config, options: OpenOptions = {}): Promise<OpenedEngine> => {
   const embedder = options.embedder ?? (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR)));
+  // The configured compressor (statistical unless an ONNX token classifier is configured or present).
+  const compressor = options.compressor
+    ? { compressor: options.compressor, close: async () => {} }
+    : await openConfiguredCompressor(config.sensory.compressor, config.modelDir);
   const db = openSqlite(config.dataDir);
   const graph = new SqliteGraphStore(db);
   const state = new SqliteStateStore(db);
   const vectors = new HnswVectorStore(db, config.dataDir);
   const log = new DurableLog(db);
+  // The LLM, when config.llm asks a stage for it and no explicit encoder/planner replaces that stage.
+  const wantsLlm =
+    (config.llm.encoder === "llm" && !options.encoder) || (config.llm.planner === "llm" && !options.planner);
+  const usageSink =
+    options.llmUsage ?? (isLlmMetricsTarget(options.observer) ? metricsUsageSink(options.observer) : undefined);
+  const llm: ClosableLlm | undefined = wantsLlm
+    ? await createLlm(config.llm, { modelDir: config.modelDir, ...(usageSink ? { usageSink } : {}) })
+    : undefined;
+  const encoder =
+    options.encoder ??
+    (llm && config.llm.encoder === "llm"
+      ? new LlmEncoder(llm, { contextTokenCap: config.llm.contextTokenCap, batchSegments: config.llm.batchSegments })
+      : new ExtractiveEncoder());
+  const planner = options.planner ?? (llm && config.llm.planner === "llm" ? new LlmPlanner(llm) : undefined);
   const engine = new EmbeddedEngine(
     {
       log,
@@ -83,10 +119,11 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       vectors,
       state,
       embedder: new CachingEmbedder(observed(embedder, options.observer?.embedding?.bind(options.observer))),
-      compressor: options.compressor ?? new StatisticalCompressor(),
-      encoder: options.encoder ?? new ExtractiveEncoder(),
-      ...(options.planner ? { planner: options.planner } : {}),
+      compressor: compressor.compressor,
+      encoder,
+      ...(planner ? { planner } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
+      ...(options.decider ? { decider: options.decider } : {}),
     },
     { ...engineSettingsFrom(config), ...options.settings },
   );
@@ -99,7 +136,9 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       await vectors.close();
       await graph.close();
       db.close();
+      await llm?.close?.();
       if (!options.embedder) await embedder.close?.();
+      await compressor.close();
     },
   };
 };

@@ -6,6 +6,7 @@ import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import type { Logger } from "pino";
 import { z } from "zod";
+import { isMemoryMaintenance, type MemoryMaintenance } from "../consolidator/types.ts";
 import { issuesFromZod, ValidationError, type ValidationIssue } from "../core/errors.ts";
 import type { RecordQuery } from "../core/ports.ts";
 import { type MemoryService, QueryRequestSchema, type TurnInput, TurnInputSchema } from "../core/service.ts";
@@ -25,6 +26,11 @@ export interface HttpAppDeps {
   logger?: Logger;
   /** Request body limit in bytes (default 5 MiB). */
   maxBodyBytes?: number;
+  /**
+   * Consolidation, version history and erasure (default: the service itself when it offers them,
+   * as the embedded engine does). Without them those routes answer 501.
+   */
+  maintenance?: MemoryMaintenance;
 }
 
 export type HttpAppEnv = { Variables: { tenant: string } };
@@ -270,6 +276,48 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     if (p.cursor !== undefined) query.cursor = p.cursor;
     const page = await service.listRecords(c.get("tenant"), query);
     return c.json({ records: page.records, nextCursor: page.nextCursor ?? null }, 200);
+  });
+
+  // --- Maintenance: consolidation, version history, erasure --------------------------------------
+
+  const maintenance = deps.maintenance ?? (isMemoryMaintenance(service) ? service : undefined);
+  const unsupported = (c: Context<HttpAppEnv>) =>
+    c.json({ error: "not supported by this runtime (no consolidation or erasure)" }, 501);
+
+  app.post("/v1/consolidate", async (c) => {
+    if (!maintenance) return unsupported(c);
+    const report = await maintenance.consolidate(c.get("tenant"));
+    return c.json(report, 200);
+  });
+
+  app.get("/v1/records/:id/history", async (c) => {
+    if (!maintenance) return unsupported(c);
+    const history = await maintenance.history(c.get("tenant"), c.req.param("id"));
+    if (!history) return c.json({ error: "record not found" }, 404);
+    return c.json(history, 200);
+  });
+
+  app.delete("/v1/conversations/:conversation", async (c) => {
+    if (!maintenance) return unsupported(c);
+    const conversation = conversationOf(c);
+    const report = await maintenance.erase(c.get("tenant"), conversation);
+    return c.json(report, 200);
+  });
+
+  app.delete("/v1/tenant", async (c) => {
+    if (!maintenance) return unsupported(c);
+    const tenant = c.get("tenant");
+    if (c.req.query("confirm") !== tenant) {
+      return c.json(
+        {
+          error: "erasing a tenant needs ?confirm=<tenant>, naming the tenant of the API key",
+          issues: [{ path: "confirm", message: "must equal the tenant of the API key" }],
+        },
+        400,
+      );
+    }
+    const report = await maintenance.erase(tenant);
+    return c.json(report, 200);
   });
 
   app.get("/v1/records/:id", async (c) => {

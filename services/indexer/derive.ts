@@ -1,6 +1,6 @@
 import { sha256, turnRowId } from "../core/ids.ts";
-import { turnEmbeddingText } from "../core/turn-text.ts";
 import type { IndexBatch, VectorItem } from "../core/ports.ts";
+import { turnEmbeddingText } from "../core/turn-text.ts";
 import type { MemoryRecord, Segment } from "../core/types.ts";
 
 /** Event frames span about four turns and overlap by two, so neighbouring frames share records. */

@@ -1,23 +1,30 @@
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { MemoryRecord, Segment } from "../core/types.ts";
+import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS, findUpdateCandidates } from "./candidates.ts";
 import { deriveIndexBatch, vectorTexts } from "./derive.ts";
 
 export interface IndexerDeps {
   graph: GraphStore;
   vectors: VectorStore;
   embedder: Embedder;
+  /** Update-candidate selection (default: DEFAULT_CANDIDATE_SETTINGS); false: write no candidates. */
+  candidates?: CandidateSettings | false;
 }
 
 export interface IndexOutcome {
   records: number;
   turns: number;
   frames: number;
+  /** Update candidates written for consolidation. */
+  candidates: number;
 }
 
 /**
  * The indexer sink: derived indexes are pure (derive.ts); writes are idempotent upserts keyed by
  * deterministic ids, so replaying a segment after a crash changes nothing. Vectors go first: a
  * record is only listed once its vector exists, so the dense route never misses a visible record.
+ * Then each new record's update candidates (older records to consolidate it with) are written to
+ * the update queue; online updates stay soft: nothing else changes until consolidation.
  */
 export const indexSegment = async (
   deps: IndexerDeps,
@@ -32,5 +39,26 @@ export const indexSegment = async (
     texts.map((t, i) => ({ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload })),
   );
   await deps.graph.writeBatch(batch);
-  return { records: batch.records.length, turns: segment.turns.length, frames: batch.eventFrames.length };
+  let candidates = 0;
+  if (deps.candidates !== false && batch.records.length > 0) {
+    const vectorOf = new Map<string, Float32Array>();
+    texts.forEach((t, i) => {
+      if (t.payload.kind === "record") vectorOf.set(t.id, vectors[i] as Float32Array);
+    });
+    const found = await findUpdateCandidates(
+      deps,
+      batch.tenant,
+      batch.records,
+      vectorOf,
+      deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
+    );
+    if (found.length > 0) await deps.graph.putUpdateCandidates(found);
+    candidates = found.length;
+  }
+  return {
+    records: batch.records.length,
+    turns: segment.turns.length,
+    frames: batch.eventFrames.length,
+    candidates,
+  };
 };

@@ -10,7 +10,11 @@ import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/o
 
 const DATA = "../shared/data/locomo-dev.json";
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
-const skip = !existsSync(DATA) ? `${DATA} not found` : !existsSync(MODEL) ? "model missing: run node scripts/setup.mjs" : false;
+const skip = !existsSync(DATA)
+  ? `${DATA} not found`
+  : !existsSync(MODEL)
+    ? "model missing: run node scripts/setup.mjs"
+    : false;
 
 /**
  * Floor for the evidence recall of conv-30's category 1-4 questions at a 2,000-token budget.

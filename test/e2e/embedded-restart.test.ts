@@ -13,7 +13,11 @@ const DATA = "../shared/data/locomo-dev.json";
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
 const CONV = "conv-30";
 const TURNS = 120;
-const skip = !existsSync(DATA) ? `${DATA} not found` : !existsSync(MODEL) ? "model missing: run node scripts/setup.mjs" : false;
+const skip = !existsSync(DATA)
+  ? `${DATA} not found`
+  : !existsSync(MODEL)
+    ? "model missing: run node scripts/setup.mjs"
+    : false;
 
 /** Every record id of the tenant, via the paginated listing. */
 const allRecordIds = async (dataDir: string, turns: number): Promise<string[]> => {

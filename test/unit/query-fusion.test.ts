@@ -12,8 +12,21 @@ describe("reciprocal rank fusion", () => {
   it("sums 1/(k + rank) over lists and records which routes found each id", () => {
     const fused = reciprocalRankFusion(
       [
-        { route: "dense", ids: [{ id: "a", score: 0.9 }, { id: "b", score: 0.8 }, { id: "a", score: 0.1 }] },
-        { route: "lexical", ids: [{ id: "b", score: 5 }, { id: "c", score: 4 }] },
+        {
+          route: "dense",
+          ids: [
+            { id: "a", score: 0.9 },
+            { id: "b", score: 0.8 },
+            { id: "a", score: 0.1 },
+          ],
+        },
+        {
+          route: "lexical",
+          ids: [
+            { id: "b", score: 5 },
+            { id: "c", score: 4 },
+          ],
+        },
       ],
       60,
     );
@@ -27,7 +40,10 @@ describe("reciprocal rank fusion", () => {
         ["lexical", 1],
       ],
     );
-    assert.ok(Math.abs((fused.find((f) => f.id === "a")?.score ?? 0) - 1 / 61) < 1e-12, "a duplicate in one list counts once");
+    assert.ok(
+      Math.abs((fused.find((f) => f.id === "a")?.score ?? 0) - 1 / 61) < 1e-12,
+      "a duplicate in one list counts once",
+    );
     assert.deepEqual(
       fused.map((f) => f.id),
       ["b", "a", "c"],
@@ -115,7 +131,11 @@ describe("budget packing", () => {
   });
 
   it("returns an empty context when nothing fits", () => {
-    assert.deepEqual(packContext([item("1", "2024-01-01", "x ".repeat(300))], 20), { context: "", tokens: 0, items: [] });
+    assert.deepEqual(packContext([item("1", "2024-01-01", "x ".repeat(300))], 20), {
+      context: "",
+      tokens: 0,
+      items: [],
+    });
   });
 });
 

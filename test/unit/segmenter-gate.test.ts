@@ -39,7 +39,12 @@ describe("boundary gate", () => {
     const topicA = axis(DIM, 0);
     const segment = Array.from({ length: 10 }, () => near(topicA, 0.15, rnd));
     const history = Array.from({ length: 20 }, () => 0.05 + rnd() * 0.05);
-    const same = evaluateGate({ segment, segmentTokens: 300, candidate: near(topicA, 0.15, rnd), surpriseHistory: history });
+    const same = evaluateGate({
+      segment,
+      segmentTokens: 300,
+      candidate: near(topicA, 0.15, rnd),
+      surpriseHistory: history,
+    });
     const shift = evaluateGate({ segment, segmentTokens: 300, candidate: axis(DIM, 5), surpriseHistory: history });
     assert.equal(same.cut, false, `same topic p=${same.p}`);
     assert.equal(shift.cut, true, `new topic p=${shift.p}`);
@@ -52,18 +57,33 @@ describe("boundary gate", () => {
     const drift = new Float32Array(DIM);
     drift[0] = 0.6;
     drift[1] = 0.8;
-    const g = evaluateGate({ segment: [axis(DIM, 0), axis(DIM, 0)], segmentTokens: 40, candidate: drift, surpriseHistory: [] });
+    const g = evaluateGate({
+      segment: [axis(DIM, 0), axis(DIM, 0)],
+      segmentTokens: 40,
+      candidate: drift,
+      surpriseHistory: [],
+    });
     assert.ok(Math.abs(g.surprise - 0.4) < 1e-6);
     assert.equal(g.cut, false, `p=${g.p}`);
     assert.equal(g.turnPressure, -0.85);
-    const unrelated = evaluateGate({ segment: [axis(DIM, 0), axis(DIM, 0)], segmentTokens: 40, candidate: axis(DIM, 3), surpriseHistory: [] });
+    const unrelated = evaluateGate({
+      segment: [axis(DIM, 0), axis(DIM, 0)],
+      segmentTokens: 40,
+      candidate: axis(DIM, 3),
+      surpriseHistory: [],
+    });
     assert.ok(unrelated.p > g.p, "an unrelated turn pushes harder than a drifting one");
   });
 
   it("length pressure forces a cut on a long segment even without surprise", () => {
     const rnd = seededRandom(3);
     const segment = Array.from({ length: 12 }, () => near(axis(DIM, 1), 0.1, rnd));
-    const g = evaluateGate({ segment, segmentTokens: 1950, candidate: near(axis(DIM, 1), 0.1, rnd), surpriseHistory: [] });
+    const g = evaluateGate({
+      segment,
+      segmentTokens: 1950,
+      candidate: near(axis(DIM, 1), 0.1, rnd),
+      surpriseHistory: [],
+    });
     assert.ok(g.lengthPressure > 2.5);
     assert.equal(g.cut, true, `p=${g.p}`);
   });
@@ -120,7 +140,8 @@ describe("segmenter handler", () => {
     const buffered = defaultSegmenterConfig({ bufferTokens: 10_000 });
     let s = initialSegmenterState("t", "c");
     const v = axis(DIM, 0);
-    for (const i of [0, 1, 2]) s = segmenterStep(s, { kind: "turn", turn: turn(i), embedding: v, nowMs: i }, buffered).state;
+    for (const i of [0, 1, 2])
+      s = segmenterStep(s, { kind: "turn", turn: turn(i), embedding: v, nowMs: i }, buffered).state;
     const change = segmenterStep(s, { kind: "turn", turn: turn(3, "s2"), embedding: v, nowMs: 3 }, buffered);
     assert.equal(change.segments.length, 1, "session end always flushes the buffer");
     assert.equal(change.segments[0]?.closedBy, "session-end");
@@ -128,7 +149,10 @@ describe("segmenter handler", () => {
     assert.equal(flushed.segments.length, 1);
     assert.equal(flushed.segments[0]?.closedBy, "flush");
     assert.equal(flushed.state.open, null);
-    assert.equal(segmenterStep(flushed.state, { kind: "flush", reason: "idle", nowMs: 5 }, buffered).segments.length, 0);
+    assert.equal(
+      segmenterStep(flushed.state, { kind: "flush", reason: "idle", nowMs: 5 }, buffered).segments.length,
+      0,
+    );
   });
 
   it("holds closed segments in the buffer until the token threshold", () => {

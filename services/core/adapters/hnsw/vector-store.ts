@@ -421,6 +421,17 @@ export class HnswVectorStore implements VectorStore {
     }
   }
 
+  /** Erasure of a conversation: every item (record or raw turn) whose payload names it. */
+  async deleteConversation(tenant: string, conversation: string): Promise<number> {
+    this.check();
+    const ids = this.db
+      .prepare<[string, string], { id: string }>("SELECT id FROM vectors WHERE tenant = ? AND conversation = ?")
+      .all(tenant, conversation)
+      .map((r) => r.id);
+    await this.delete(tenant, ids);
+    return ids.length;
+  }
+
   async deleteTenant(tenant: string): Promise<void> {
     this.check();
     this.db.transaction(() => {

@@ -1,7 +1,23 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { parseTurnRowId, turnRowId } from "../../ids.ts";
-import type { GraphStore, IndexBatch, RecordPage, RecordQuery, ScoredId, StoredTurn, TimeWindow } from "../../ports.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
+import type {
+  ApplyHooks,
+  ConsolidationApplied,
+  ConsolidationChange,
+  ConsolidationOp,
+  ErasedIds,
+  GraphStore,
+  IndexBatch,
+  RecordPage,
+  RecordQuery,
+  RecordRelation,
+  RecordRelationKind,
+  ScoredId,
+  StoredTurn,
+  TimeWindow,
+  VersionGraph,
+} from "../../ports.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "./db.ts";
 import { buildFtsQuery } from "./fts-query.ts";
@@ -33,6 +49,13 @@ interface TurnRow {
   compressed: string;
   timestamp: string;
   session_id: string;
+}
+interface RelationRow {
+  from_id: string;
+  to_id: string;
+  relation: string;
+  at: string;
+  reason: string | null;
 }
 interface TurnScoreRow {
   conversation: string;
@@ -74,6 +97,22 @@ const toStoredTurn = (r: TurnRow): StoredTurn => ({
   timestamp: r.timestamp,
   sessionId: r.session_id,
 });
+
+const toRelation = (r: RelationRow): RecordRelation => ({
+  from: r.from_id,
+  to: r.to_id,
+  relation: r.relation as RecordRelationKind,
+  at: r.at,
+  ...(r.reason !== null ? { reason: r.reason } : {}),
+});
+
+const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
+
+/** Most records a version graph walks (a guard against runaway chains). */
+const MAX_VERSION_NODES = 256;
+
+/** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
+const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
 
 const TURN_COLUMNS =
   "tenant, conversation, turn_id, segment_id, speaker, role, text, compressed, timestamp, session_id";
@@ -269,6 +308,7 @@ export class SqliteGraphStore implements GraphStore {
     })();
   }
 
+  /** Upserts candidates; a pair already settled by consolidation stays settled (its status is kept). */
   async putUpdateCandidates(candidates: readonly UpdateCandidate[]): Promise<void> {
     this.db.transaction(() => {
       for (const c of candidates) {
@@ -284,7 +324,7 @@ export class SqliteGraphStore implements GraphStore {
     })();
   }
 
-  /** Update candidates of a tenant (not part of the port; for the consolidator and tests). */
+  /** Update candidates of a tenant, pending and settled (not part of the port; for tests and tools). */
   async listUpdateCandidates(tenant: string, limit = 1000): Promise<UpdateCandidate[]> {
     return this.all<{ json: string }>(
       "SELECT json FROM update_candidates WHERE tenant = ? ORDER BY record_id, candidate_id LIMIT ?",
@@ -293,6 +333,193 @@ export class SqliteGraphStore implements GraphStore {
     ).map((r) => JSON.parse(r.json) as UpdateCandidate);
   }
 
+  /** Candidate rows with their consolidation status (not part of the port; for tests and tools). */
+  async listCandidateStatus(
+    tenant: string,
+  ): Promise<{ recordId: string; candidateId: string; status: string; decision: string | null }[]> {
+    return this.all<{ record_id: string; candidate_id: string; status: string; decision: string | null }>(
+      "SELECT record_id, candidate_id, status, decision FROM update_candidates WHERE tenant = ? ORDER BY record_id, candidate_id",
+      tenant,
+    ).map((r) => ({ recordId: r.record_id, candidateId: r.candidate_id, status: r.status, decision: r.decision }));
+  }
+
+  async pendingUpdateCandidates(tenant: string, maxRecords: number): Promise<UpdateCandidate[]> {
+    const limit = Math.floor(maxRecords);
+    if (!(limit > 0)) return [];
+    return this.all<{ json: string }>(
+      `WITH picked AS (
+         SELECT u.record_id AS record_id, COALESCE(MIN(r.said_at), 0) AS said_at
+         FROM update_candidates u LEFT JOIN records r ON r.tenant = u.tenant AND r.id = u.record_id
+         WHERE u.tenant = ? AND u.status = 'pending'
+         GROUP BY u.record_id ORDER BY said_at, u.record_id LIMIT ?
+       )
+       SELECT u.json AS json FROM update_candidates u JOIN picked p ON p.record_id = u.record_id
+       WHERE u.tenant = ? AND u.status = 'pending'
+       ORDER BY p.said_at, u.record_id, u.candidate_id`,
+      tenant,
+      limit,
+      tenant,
+    ).map((r) => JSON.parse(r.json) as UpdateCandidate);
+  }
+
+  async tenantsWithPendingCandidates(): Promise<string[]> {
+    return this.all<{ tenant: string }>(
+      "SELECT DISTINCT tenant FROM update_candidates WHERE status = 'pending' ORDER BY tenant",
+    ).map((r) => r.tenant);
+  }
+
+  async countPendingCandidates(tenant?: string): Promise<number> {
+    return tenant === undefined
+      ? this.count("SELECT COUNT(*) AS n FROM update_candidates WHERE status = 'pending'")
+      : this.count("SELECT COUNT(*) AS n FROM update_candidates WHERE tenant = ? AND status = 'pending'", tenant);
+  }
+
+  private readRecord(tenant: string, id: string): MemoryRecord | undefined {
+    const row = this.all<JsonRow>("SELECT id, json FROM records WHERE tenant = ? AND id = ?", tenant, id)[0];
+    return row ? (JSON.parse(row.json) as MemoryRecord) : undefined;
+  }
+
+  private writeRecordJson(tenant: string, record: MemoryRecord): void {
+    this.run(
+      "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
+      JSON.stringify(record),
+      record.valid.to ? ms(record.valid.to) : null,
+      record.valid.supersededBy ?? null,
+      tenant,
+      record.id,
+    );
+  }
+
+  private putRelation(tenant: string, r: RecordRelation): void {
+    this.run(
+      `INSERT INTO record_relations (tenant, from_id, to_id, relation, at, reason) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT DO NOTHING`,
+      tenant,
+      r.from,
+      r.to,
+      r.relation,
+      r.at,
+      r.reason ?? null,
+    );
+  }
+
+  /** A validity end never before the record's own start. */
+  private static endOf(record: MemoryRecord, validTo: string): string {
+    return ms(validTo) < ms(record.valid.from) ? record.valid.from : new Date(ms(validTo)).toISOString();
+  }
+
+  /** One op inside the caller's transaction; false when its precondition does not hold. */
+  private applyOp(tenant: string, op: ConsolidationOp): boolean {
+    if (op.kind === "link") {
+      if (op.from === op.to || !this.readRecord(tenant, op.from) || !this.readRecord(tenant, op.to)) return false;
+      this.putRelation(tenant, {
+        from: op.from,
+        to: op.to,
+        relation: op.relation,
+        at: op.at,
+        ...(op.reason ? { reason: op.reason } : {}),
+      });
+      return true;
+    }
+    const [loserId, winnerId] = op.kind === "supersede" ? [op.older, op.newer] : [op.duplicate, op.canonical];
+    if (loserId === winnerId) return false;
+    const loser = this.readRecord(tenant, loserId);
+    const winner = this.readRecord(tenant, winnerId);
+    if (!loser || !winner || loser.valid.supersededBy !== undefined || winner.valid.supersededBy !== undefined) {
+      return false;
+    }
+    const to = SqliteGraphStore.endOf(loser, op.validTo);
+    loser.valid = { ...loser.valid, to, supersededBy: winnerId };
+    this.writeRecordJson(tenant, loser);
+    if (op.kind === "merge") {
+      const merged = [...(winner.mergedSources ?? [])];
+      const seen = new Set([sourceKey(winner.source), ...merged.map(sourceKey)]);
+      for (const src of [loser.source, ...(loser.mergedSources ?? [])]) {
+        const key = sourceKey(src);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        merged.push(src);
+      }
+      winner.mergedSources = merged;
+      this.writeRecordJson(tenant, winner);
+    }
+    const reason = op.reason ? { reason: op.reason } : {};
+    this.putRelation(
+      tenant,
+      op.kind === "supersede"
+        ? { from: op.newer, to: op.older, relation: "SUPERSEDES", at: to, ...reason }
+        : { from: op.duplicate, to: op.canonical, relation: "DUPLICATE_OF", at: to, ...reason },
+    );
+    return true;
+  }
+
+  async applyConsolidation(change: ConsolidationChange, hooks: ApplyHooks = {}): Promise<ConsolidationApplied> {
+    const decidedAt = new Date().toISOString();
+    return this.db.transaction(() => {
+      const out: ConsolidationApplied = { superseded: 0, merged: 0, linked: 0, skipped: 0 };
+      for (const op of change.ops) {
+        if (!this.applyOp(change.tenant, op)) out.skipped++;
+        else if (op.kind === "supersede") out.superseded++;
+        else if (op.kind === "merge") out.merged++;
+        else out.linked++;
+      }
+      for (const c of change.settled) {
+        this.run(
+          `UPDATE update_candidates SET status = 'done', decision = ?, decided_at = ?
+           WHERE tenant = ? AND record_id = ? AND candidate_id = ?`,
+          c.decision,
+          decidedAt,
+          change.tenant,
+          c.recordId,
+          c.candidateId,
+        );
+      }
+      hooks.beforeCommit?.();
+      return out;
+    })();
+  }
+
+  async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
+    if (ids.length === 0) return [];
+    const list = jsonList(uniq(ids));
+    return this.all<RelationRow>(
+      `SELECT from_id, to_id, relation, at, reason FROM record_relations
+       WHERE tenant = ? AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))
+       ORDER BY at, from_id, to_id, relation`,
+      tenant,
+      list,
+      list,
+    ).map(toRelation);
+  }
+
+  async versionGraph(tenant: string, id: string): Promise<VersionGraph> {
+    if (!this.readRecord(tenant, id)) return { records: [], relations: [] };
+    // The chain: everything connected through SUPERSEDES / DUPLICATE_OF edges, either direction.
+    const chain = new Set([id]);
+    let frontier = [id];
+    while (frontier.length > 0 && chain.size < MAX_VERSION_NODES) {
+      const next: string[] = [];
+      for (const r of await this.relationsOf(tenant, frontier)) {
+        if (r.relation === "REFINES") continue;
+        for (const other of [r.from, r.to]) {
+          if (chain.has(other) || chain.size >= MAX_VERSION_NODES) continue;
+          chain.add(other);
+          next.push(other);
+        }
+      }
+      frontier = next;
+    }
+    const relations = await this.relationsOf(tenant, [...chain]);
+    const ids = new Set(chain);
+    for (const r of relations) {
+      if (r.relation !== "REFINES") continue;
+      ids.add(r.from);
+      ids.add(r.to);
+    }
+    const records = await this.getRecords(tenant, [...ids]);
+    const known = new Set(records.map((r) => r.id));
+    return { records, relations: relations.filter((r) => known.has(r.from) && known.has(r.to)) };
+  }
   async putDeadLetter(letter: DeadLetter): Promise<void> {
     this.run(
       `INSERT INTO dead_letters (tenant, stage, key, error, payload, at) VALUES (?, ?, ?, ?, ?, ?)
@@ -329,10 +556,92 @@ export class SqliteGraphStore implements GraphStore {
         "segments",
         "turns",
         "update_candidates",
+        "record_relations",
         "dead_letters",
       ]) {
         this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
       }
+    })();
+  }
+
+  async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
+    return this.db.transaction(() => {
+      const ids = this.all<{ id: string }>(
+        "SELECT id FROM records WHERE tenant = ? AND conversation = ?",
+        tenant,
+        conversation,
+      ).map((r) => r.id);
+      const turns = this.all<{ turn_id: string }>(
+        "SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?",
+        tenant,
+        conversation,
+      ).map((r) => turnRowId(conversation, r.turn_id));
+      const list = jsonList(ids);
+      // Other conversations' records: undo what this conversation's records did to them.
+      let restored = 0;
+      for (const row of this.all<JsonRow>(
+        `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
+           AND superseded_by IN (SELECT value FROM json_each(?))`,
+        tenant,
+        conversation,
+        list,
+      )) {
+        const record = JSON.parse(row.json) as MemoryRecord;
+        record.valid = { from: record.valid.from };
+        this.writeRecordJson(tenant, record);
+        restored++;
+      }
+      for (const row of this.all<JsonRow>(
+        `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
+           AND json_extract(json, '$.mergedSources') IS NOT NULL`,
+        tenant,
+        conversation,
+      )) {
+        const record = JSON.parse(row.json) as MemoryRecord;
+        const kept = (record.mergedSources ?? []).filter((src) => src.conversation !== conversation);
+        if (kept.length === (record.mergedSources ?? []).length) continue;
+        if (kept.length > 0) record.mergedSources = kept;
+        else delete record.mergedSources;
+        this.writeRecordJson(tenant, record);
+      }
+      this.run(
+        "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND conversation = ?)",
+        tenant,
+        conversation,
+      );
+      this.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+      this.run(
+        "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
+        tenant,
+        conversation,
+      );
+      this.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+      for (const table of RECORD_INDEX_TABLES) {
+        this.run(
+          `DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`,
+          tenant,
+          list,
+        );
+      }
+      this.run(
+        `DELETE FROM update_candidates WHERE tenant = ?
+           AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
+        tenant,
+        list,
+        list,
+      );
+      this.run(
+        `DELETE FROM record_relations WHERE tenant = ?
+           AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
+        tenant,
+        list,
+        list,
+      );
+      for (const table of ["records", "segments", "turns"]) {
+        this.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
+      }
+      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, `${tenant}/${conversation}`);
+      return { records: ids, turns, restored };
     })();
   }
 

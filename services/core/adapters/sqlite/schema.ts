@@ -122,6 +122,30 @@ CREATE TABLE dead_letters (
 CREATE INDEX dead_letters_tenant ON dead_letters (tenant);
 `,
   },
+  {
+    version: 2,
+    name: "consolidation: candidate status, record relations",
+    sql: `
+ALTER TABLE update_candidates ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';
+ALTER TABLE update_candidates ADD COLUMN decision TEXT;
+ALTER TABLE update_candidates ADD COLUMN decided_at TEXT;
+CREATE INDEX update_candidates_status ON update_candidates (tenant, status, record_id);
+CREATE INDEX update_candidates_candidate ON update_candidates (tenant, candidate_id);
+
+CREATE TABLE record_relations (
+  tenant TEXT NOT NULL,
+  from_id TEXT NOT NULL,
+  to_id TEXT NOT NULL,
+  relation TEXT NOT NULL,
+  at TEXT NOT NULL,
+  reason TEXT,
+  PRIMARY KEY (tenant, from_id, to_id, relation)
+);
+CREATE INDEX record_relations_to ON record_relations (tenant, to_id);
+
+CREATE INDEX records_superseded_by ON records (tenant, superseded_by);
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

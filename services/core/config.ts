@@ -4,6 +4,105 @@ import { z } from "zod";
 
 const num = z.coerce.number();
 
+/**
+ * The LLM (DESIGN §5 Encoder, Query): which provider, and which stages use it. Defaults: no LLM,
+ * the deterministic extractor and planner. The API key comes from MEMORY_LLM_API_KEY.
+ */
+export const LlmConfigSchema = z
+  .object({
+    provider: z.enum(["none", "openai", "local"]).default("none"),
+    /** OpenAI-compatible endpoint (default: the OpenAI API). */
+    baseUrl: z.string().url().optional(),
+    model: z.string().min(1).default("gpt-4.1-mini"),
+    apiKey: z.string().min(1).optional(),
+    /** GGUF file for provider "local" (default: <modelDir>/gemma-3-270m-q4_k_m/gemma-3-270m-q4_k_m.gguf). */
+    gguf: z.string().min(1).optional(),
+    timeoutMs: num.int().positive().default(60_000),
+    maxRetries: num.int().min(0).max(10).default(3),
+    /** Context window of the local model, in tokens. */
+    contextSize: num.int().min(512).default(4096),
+    /** CPU threads of the local model (default: what node-llama-cpp picks). */
+    threads: num.int().positive().optional(),
+    encoder: z.enum(["extractive", "llm"]).default("extractive"),
+    planner: z.enum(["deterministic", "llm"]).default("deterministic"),
+    /** Segments of one buffer release encoded in one call (LlmEncoder.encodeBatch). */
+    batchSegments: num.int().min(1).max(16).default(1),
+    /** Hard cap of the disambiguation context, in tokens. */
+    contextTokenCap: num.int().min(50).default(300),
+  })
+  .refine((l) => l.provider !== "none" || (l.encoder !== "llm" && l.planner !== "llm"), {
+    message: "llm.encoder=llm or llm.planner=llm needs llm.provider openai or local",
+  })
+  .default({
+    provider: "none",
+    model: "gpt-4.1-mini",
+    timeoutMs: 60_000,
+    maxRetries: 3,
+    contextSize: 4096,
+    encoder: "extractive",
+    planner: "deterministic",
+    batchSegments: 1,
+    contextTokenCap: 300,
+  });
+
+/**
+ * The distributed runtime (DESIGN §2, §3): Kafka, the schema registry and the topic names.
+ * A topic's name is prefix + its versioned name (MEMORY_TOPIC_PREFIX isolates test runs);
+ * each name can be replaced as a whole (MEMORY_TOPIC_TURNS, ...).
+ */
+export const KafkaConfigSchema = z
+  .object({
+    /** Comma-separated bootstrap brokers (KAFKA_BROKERS). */
+    brokers: z.string().min(1).default("127.0.0.1:19092"),
+    /** Confluent-compatible schema registry (SCHEMA_REGISTRY_URL). */
+    registryUrl: z.string().url().default("http://127.0.0.1:18081"),
+    topicPrefix: z.string().default(""),
+    /** Partitions of topics created at start-up; changelogs get as many as their input topic. */
+    partitions: num.int().min(1).default(3),
+    replicationFactor: num.int().min(1).default(1),
+    clientId: z.string().min(1).default("memory"),
+    /** Stage instance id: part of the transactional ids, stable across restarts (e.g. the pod name). */
+    instanceId: z.string().min(1).default("0"),
+    /** Consumer session timeout: how soon a crashed stage's partitions move to another member. */
+    sessionTimeoutMs: num.int().min(6000).default(30_000),
+    topics: z
+      .object({
+        turns: z.string().min(1).default("memory.turns.v1"),
+        sensory: z.string().min(1).default("memory.sensory.v1"),
+        segments: z.string().min(1).default("memory.segments.v1"),
+        records: z.string().min(1).default("memory.records.v1"),
+        updateQueue: z.string().min(1).default("memory.update-queue.v1"),
+        dlq: z.string().min(1).default("memory.dlq.v1"),
+      })
+      .default({
+        turns: "memory.turns.v1",
+        sensory: "memory.sensory.v1",
+        segments: "memory.segments.v1",
+        records: "memory.records.v1",
+        updateQueue: "memory.update-queue.v1",
+        dlq: "memory.dlq.v1",
+      }),
+  })
+  .default({
+    brokers: "127.0.0.1:19092",
+    registryUrl: "http://127.0.0.1:18081",
+    topicPrefix: "",
+    partitions: 3,
+    replicationFactor: 1,
+    clientId: "memory",
+    instanceId: "0",
+    sessionTimeoutMs: 30_000,
+    topics: {
+      turns: "memory.turns.v1",
+      sensory: "memory.sensory.v1",
+      segments: "memory.segments.v1",
+      records: "memory.records.v1",
+      updateQueue: "memory.update-queue.v1",
+      dlq: "memory.dlq.v1",
+    },
+  });
+export type KafkaConfig = z.infer<typeof KafkaConfigSchema>;
+
 export const ConfigSchema = z.object({
   dataDir: z.string().default("./data"),
   modelDir: z.string().default("./models"),
@@ -12,7 +111,35 @@ export const ConfigSchema = z.object({
     .default({ host: "127.0.0.1", port: 8787 }),
   /** API key -> tenant. The tenant always comes from the credential, never from a body. */
   apiKeys: z.record(z.string().min(8), z.string().min(1)).default({ "dev-key-change-me": "default" }),
-  sensory: z.object({ keepRate: num.gt(0).max(1).default(0.7) }).default({ keepRate: 0.7 }),
+  sensory: z
+    .object({
+      keepRate: num.gt(0).max(1).default(0.7),
+      /**
+       * Turn compressor (docs/compressor.md). kind "auto": the ONNX token classifier when its
+       * model folder holds a manifest.json, else the statistical default; "onnx" fails at start
+       * when the model is missing. modelDir is relative to the top-level modelDir unless absolute.
+       * executionProvider "cuda" fails loudly when CUDA is unavailable (no silent CPU fallback).
+       */
+      compressor: z
+        .object({
+          kind: z.enum(["auto", "statistical", "onnx"]).default("auto"),
+          modelDir: z.string().min(1).default("llmlingua-2-bert-base-multilingual-cased-meetingbank"),
+          executionProvider: z.enum(["cpu", "cuda"]).default("cpu"),
+        })
+        .default({
+          kind: "auto",
+          modelDir: "llmlingua-2-bert-base-multilingual-cased-meetingbank",
+          executionProvider: "cpu",
+        }),
+    })
+    .default({
+      keepRate: 0.7,
+      compressor: {
+        kind: "auto",
+        modelDir: "llmlingua-2-bert-base-multilingual-cased-meetingbank",
+        executionProvider: "cpu",
+      },
+    }),
   segmenter: z
     .object({
       threshold: num.default(0.55),
@@ -32,6 +159,36 @@ export const ConfigSchema = z.object({
     })
     .default({ budget: 1000, rrfK: 60, mmrLambda: 0.7 }),
   runtime: z.object({ queueCapacity: num.int().positive().default(64) }).default({ queueCapacity: 64 }),
+  /** Sleep-time consolidation: when it runs on its own, and how update candidates are chosen. */
+  consolidation: z
+    .object({
+      /** Daily off-peak window in UTC, "HH:MM-HH:MM" (may wrap past midnight); "" for none. */
+      window: z
+        .string()
+        .trim()
+        .regex(/^$|^\d{1,2}:\d{2}\s*-\s*\d{1,2}:\d{2}$/, 'expected "HH:MM-HH:MM" (UTC) or ""')
+        .default(""),
+      /** Also run after this many minutes without ingest, when the inbox lag is low (0: never). */
+      idleMinutes: num.min(0).default(30),
+      /** Most unprocessed inbox entries for the idle trigger. */
+      maxInboxLag: num.int().min(0).default(0),
+      /** Cosine similarity that makes an older record an update candidate. */
+      similarityThreshold: num.min(0).max(1).default(0.8),
+      /** Groups (and tenants) consolidated at the same time. */
+      concurrency: num.int().positive().default(4),
+      /** How often the scheduler checks its triggers. */
+      checkIntervalMs: num.int().positive().default(60_000),
+    })
+    .default({
+      window: "",
+      idleMinutes: 30,
+      maxInboxLag: 0,
+      similarityThreshold: 0.8,
+      concurrency: 4,
+      checkIntervalMs: 60_000,
+    }),
+  llm: LlmConfigSchema,
+  kafka: KafkaConfigSchema,
 });
 export type Config = z.infer<typeof ConfigSchema>;
 
@@ -54,11 +211,46 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_HTTP_HOST: ["http", "host"],
   MEMORY_HTTP_PORT: ["http", "port"],
   MEMORY_KEEP_RATE: ["sensory", "keepRate"],
+  MEMORY_COMPRESSOR: ["sensory", "compressor", "kind"],
+  MEMORY_COMPRESSOR_DIR: ["sensory", "compressor", "modelDir"],
+  MEMORY_COMPRESSOR_EP: ["sensory", "compressor", "executionProvider"],
   MEMORY_SEGMENT_THRESHOLD: ["segmenter", "threshold"],
   MEMORY_BUFFER_TOKENS: ["segmenter", "bufferTokens"],
   MEMORY_IDLE_TIMEOUT_MS: ["segmenter", "idleTimeoutMs"],
   MEMORY_QUERY_BUDGET: ["query", "budget"],
   MEMORY_QUEUE_CAPACITY: ["runtime", "queueCapacity"],
+  MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
+  MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],
+  MEMORY_CONSOLIDATION_MAX_LAG: ["consolidation", "maxInboxLag"],
+  MEMORY_CONSOLIDATION_SIMILARITY: ["consolidation", "similarityThreshold"],
+  MEMORY_CONSOLIDATION_CONCURRENCY: ["consolidation", "concurrency"],
+  MEMORY_LLM_PROVIDER: ["llm", "provider"],
+  MEMORY_LLM_BASE_URL: ["llm", "baseUrl"],
+  MEMORY_LLM_MODEL: ["llm", "model"],
+  MEMORY_LLM_API_KEY: ["llm", "apiKey"],
+  MEMORY_LLM_GGUF: ["llm", "gguf"],
+  MEMORY_LLM_TIMEOUT_MS: ["llm", "timeoutMs"],
+  MEMORY_LLM_MAX_RETRIES: ["llm", "maxRetries"],
+  MEMORY_LLM_CONTEXT_SIZE: ["llm", "contextSize"],
+  MEMORY_LLM_THREADS: ["llm", "threads"],
+  MEMORY_LLM_ENCODER: ["llm", "encoder"],
+  MEMORY_LLM_PLANNER: ["llm", "planner"],
+  MEMORY_LLM_BATCH_SEGMENTS: ["llm", "batchSegments"],
+  MEMORY_LLM_CONTEXT_TOKEN_CAP: ["llm", "contextTokenCap"],
+  KAFKA_BROKERS: ["kafka", "brokers"],
+  SCHEMA_REGISTRY_URL: ["kafka", "registryUrl"],
+  MEMORY_TOPIC_PREFIX: ["kafka", "topicPrefix"],
+  MEMORY_KAFKA_PARTITIONS: ["kafka", "partitions"],
+  MEMORY_KAFKA_REPLICATION: ["kafka", "replicationFactor"],
+  MEMORY_KAFKA_CLIENT_ID: ["kafka", "clientId"],
+  MEMORY_KAFKA_INSTANCE_ID: ["kafka", "instanceId"],
+  MEMORY_KAFKA_SESSION_TIMEOUT_MS: ["kafka", "sessionTimeoutMs"],
+  MEMORY_TOPIC_TURNS: ["kafka", "topics", "turns"],
+  MEMORY_TOPIC_SENSORY: ["kafka", "topics", "sensory"],
+  MEMORY_TOPIC_SEGMENTS: ["kafka", "topics", "segments"],
+  MEMORY_TOPIC_RECORDS: ["kafka", "topics", "records"],
+  MEMORY_TOPIC_UPDATE_QUEUE: ["kafka", "topics", "updateQueue"],
+  MEMORY_TOPIC_DLQ: ["kafka", "topics", "dlq"],
 };
 
 /** "key1=tenantA,key2=tenantB" */

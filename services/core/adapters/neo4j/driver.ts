@@ -1,0 +1,76 @@
+/** Small neo4j-driver helpers shared by the Neo4j adapters: connection, value conversion, schema. */
+import neo4j, { type Driver, type QueryResult, type RecordShape } from "neo4j-driver";
+
+export interface Neo4jConnectionOptions {
+  /** bolt://host:7687 or neo4j://... (ignored when `driver` is given). */
+  uri?: string;
+  user?: string;
+  password?: string;
+  /** Database name (default: the server's default database). */
+  database?: string;
+  /** An existing driver (shared between adapters); it is not closed by close(). */
+  driver?: Driver;
+}
+
+export interface OpenedDriver {
+  driver: Driver;
+  owns: boolean;
+}
+
+/** A driver from the options: the given one (not owned), or a new one over uri/user/password (owned). */
+export const openDriver = (o: Neo4jConnectionOptions): OpenedDriver => {
+  if (o.driver) return { driver: o.driver, owns: false };
+  if (!o.uri) throw new Error("Neo4j: a uri (e.g. bolt://127.0.0.1:7687) or a driver is required");
+  const driver = neo4j.driver(o.uri, neo4j.auth.basic(o.user ?? "neo4j", o.password ?? ""), {
+    // Integers come back as JS numbers: every integer this store writes is an epoch-ms value or a
+    // count, well inside 2^53.
+    disableLosslessIntegers: true,
+  });
+  return { driver, owns: true };
+};
+
+/** A Cypher integer parameter (a JS number is sent as a float, which LIMIT and integer properties refuse). */
+export const int = (n: number): ReturnType<typeof neo4j.int> => neo4j.int(Math.trunc(n));
+
+/** A number from a result value: a JS number, or a neo4j Integer when the driver keeps lossless integers. */
+export const num = (v: unknown): number => {
+  if (typeof v === "number") return v;
+  if (neo4j.isInt(v)) return v.toNumber();
+  if (typeof v === "bigint") return Number(v);
+  if (v === null || v === undefined) return 0;
+  return Number(v);
+};
+
+/** Result rows as plain objects of the expected shape (values are converted by the caller). */
+export const rows = <T>(result: QueryResult<RecordShape>): T[] => result.records.map((r) => r.toObject() as T);
+
+/** Strictly increasing per process, close to insertion order across processes: epoch microseconds. */
+let lastSeq = 0;
+export const nextSeq = (): number => {
+  lastSeq = Math.max(Date.now() * 1000, lastSeq + 1);
+  return lastSeq;
+};
+
+const ALREADY_EXISTS = /EquivalentSchemaRuleAlreadyExists|already exists|ConstraintAlreadyExists|IndexAlreadyExists/i;
+
+/**
+ * Runs schema statements (each `IF NOT EXISTS`) one by one, then waits until every index is
+ * online. A concurrent creator of the same rule is not an error.
+ */
+export const applySchema = async (
+  driver: Driver,
+  database: string | undefined,
+  statements: readonly string[],
+  awaitSeconds = 120,
+): Promise<void> => {
+  const config = database ? { database } : {};
+  for (const statement of statements) {
+    try {
+      await driver.executeQuery(statement, {}, config);
+    } catch (err) {
+      const e = err as { code?: string; message?: string };
+      if (!ALREADY_EXISTS.test(`${e.code ?? ""} ${e.message ?? ""}`)) throw err;
+    }
+  }
+  await driver.executeQuery(`CALL db.awaitIndexes(${Math.max(1, Math.floor(awaitSeconds))})`, {}, config);
+};

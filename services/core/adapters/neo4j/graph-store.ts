@@ -1,0 +1,1106 @@
+import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
+import { parseTurnRowId, sha256, turnRowId } from "../../ids.ts";
+import type {
+  ApplyHooks,
+  ConsolidationApplied,
+  ConsolidationChange,
+  ConsolidationOp,
+  ErasedIds,
+  GraphStore,
+  IndexBatch,
+  RecordPage,
+  RecordQuery,
+  RecordRelation,
+  RecordRelationKind,
+  ScoredId,
+  StoredTurn,
+  TimeWindow,
+  VersionGraph,
+} from "../../ports.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
+import { decodeCursor, encodeCursor } from "../sqlite/cursor.ts";
+import { buildFtsQuery } from "../sqlite/fts-query.ts";
+import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
+import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
+
+export type Neo4jGraphStoreOptions = Neo4jConnectionOptions;
+
+/** Full-text (Lucene) index names: one over Record.text, one over Turn.text. */
+export const RECORD_TEXT_INDEX = "memory_record_text";
+export const TURN_TEXT_INDEX = "memory_turn_text";
+
+/** Node labels this store writes; every one of them carries `tenant`. */
+export const GRAPH_LABELS = [
+  "Tenant",
+  "Record",
+  "Entity",
+  "Topic",
+  "Day",
+  "Month",
+  "EventFrame",
+  "Segment",
+  "Turn",
+  "UpdateCandidate",
+  "DeadLetter",
+] as const;
+
+/** Relationship types this store writes. */
+export const GRAPH_RELATIONSHIPS = [
+  "MENTIONED_IN",
+  "TAGS",
+  "ON_DAY",
+  "IN_MONTH",
+  "GROUPS",
+  "COVERS",
+  "HAS_TURN",
+  "YIELDED",
+  "SUPERSEDES",
+  "DUPLICATE_OF",
+  "REFINES",
+] as const;
+
+/**
+ * Schema created by ensureSchema(): a uniqueness constraint on every node key (tenant first; a
+ * uniqueness constraint is backed by a range index, so key lookups are index seeks), range indexes
+ * for the list / time / pending-candidate reads, and two full-text indexes for the lexical routes.
+ * The `english` analyzer (standard tokenizer, lower-case, English stop words, Porter stemmer) is the
+ * closest Lucene match to SQLite's `porter unicode61` tokenizer.
+ */
+export const GRAPH_SCHEMA: readonly string[] = [
+  "CREATE CONSTRAINT memory_tenant_key IF NOT EXISTS FOR (n:Tenant) REQUIRE n.tenant IS UNIQUE",
+  "CREATE CONSTRAINT memory_record_key IF NOT EXISTS FOR (n:Record) REQUIRE (n.tenant, n.id) IS UNIQUE",
+  "CREATE CONSTRAINT memory_entity_key IF NOT EXISTS FOR (n:Entity) REQUIRE (n.tenant, n.key) IS UNIQUE",
+  "CREATE CONSTRAINT memory_topic_key IF NOT EXISTS FOR (n:Topic) REQUIRE (n.tenant, n.key) IS UNIQUE",
+  "CREATE CONSTRAINT memory_day_key IF NOT EXISTS FOR (n:Day) REQUIRE (n.tenant, n.day) IS UNIQUE",
+  "CREATE CONSTRAINT memory_month_key IF NOT EXISTS FOR (n:Month) REQUIRE (n.tenant, n.month) IS UNIQUE",
+  "CREATE CONSTRAINT memory_event_frame_key IF NOT EXISTS FOR (n:EventFrame) REQUIRE (n.tenant, n.id) IS UNIQUE",
+  "CREATE CONSTRAINT memory_segment_key IF NOT EXISTS FOR (n:Segment) REQUIRE (n.tenant, n.id) IS UNIQUE",
+  "CREATE CONSTRAINT memory_turn_key IF NOT EXISTS FOR (n:Turn) REQUIRE (n.tenant, n.conversation, n.turnId) IS UNIQUE",
+  `CREATE CONSTRAINT memory_candidate_key IF NOT EXISTS FOR (n:UpdateCandidate)
+     REQUIRE (n.tenant, n.recordId, n.candidateId) IS UNIQUE`,
+  "CREATE CONSTRAINT memory_dead_letter_key IF NOT EXISTS FOR (n:DeadLetter) REQUIRE (n.tenant, n.id) IS UNIQUE",
+  "CREATE INDEX memory_record_tenant IF NOT EXISTS FOR (n:Record) ON (n.tenant)",
+  "CREATE INDEX memory_record_said IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.saidAt)",
+  "CREATE INDEX memory_record_conversation IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.conversation)",
+  "CREATE INDEX memory_record_time IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.timeFrom)",
+  "CREATE INDEX memory_record_superseded_by IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.supersededBy)",
+  "CREATE INDEX memory_segment_conversation IF NOT EXISTS FOR (n:Segment) ON (n.tenant, n.conversation)",
+  "CREATE INDEX memory_turn_conversation IF NOT EXISTS FOR (n:Turn) ON (n.tenant, n.conversation)",
+  "CREATE INDEX memory_event_frame_conversation IF NOT EXISTS FOR (n:EventFrame) ON (n.tenant, n.conversation)",
+  "CREATE INDEX memory_candidate_status IF NOT EXISTS FOR (n:UpdateCandidate) ON (n.tenant, n.status)",
+  "CREATE INDEX memory_candidate_status_only IF NOT EXISTS FOR (n:UpdateCandidate) ON (n.status)",
+  "CREATE INDEX memory_dead_letter_seq IF NOT EXISTS FOR (n:DeadLetter) ON (n.seq)",
+  "CREATE INDEX memory_dead_letter_key_idx IF NOT EXISTS FOR (n:DeadLetter) ON (n.tenant, n.key)",
+  ...["Entity", "Topic", "Day", "Month", "EventFrame", "Segment", "Turn", "UpdateCandidate", "DeadLetter"].map(
+    (label) => `CREATE INDEX memory_${label.toLowerCase()}_tenant IF NOT EXISTS FOR (n:${label}) ON (n.tenant)`,
+  ),
+  `CREATE FULLTEXT INDEX ${RECORD_TEXT_INDEX} IF NOT EXISTS FOR (n:Record) ON EACH [n.text]
+     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'english' } }`,
+  `CREATE FULLTEXT INDEX ${TURN_TEXT_INDEX} IF NOT EXISTS FOR (n:Turn) ON EACH [n.text]
+     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'english' } }`,
+];
+
+type Tx = ManagedTransaction;
+
+interface JsonRow {
+  id: string;
+  json: string;
+}
+interface ScoreRow {
+  id: string;
+  score: unknown;
+}
+interface TurnProps {
+  tenant: string;
+  conversation: string;
+  turnId: string;
+  segmentId: string;
+  speaker: string;
+  role: string;
+  text: string;
+  compressed: string;
+  timestamp: string;
+  sessionId: string;
+}
+interface RelationRow {
+  from: string;
+  to: string;
+  relation: string;
+  at: string;
+  reason: string | null;
+}
+
+const ms = (iso: string): number => {
+  const v = Date.parse(iso);
+  if (Number.isNaN(v)) throw new Error(`not a timestamp: ${iso}`);
+  return v;
+};
+
+const uniq = (values: readonly string[]): string[] => [...new Set(values)];
+
+/** SQLite's BINARY collation: UTF-8 byte order (the order of code points). */
+const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+
+/** Tenant of a dead letter from its partition key `tenant/conversation` ("" when the key has no tenant). */
+const tenantOfKey = (key: string): string => {
+  const i = key.indexOf("/");
+  return i > 0 ? key.slice(0, i) : "";
+};
+
+const toStoredTurn = (t: TurnProps): StoredTurn => ({
+  tenant: t.tenant,
+  conversation: t.conversation,
+  segmentId: t.segmentId,
+  turnId: t.turnId,
+  speaker: t.speaker,
+  role: t.role as SegmentTurn["role"],
+  text: t.text,
+  compressed: t.compressed,
+  timestamp: t.timestamp,
+  sessionId: t.sessionId,
+});
+
+const toRelation = (r: RelationRow): RecordRelation => ({
+  from: r.from,
+  to: r.to,
+  relation: r.relation as RecordRelationKind,
+  at: r.at,
+  ...(r.reason !== null && r.reason !== undefined ? { reason: r.reason } : {}),
+});
+
+const toScored = (r: ScoreRow): ScoredId => ({ id: r.id, score: num(r.score) });
+
+const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
+
+/** Most records a version graph walks (a guard against runaway chains). */
+const MAX_VERSION_NODES = 256;
+
+/** The MERGE of one relation kind (types cannot be parameters in Cypher 5). */
+const RELATION_MERGE: Record<RecordRelationKind, string> = {
+  SUPERSEDES: "MERGE (a)-[e:SUPERSEDES]->(b)",
+  DUPLICATE_OF: "MERGE (a)-[e:DUPLICATE_OF]->(b)",
+  REFINES: "MERGE (a)-[e:REFINES]->(b)",
+};
+
+/** Stored properties of a record besides its JSON, for the filters, orderings and scores. */
+const recordProps = (tenant: string, record: MemoryRecord): Record<string, unknown> => {
+  const span = recordSpan(record);
+  return {
+    tenant,
+    id: record.id,
+    conversation: record.source.conversation,
+    segmentId: record.source.segmentId,
+    type: record.type,
+    text: record.text,
+    json: JSON.stringify(record),
+    saidAt: int(ms(record.source.saidAt)),
+    timeFrom: int(span.from),
+    timeTo: int(span.to),
+    hasTime: span.explicit,
+    validFrom: int(ms(record.valid.from)),
+    validTo: record.valid.to ? int(ms(record.valid.to)) : null,
+    supersededBy: record.valid.supersededBy ?? null,
+    merged: (record.mergedSources?.length ?? 0) > 0,
+  };
+};
+
+/**
+ * GraphStore over Neo4j (neo4j-driver), with the graph model of DESIGN §4. Every node carries
+ * `tenant` and every query matches on it:
+ *
+ *   (:Tenant {tenant})
+ *   (:Record {tenant, id, conversation, segmentId, type, text, json, saidAt, timeFrom, timeTo, hasTime,
+ *             validFrom, validTo, supersededBy, merged})
+ *   (:Entity {tenant, key, name})-[:MENTIONED_IN {name, alias}]->(:Record)
+ *   (:Topic {tenant, key, name})-[:TAGS {name}]->(:Record)
+ *   (:Record)-[:ON_DAY]->(:Day {tenant, day}), (:Record)-[:IN_MONTH]->(:Month {tenant, month}),
+ *     (:Day)-[:IN_MONTH]->(:Month)
+ *   (:EventFrame {tenant, id, conversation})-[:GROUPS]->(:Record), -[:COVERS]->(:Turn)
+ *   (:Segment {tenant, id, conversation, json})-[:HAS_TURN]->(:Turn {tenant, conversation, turnId, ...}),
+ *     (:Segment)-[:YIELDED]->(:Record)
+ *   (:Record)-[:SUPERSEDES|DUPLICATE_OF|REFINES {at, reason}]->(:Record)   (consolidation)
+ *   (:UpdateCandidate {tenant, recordId, candidateId, json, status, decision, decidedAt})
+ *   (:DeadLetter {tenant, id, stage, key, error, payload, at, seq})   (tenant "" when the key has none)
+ *
+ * Semantics follow the SQLite store (the reference): insert-once records (ON CREATE SET only, so a
+ * replay never clobbers consolidation), current-only reads, the same orderings, scores and cursor.
+ * Lexical search uses Lucene full-text indexes (BM25 as well, but Lucene's; see searchRecordsLexical).
+ * The schema is created before the first query (or up front by Neo4jGraphStore.open).
+ */
+export class Neo4jGraphStore implements GraphStore {
+  readonly driver: Driver;
+  private readonly owns: boolean;
+  private readonly database: string | undefined;
+  private schemaReady: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(options: Neo4jGraphStoreOptions) {
+    const { driver, owns } = openDriver(options);
+    this.driver = driver;
+    this.owns = owns;
+    this.database = options.database;
+  }
+
+  /** A store with its schema in place. */
+  static async open(options: Neo4jGraphStoreOptions): Promise<Neo4jGraphStore> {
+    const store = new Neo4jGraphStore(options);
+    try {
+      await store.ensureSchema();
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    return store;
+  }
+
+  /**
+   * Constraints, range indexes and full-text indexes (idempotent); waits until they are online.
+   * Runs once per store, before its first query (open() runs it up front).
+   */
+  async ensureSchema(): Promise<void> {
+    this.check();
+    this.schemaReady ??= applySchema(this.driver, this.database, GRAPH_SCHEMA).catch((err: unknown) => {
+      this.schemaReady = undefined;
+      throw err;
+    });
+    await this.schemaReady;
+  }
+
+  private check(): void {
+    if (this.closed) throw new Error("Neo4jGraphStore is closed");
+  }
+
+  private session(): Session {
+    this.check();
+    return this.driver.session(this.database ? { database: this.database } : {});
+  }
+
+  private async read<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
+    await this.ensureSchema();
+    const session = this.session();
+    try {
+      return await session.executeRead(work);
+    } finally {
+      await session.close();
+    }
+  }
+
+  private async write<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
+    await this.ensureSchema();
+    const session = this.session();
+    try {
+      return await session.executeWrite(work);
+    } finally {
+      await session.close();
+    }
+  }
+
+  private async query<T>(cypher: string, params: Record<string, unknown>): Promise<T[]> {
+    return this.read(async (tx) => rows<T>(await tx.run(cypher, params)));
+  }
+
+  private async count(cypher: string, params: Record<string, unknown>): Promise<number> {
+    const [row] = await this.query<{ n: unknown }>(cypher, params);
+    return num(row?.n);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Writes
+
+  /** One write transaction of UNWIND + MERGE statements; a replayed batch changes nothing. */
+  async writeBatch(batch: IndexBatch): Promise<void> {
+    const { tenant, segment } = batch;
+    if (segment.tenant !== tenant) {
+      throw new Error(
+        `writeBatch: segment ${segment.id} belongs to tenant "${segment.tenant}", batch is for "${tenant}"`,
+      );
+    }
+    for (const r of batch.records) {
+      if (r.source.tenant !== tenant) {
+        throw new Error(`writeBatch: record ${r.id} belongs to tenant "${r.source.tenant}", batch is for "${tenant}"`);
+      }
+    }
+    // Same id twice in one batch: the first one wins, as with INSERT ... ON CONFLICT DO NOTHING.
+    const byId = new Map<string, MemoryRecord>();
+    for (const r of batch.records) if (!byId.has(r.id)) byId.set(r.id, r);
+    const conversation = segment.conversation;
+    const turns = segment.turns.map((t) => ({
+      turnId: t.turnId,
+      props: {
+        tenant,
+        conversation,
+        turnId: t.turnId,
+        segmentId: segment.id,
+        speaker: t.speaker,
+        role: t.role,
+        text: t.text,
+        compressed: t.compressed,
+        timestamp: t.timestamp,
+        sessionId: t.sessionId,
+        seq: int(nextSeq()),
+      },
+    }));
+
+    await this.write(async (tx) => {
+      await tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant });
+      const created = rows<{ id: string; created: boolean }>(
+        await tx.run(
+          `UNWIND $records AS rec
+           MERGE (r:Record {tenant: $tenant, id: rec.id})
+           ON CREATE SET r += rec, r.fresh = true
+           WITH r, coalesce(r.fresh, false) AS created
+           REMOVE r.fresh
+           RETURN r.id AS id, created`,
+          { tenant, records: [...byId.values()].map((r) => recordProps(tenant, r)) },
+        ),
+      )
+        .filter((r) => r.created)
+        .map((r) => byId.get(r.id))
+        .filter((r): r is MemoryRecord => r !== undefined);
+
+      if (created.length > 0) {
+        const mentions = created.flatMap((r) => entityKeys(r).map((e) => ({ id: r.id, ...e })));
+        await tx.run(
+          `UNWIND $rows AS m
+           MATCH (r:Record {tenant: $tenant, id: m.id})
+           MERGE (e:Entity {tenant: $tenant, key: m.key}) ON CREATE SET e.name = m.name
+           MERGE (e)-[x:MENTIONED_IN]->(r) ON CREATE SET x.name = m.name, x.alias = m.alias`,
+          { tenant, rows: mentions },
+        );
+        const tags = created.flatMap((r) => topicKeys(r).map((t) => ({ id: r.id, ...t })));
+        await tx.run(
+          `UNWIND $rows AS t
+           MATCH (r:Record {tenant: $tenant, id: t.id})
+           MERGE (p:Topic {tenant: $tenant, key: t.key}) ON CREATE SET p.name = t.name
+           MERGE (p)-[x:TAGS]->(r) ON CREATE SET x.name = t.name`,
+          { tenant, rows: tags },
+        );
+        const buckets = created.flatMap((r) => {
+          const b = spanBuckets(recordSpan(r));
+          return [
+            ...b.filter((x) => x.day !== null).map((x) => ({ id: r.id, day: x.day, month: x.month })),
+            ...uniq(b.map((x) => x.month)).map((month) => ({ id: r.id, day: null, month })),
+          ];
+        });
+        await tx.run(
+          `UNWIND $rows AS b
+           MATCH (r:Record {tenant: $tenant, id: b.id})
+           MERGE (m:Month {tenant: $tenant, month: b.month})
+           FOREACH (_ IN CASE WHEN b.day IS NULL THEN [1] ELSE [] END | MERGE (r)-[:IN_MONTH]->(m))
+           FOREACH (day IN CASE WHEN b.day IS NULL THEN [] ELSE [b.day] END |
+             MERGE (d:Day {tenant: $tenant, day: day})
+             MERGE (d)-[:IN_MONTH]->(m)
+             MERGE (r)-[:ON_DAY]->(d))`,
+          { tenant, rows: buckets },
+        );
+      }
+
+      await tx.run(
+        `MERGE (s:Segment {tenant: $tenant, id: $id})
+         ON CREATE SET s.conversation = $conversation, s.sessionId = $sessionId, s.start = $start, s.end = $end,
+           s.json = $json`,
+        {
+          tenant,
+          id: segment.id,
+          conversation,
+          sessionId: segment.sessionId,
+          start: segment.start,
+          end: segment.end,
+          json: JSON.stringify(segment),
+        },
+      );
+      await tx.run(
+        `MATCH (s:Segment {tenant: $tenant, id: $segmentId})
+         UNWIND $turns AS t
+         MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
+         ON CREATE SET x += t.props
+         WITH s, x WHERE x.segmentId = s.id
+         MERGE (s)-[:HAS_TURN]->(x)`,
+        { tenant, conversation, segmentId: segment.id, turns },
+      );
+      await tx.run(
+        `MATCH (s:Segment {tenant: $tenant, id: $segmentId})
+         UNWIND $ids AS id
+         MATCH (r:Record {tenant: $tenant, id: id}) WHERE r.segmentId = s.id
+         MERGE (s)-[:YIELDED]->(r)`,
+        { tenant, segmentId: segment.id, ids: [...byId.keys()] },
+      );
+      await tx.run(
+        `UNWIND $frames AS f
+         MERGE (x:EventFrame {tenant: $tenant, id: f.id}) ON CREATE SET x.conversation = $conversation
+         WITH x, f
+         CALL (x, f) {
+           UNWIND f.recordIds AS id
+           MATCH (r:Record {tenant: $tenant, id: id})
+           MERGE (x)-[:GROUPS]->(r)
+         }
+         CALL (x, f) {
+           UNWIND f.turnIds AS turnId
+           MATCH (t:Turn {tenant: $tenant, conversation: $conversation, turnId: turnId})
+           MERGE (x)-[:COVERS]->(t)
+         }`,
+        {
+          tenant,
+          conversation,
+          frames: batch.eventFrames.map((f) => ({ id: f.id, recordIds: uniq(f.recordIds), turnIds: uniq(f.turnIds) })),
+        },
+      );
+    });
+  }
+
+  /** Upserts candidates; a pair already settled by consolidation stays settled (its status is kept). */
+  async putUpdateCandidates(candidates: readonly UpdateCandidate[]): Promise<void> {
+    if (candidates.length === 0) return;
+    await this.write(async (tx) => {
+      await tx.run(
+        `UNWIND $rows AS c
+         MERGE (u:UpdateCandidate {tenant: c.tenant, recordId: c.recordId, candidateId: c.candidateId})
+         ON CREATE SET u.status = 'pending'
+         SET u.json = c.json`,
+        {
+          rows: candidates.map((c) => ({
+            tenant: c.tenant,
+            recordId: c.recordId,
+            candidateId: c.candidateId,
+            json: JSON.stringify(c),
+          })),
+        },
+      );
+    });
+  }
+
+  /** Update candidates of a tenant, pending and settled (not part of the port; for tests and tools). */
+  async listUpdateCandidates(tenant: string, limit = 1000): Promise<UpdateCandidate[]> {
+    return (
+      await this.query<{ json: string }>(
+        `MATCH (u:UpdateCandidate {tenant: $tenant}) RETURN u.json AS json
+         ORDER BY u.recordId, u.candidateId LIMIT $limit`,
+        { tenant, limit: int(Math.max(0, Math.floor(limit))) },
+      )
+    ).map((r) => JSON.parse(r.json) as UpdateCandidate);
+  }
+
+  /** Candidate rows with their consolidation status (not part of the port; for tests and tools). */
+  async listCandidateStatus(
+    tenant: string,
+  ): Promise<{ recordId: string; candidateId: string; status: string; decision: string | null }[]> {
+    return this.query(
+      `MATCH (u:UpdateCandidate {tenant: $tenant})
+       RETURN u.recordId AS recordId, u.candidateId AS candidateId, u.status AS status, u.decision AS decision
+       ORDER BY u.recordId, u.candidateId`,
+      { tenant },
+    );
+  }
+
+  async pendingUpdateCandidates(tenant: string, maxRecords: number): Promise<UpdateCandidate[]> {
+    const limit = Math.floor(maxRecords);
+    if (!(limit > 0)) return [];
+    return (
+      await this.query<{ json: string }>(
+        `MATCH (u:UpdateCandidate {tenant: $tenant, status: 'pending'})
+         OPTIONAL MATCH (r:Record {tenant: $tenant, id: u.recordId})
+         WITH u.recordId AS recordId, coalesce(min(r.saidAt), 0) AS saidAt
+         ORDER BY saidAt, recordId LIMIT $limit
+         MATCH (u:UpdateCandidate {tenant: $tenant, status: 'pending', recordId: recordId})
+         RETURN u.json AS json ORDER BY saidAt, recordId, u.candidateId`,
+        { tenant, limit: int(limit) },
+      )
+    ).map((r) => JSON.parse(r.json) as UpdateCandidate);
+  }
+
+  async tenantsWithPendingCandidates(): Promise<string[]> {
+    return (
+      await this.query<{ tenant: string }>(
+        "MATCH (u:UpdateCandidate {status: 'pending'}) RETURN DISTINCT u.tenant AS tenant",
+        {},
+      )
+    )
+      .map((r) => r.tenant)
+      .sort(byBytes);
+  }
+
+  async countPendingCandidates(tenant?: string): Promise<number> {
+    return tenant === undefined
+      ? this.count("MATCH (u:UpdateCandidate {status: 'pending'}) RETURN count(u) AS n", {})
+      : this.count("MATCH (u:UpdateCandidate {tenant: $tenant, status: 'pending'}) RETURN count(u) AS n", { tenant });
+  }
+
+  private static async readRecord(tx: Tx, tenant: string, id: string): Promise<MemoryRecord | undefined> {
+    const [row] = rows<JsonRow>(
+      await tx.run("MATCH (r:Record {tenant: $tenant, id: $id}) RETURN r.id AS id, r.json AS json", { tenant, id }),
+    );
+    return row ? (JSON.parse(row.json) as MemoryRecord) : undefined;
+  }
+
+  /** Rewrites a record's JSON and the properties derived from its validity and merged sources. */
+  private static async writeRecordJson(tx: Tx, tenant: string, record: MemoryRecord): Promise<void> {
+    await tx.run(
+      `MATCH (r:Record {tenant: $tenant, id: $id})
+       SET r.json = $json, r.validTo = $validTo, r.supersededBy = $supersededBy, r.merged = $merged`,
+      {
+        tenant,
+        id: record.id,
+        json: JSON.stringify(record),
+        validTo: record.valid.to ? int(ms(record.valid.to)) : null,
+        supersededBy: record.valid.supersededBy ?? null,
+        merged: (record.mergedSources?.length ?? 0) > 0,
+      },
+    );
+  }
+
+  private static async putRelation(tx: Tx, tenant: string, r: RecordRelation): Promise<void> {
+    await tx.run(
+      `MATCH (a:Record {tenant: $tenant, id: $from}), (b:Record {tenant: $tenant, id: $to})
+       ${RELATION_MERGE[r.relation]}
+       ON CREATE SET e.at = $at, e.reason = $reason`,
+      { tenant, from: r.from, to: r.to, at: r.at, reason: r.reason ?? null },
+    );
+  }
+
+  /** A validity end never before the record's own start. */
+  private static endOf(record: MemoryRecord, validTo: string): string {
+    return ms(validTo) < ms(record.valid.from) ? record.valid.from : new Date(ms(validTo)).toISOString();
+  }
+
+  /** One op inside the caller's transaction; false when its precondition does not hold. */
+  private static async applyOp(tx: Tx, tenant: string, op: ConsolidationOp): Promise<boolean> {
+    const read = (id: string) => Neo4jGraphStore.readRecord(tx, tenant, id);
+    if (op.kind === "link") {
+      if (op.from === op.to || !(await read(op.from)) || !(await read(op.to))) return false;
+      await Neo4jGraphStore.putRelation(tx, tenant, {
+        from: op.from,
+        to: op.to,
+        relation: op.relation,
+        at: op.at,
+        ...(op.reason ? { reason: op.reason } : {}),
+      });
+      return true;
+    }
+    const [loserId, winnerId] = op.kind === "supersede" ? [op.older, op.newer] : [op.duplicate, op.canonical];
+    if (loserId === winnerId) return false;
+    const loser = await read(loserId);
+    const winner = await read(winnerId);
+    if (!loser || !winner || loser.valid.supersededBy !== undefined || winner.valid.supersededBy !== undefined) {
+      return false;
+    }
+    const to = Neo4jGraphStore.endOf(loser, op.validTo);
+    loser.valid = { ...loser.valid, to, supersededBy: winnerId };
+    await Neo4jGraphStore.writeRecordJson(tx, tenant, loser);
+    if (op.kind === "merge") {
+      const merged = [...(winner.mergedSources ?? [])];
+      const seen = new Set([sourceKey(winner.source), ...merged.map(sourceKey)]);
+      for (const src of [loser.source, ...(loser.mergedSources ?? [])]) {
+        const key = sourceKey(src);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        merged.push(src);
+      }
+      winner.mergedSources = merged;
+      await Neo4jGraphStore.writeRecordJson(tx, tenant, winner);
+    }
+    const reason = op.reason ? { reason: op.reason } : {};
+    await Neo4jGraphStore.putRelation(
+      tx,
+      tenant,
+      op.kind === "supersede"
+        ? { from: op.newer, to: op.older, relation: "SUPERSEDES", at: to, ...reason }
+        : { from: op.duplicate, to: op.canonical, relation: "DUPLICATE_OF", at: to, ...reason },
+    );
+    return true;
+  }
+
+  async applyConsolidation(change: ConsolidationChange, hooks: ApplyHooks = {}): Promise<ConsolidationApplied> {
+    const decidedAt = new Date().toISOString();
+    return this.write(async (tx) => {
+      const out: ConsolidationApplied = { superseded: 0, merged: 0, linked: 0, skipped: 0 };
+      for (const op of change.ops) {
+        if (!(await Neo4jGraphStore.applyOp(tx, change.tenant, op))) out.skipped++;
+        else if (op.kind === "supersede") out.superseded++;
+        else if (op.kind === "merge") out.merged++;
+        else out.linked++;
+      }
+      if (change.settled.length > 0) {
+        await tx.run(
+          `UNWIND $settled AS c
+           MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId})
+           SET u.status = 'done', u.decision = c.decision, u.decidedAt = $decidedAt`,
+          { tenant: change.tenant, settled: change.settled, decidedAt },
+        );
+      }
+      // Throwing here rolls the transaction back (executeWrite does not retry a non-transient error).
+      hooks.beforeCommit?.();
+      return out;
+    });
+  }
+
+  async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
+    if (ids.length === 0) return [];
+    const found = await this.query<RelationRow>(
+      `MATCH (x:Record {tenant: $tenant}) WHERE x.id IN $ids
+       MATCH (x)-[e:SUPERSEDES|DUPLICATE_OF|REFINES]-(y:Record {tenant: $tenant})
+       WITH DISTINCT e
+       RETURN startNode(e).id AS from, endNode(e).id AS to, type(e) AS relation, e.at AS at, e.reason AS reason`,
+      { tenant, ids: uniq(ids) },
+    );
+    return found
+      .map(toRelation)
+      .sort(
+        (a, b) =>
+          byBytes(a.at, b.at) || byBytes(a.from, b.from) || byBytes(a.to, b.to) || byBytes(a.relation, b.relation),
+      );
+  }
+
+  async versionGraph(tenant: string, id: string): Promise<VersionGraph> {
+    if ((await this.getRecords(tenant, [id])).length === 0) return { records: [], relations: [] };
+    // The chain: everything connected through SUPERSEDES / DUPLICATE_OF edges, either direction.
+    const chain = new Set([id]);
+    let frontier = [id];
+    while (frontier.length > 0 && chain.size < MAX_VERSION_NODES) {
+      const next: string[] = [];
+      for (const r of await this.relationsOf(tenant, frontier)) {
+        if (r.relation === "REFINES") continue;
+        for (const other of [r.from, r.to]) {
+          if (chain.has(other) || chain.size >= MAX_VERSION_NODES) continue;
+          chain.add(other);
+          next.push(other);
+        }
+      }
+      frontier = next;
+    }
+    const relations = await this.relationsOf(tenant, [...chain]);
+    const ids = new Set(chain);
+    for (const r of relations) {
+      if (r.relation !== "REFINES") continue;
+      ids.add(r.from);
+      ids.add(r.to);
+    }
+    const records = await this.getRecords(tenant, [...ids]);
+    const known = new Set(records.map((r) => r.id));
+    return { records, relations: relations.filter((r) => known.has(r.from) && known.has(r.to)) };
+  }
+
+  async putDeadLetter(letter: DeadLetter): Promise<void> {
+    const tenant = tenantOfKey(letter.key);
+    await this.write(async (tx) => {
+      await tx.run(
+        `MERGE (d:DeadLetter {tenant: $tenant, id: $id})
+         ON CREATE SET d.stage = $stage, d.key = $key, d.error = $error, d.payload = $payload, d.at = $at, d.seq = $seq`,
+        {
+          tenant,
+          // Unique like SQLite's UNIQUE (stage, key, at, error); the key determines the tenant.
+          id: sha256(`${letter.stage}\u0000${letter.key}\u0000${letter.at}\u0000${letter.error}`),
+          stage: letter.stage,
+          key: letter.key,
+          error: letter.error,
+          payload: letter.payload,
+          at: letter.at,
+          seq: int(nextSeq()),
+        },
+      );
+    });
+  }
+
+  /** Newest first (insertion order), across tenants (an operator's view, as in the SQLite store). */
+  async listDeadLetters(limit: number): Promise<DeadLetter[]> {
+    return this.query<DeadLetter>(
+      `MATCH (d:DeadLetter) WHERE d.seq IS NOT NULL
+       RETURN d.stage AS stage, d.key AS key, d.error AS error, d.payload AS payload, d.at AS at
+       ORDER BY d.seq DESC LIMIT $limit`,
+      { limit: int(Math.max(0, Math.floor(limit))) },
+    );
+  }
+
+  /**
+   * Removes every node of the tenant (with its relationships), label by label, in batches of
+   * auto-committed transactions: a large tenant does not need one huge transaction, and a rerun
+   * after an interruption finishes the job.
+   */
+  async deleteTenant(tenant: string): Promise<void> {
+    await this.ensureSchema();
+    const session = this.session();
+    try {
+      for (const label of GRAPH_LABELS) {
+        await session.run(
+          `MATCH (n:${label} {tenant: $tenant})
+           CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS`,
+          { tenant },
+        );
+      }
+    } finally {
+      await session.close();
+    }
+  }
+
+  async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
+    return this.write(async (tx) => {
+      const ids = rows<{ id: string }>(
+        await tx.run("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id", {
+          tenant,
+          conversation,
+        }),
+      ).map((r) => r.id);
+      const turns = rows<{ turnId: string }>(
+        await tx.run("MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId", {
+          tenant,
+          conversation,
+        }),
+      ).map((r) => turnRowId(conversation, r.turnId));
+      // Other conversations' records: undo what this conversation's records did to them.
+      let restored = 0;
+      for (const row of rows<JsonRow>(
+        await tx.run(
+          `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IN $ids AND r.conversation <> $conversation
+           RETURN r.id AS id, r.json AS json`,
+          { tenant, ids, conversation },
+        ),
+      )) {
+        const record = JSON.parse(row.json) as MemoryRecord;
+        record.valid = { from: record.valid.from };
+        await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
+        restored++;
+      }
+      for (const row of rows<JsonRow>(
+        await tx.run(
+          `MATCH (r:Record {tenant: $tenant}) WHERE r.merged = true AND r.conversation <> $conversation
+           RETURN r.id AS id, r.json AS json`,
+          { tenant, conversation },
+        ),
+      )) {
+        const record = JSON.parse(row.json) as MemoryRecord;
+        const kept = (record.mergedSources ?? []).filter((src) => src.conversation !== conversation);
+        if (kept.length === (record.mergedSources ?? []).length) continue;
+        if (kept.length > 0) record.mergedSources = kept;
+        else delete record.mergedSources;
+        await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
+      }
+      // Index nodes only these records used go with them (erasure leaves no names behind).
+      await tx.run(
+        `MATCH (r:Record {tenant: $tenant, conversation: $conversation})
+         OPTIONAL MATCH (r)<-[:MENTIONED_IN|TAGS]-(k)
+         OPTIONAL MATCH (r)-[:ON_DAY|IN_MONTH]->(d)
+         WITH collect(DISTINCT k) + collect(DISTINCT d) AS linked, collect(DISTINCT r) AS records
+         FOREACH (x IN records | DETACH DELETE x)
+         WITH linked
+         UNWIND linked AS n
+         WITH n WHERE n.tenant = $tenant AND NOT (n)-[:MENTIONED_IN|TAGS]->() AND NOT (n)<-[:ON_DAY|IN_MONTH]-(:Record)
+         DETACH DELETE n`,
+        { tenant, conversation },
+      );
+      await tx.run(
+        `MATCH (u:UpdateCandidate {tenant: $tenant}) WHERE u.recordId IN $ids OR u.candidateId IN $ids
+         DETACH DELETE u`,
+        { tenant, ids },
+      );
+      for (const label of ["EventFrame", "Segment", "Turn"]) {
+        await tx.run(`MATCH (n:${label} {tenant: $tenant, conversation: $conversation}) DETACH DELETE n`, {
+          tenant,
+          conversation,
+        });
+      }
+      await tx.run("MATCH (d:DeadLetter {tenant: $tenant, key: $key}) DETACH DELETE d", {
+        tenant,
+        key: `${tenant}/${conversation}`,
+      });
+      return { records: ids, turns, restored };
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Reads
+
+  /** Records in the order of the ids asked (first occurrence), skipping unknown ids and other tenants' ids. */
+  async getRecords(tenant: string, ids: readonly string[]): Promise<MemoryRecord[]> {
+    if (ids.length === 0) return [];
+    const wanted = uniq(ids);
+    const found = await this.query<JsonRow>(
+      "UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) RETURN r.id AS id, r.json AS json",
+      { tenant, ids: wanted },
+    );
+    const byId = new Map(found.map((r) => [r.id, r.json]));
+    const out: MemoryRecord[] = [];
+    for (const id of wanted) {
+      const json = byId.get(id);
+      if (json !== undefined) out.push(JSON.parse(json) as MemoryRecord);
+    }
+    return out;
+  }
+
+  async listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
+    const limit = Math.floor(query.limit);
+    if (!(limit > 0)) return { records: [] };
+    const where = ["r.tenant = $tenant"];
+    const params: Record<string, unknown> = { tenant, limit: int(limit + 1) };
+    if (query.conversation !== undefined) {
+      where.push("r.conversation = $conversation");
+      params.conversation = query.conversation;
+    }
+    if (query.entity !== undefined) {
+      where.push("EXISTS { MATCH (:Entity {tenant: $tenant, key: $entity})-[:MENTIONED_IN]->(r) }");
+      params.entity = normaliseKey(query.entity);
+    }
+    if (query.type !== undefined) {
+      where.push("r.type = $type");
+      params.type = query.type;
+    }
+    if (query.timeFrom !== undefined) {
+      where.push("r.timeTo >= $timeFrom");
+      params.timeFrom = query.timeFrom;
+    }
+    if (query.timeTo !== undefined) {
+      where.push("r.timeFrom <= $timeTo");
+      params.timeTo = query.timeTo;
+    }
+    if (!query.includeSuperseded) where.push("r.supersededBy IS NULL");
+    if (query.cursor) {
+      const c = decodeCursor(query.cursor);
+      where.push("(r.saidAt > $cursorSaidAt OR (r.saidAt = $cursorSaidAt AND r.id > $cursorId))");
+      params.cursorSaidAt = c.saidAt;
+      params.cursorId = c.id;
+    }
+    const found = await this.query<JsonRow & { saidAt: unknown }>(
+      `MATCH (r:Record) WHERE ${where.join(" AND ")}
+       RETURN r.id AS id, r.json AS json, r.saidAt AS saidAt ORDER BY r.saidAt, r.id LIMIT $limit`,
+      params,
+    );
+    const page = found.slice(0, limit);
+    const last = page[page.length - 1];
+    const records = page.map((r) => JSON.parse(r.json) as MemoryRecord);
+    return found.length > limit && last
+      ? { records, nextCursor: encodeCursor({ saidAt: num(last.saidAt), id: last.id }) }
+      : { records };
+  }
+
+  /** All stored records of the tenant (superseded versions included). */
+  async countRecords(tenant: string, conversation?: string): Promise<number> {
+    return conversation === undefined
+      ? this.count("MATCH (r:Record {tenant: $tenant}) RETURN count(r) AS n", { tenant })
+      : this.count("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN count(r) AS n", {
+          tenant,
+          conversation,
+        });
+  }
+
+  async countSegments(tenant: string, conversation?: string): Promise<number> {
+    return conversation === undefined
+      ? this.count("MATCH (s:Segment {tenant: $tenant}) RETURN count(s) AS n", { tenant })
+      : this.count("MATCH (s:Segment {tenant: $tenant, conversation: $conversation}) RETURN count(s) AS n", {
+          tenant,
+          conversation,
+        });
+  }
+
+  /**
+   * Lucene full-text search over current records' text; score = the Lucene (BM25) score, higher is
+   * better. The query is the same token disjunction as the SQLite store's (buildFtsQuery: distinct
+   * non-stop-word tokens of letters and digits, each quoted, joined with OR), which is also valid
+   * Lucene syntax that user text cannot escape from. The index is shared by all tenants: hits are
+   * filtered by tenant (and conversation) before ranking. Ties: newer said-at first, then id.
+   */
+  async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
+    const match = luceneQuery(text);
+    const limit = Math.floor(k);
+    if (!match || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND node.conversation = $conversation";
+    return (
+      await this.query<ScoreRow>(
+        `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
+         WHERE node.tenant = $tenant${conv} AND node.supersededBy IS NULL
+         RETURN node.id AS id, score ORDER BY score DESC, node.saidAt DESC, node.id LIMIT $limit`,
+        { index: RECORD_TEXT_INDEX, match, tenant, conversation: conversation ?? null, limit: int(limit) },
+      )
+    ).map(toScored);
+  }
+
+  /** Lucene full-text search over raw turn text; ids are turnRowId(conversation, turnId). */
+  async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
+    const match = luceneQuery(text);
+    const limit = Math.floor(k);
+    if (!match || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND node.conversation = $conversation";
+    return (
+      await this.query<{ conversation: string; turnId: string; score: unknown }>(
+        `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
+         WHERE node.tenant = $tenant${conv}
+         RETURN node.conversation AS conversation, node.turnId AS turnId, score
+         ORDER BY score DESC, node.timestamp DESC, node.seq LIMIT $limit`,
+        { index: TURN_TEXT_INDEX, match, tenant, conversation: conversation ?? null, limit: int(limit) },
+      )
+    ).map((r) => ({ id: turnRowId(r.conversation, r.turnId), score: num(r.score) }));
+  }
+
+  /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */
+  async recordsByEntities(
+    tenant: string,
+    entities: readonly string[],
+    k: number,
+    conversation?: string,
+  ): Promise<ScoredId[]> {
+    const keys = uniq(entities.map(normaliseKey).filter(Boolean));
+    const limit = Math.floor(k);
+    if (keys.length === 0 || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    return (
+      await this.query<ScoreRow>(
+        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
+         WHERE e.key IN $keys${conv} AND r.supersededBy IS NULL
+         WITH r, count(DISTINCT m.name) AS score
+         RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
+        { tenant, keys, conversation: conversation ?? null, limit: int(limit) },
+      )
+    ).map(toScored);
+  }
+
+  /** Current records with any of the topics (case-insensitive); score = distinct topics matched. */
+  async recordsByTopics(
+    tenant: string,
+    topics: readonly string[],
+    k: number,
+    conversation?: string,
+  ): Promise<ScoredId[]> {
+    const keys = uniq(topics.map(normaliseKey).filter(Boolean));
+    const limit = Math.floor(k);
+    if (keys.length === 0 || !(limit > 0)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    return (
+      await this.query<ScoreRow>(
+        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
+         WHERE t.key IN $keys${conv} AND r.supersededBy IS NULL
+         WITH r, count(DISTINCT t.key) AS score
+         RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
+        { tenant, keys, conversation: conversation ?? null, limit: int(limit) },
+      )
+    ).map(toScored);
+  }
+
+  /**
+   * Current records whose time overlaps the window (records without a time of their own use the
+   * time they were said). score = w / (1 + span in days), w = 1 for a record's own time and 0.5 for
+   * the said-at fallback: tighter, explicit times rank first.
+   */
+  async recordsInTime(tenant: string, window: TimeWindow, k: number, conversation?: string): Promise<ScoredId[]> {
+    const limit = Math.floor(k);
+    if (!(limit > 0) || !(window.from <= window.to)) return [];
+    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    return (
+      await this.query<ScoreRow>(
+        `MATCH (r:Record {tenant: $tenant})
+         WHERE r.timeFrom <= $to AND r.timeTo >= $from${conv} AND r.supersededBy IS NULL
+         WITH r, (CASE WHEN r.hasTime THEN 1.0 ELSE 0.5 END) / (1.0 + toFloat(r.timeTo - r.timeFrom) / ${DAY_MS}.0) AS score
+         RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
+        { tenant, from: window.from, to: window.to, conversation: conversation ?? null, limit: int(limit) },
+      )
+    ).map(toScored);
+  }
+
+  /** Current records sharing an event frame with any given record (given ones excluded); score = shared frames. */
+  async eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number): Promise<ScoredId[]> {
+    const limit = Math.floor(k);
+    if (recordIds.length === 0 || !(limit > 0)) return [];
+    const ids = uniq(recordIds);
+    return (
+      await this.query<ScoreRow>(
+        `MATCH (r1:Record {tenant: $tenant}) WHERE r1.id IN $ids
+         MATCH (r1)<-[:GROUPS]-(f:EventFrame {tenant: $tenant})-[:GROUPS]->(r2:Record {tenant: $tenant})
+         WHERE NOT r2.id IN $ids AND r2.supersededBy IS NULL
+         WITH r2, count(DISTINCT f) AS score
+         RETURN r2.id AS id, score ORDER BY score DESC, r2.saidAt DESC, r2.id LIMIT $limit`,
+        { tenant, ids, limit: int(limit) },
+      )
+    ).map(toScored);
+  }
+
+  /** Stored turns in the order asked, skipping unknown keys. */
+  async getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]> {
+    if (turnKeys.length === 0) return [];
+    const keyOf = (conversation: string, turnId: string): string => `${conversation}\u0000${turnId}`;
+    const found = await this.query<{ t: TurnProps }>(
+      `UNWIND $keys AS k
+       MATCH (t:Turn {tenant: $tenant, conversation: k.conversation, turnId: k.turnId})
+       RETURN t {.tenant, .conversation, .turnId, .segmentId, .speaker, .role, .text, .compressed, .timestamp,
+         .sessionId} AS t`,
+      { tenant, keys: turnKeys.map((t) => ({ conversation: t.conversation, turnId: t.turnId })) },
+    );
+    const byKey = new Map(found.map((r) => [keyOf(r.t.conversation, r.t.turnId), r.t]));
+    const out: StoredTurn[] = [];
+    const seen = new Set<string>();
+    for (const t of turnKeys) {
+      const key = keyOf(t.conversation, t.turnId);
+      const row = byKey.get(key);
+      if (!row || seen.has(key)) continue;
+      seen.add(key);
+      out.push(toStoredTurn(row));
+    }
+    return out;
+  }
+
+  /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
+  async getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
+    const keys: { conversation: string; turnId: string }[] = [];
+    for (const id of rowIds) {
+      try {
+        keys.push(parseTurnRowId(id));
+      } catch {
+        // not a turn row id: nothing to return for it
+      }
+    }
+    return this.getTurns(tenant, keys);
+  }
+
+  /** Distinct canonical entity names (aliases excluded), sorted. */
+  async knownEntities(tenant: string, conversation?: string): Promise<string[]> {
+    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    const names = await this.query<{ name: string }>(
+      `MATCH (:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
+       WHERE m.alias = false${conv}
+       RETURN DISTINCT m.name AS name`,
+      { tenant, conversation: conversation ?? null },
+    );
+    return names.map((r) => r.name).sort(byBytes);
+  }
+
+  /** Distinct topic display names, sorted. */
+  async knownTopics(tenant: string, conversation?: string): Promise<string[]> {
+    const conv = conversation === undefined ? "" : " WHERE r.conversation = $conversation";
+    const names = await this.query<{ name: string }>(
+      `MATCH (:Topic {tenant: $tenant})-[x:TAGS]->(r:Record {tenant: $tenant})${conv}
+       RETURN DISTINCT x.name AS name`,
+      { tenant, conversation: conversation ?? null },
+    );
+    return names.map((r) => r.name).sort(byBytes);
+  }
+
+  /** Node and relationship counts of a tenant by label and type (not part of the port; for tests and tools). */
+  async countsByKind(tenant: string): Promise<Record<string, number>> {
+    const out: Record<string, number> = {};
+    for (const label of GRAPH_LABELS) {
+      out[label] = await this.count(`MATCH (n:${label} {tenant: $tenant}) RETURN count(n) AS n`, { tenant });
+    }
+    for (const type of GRAPH_RELATIONSHIPS) {
+      out[type] = await this.count(
+        `MATCH ()-[x:${type}]->() WHERE startNode(x).tenant = $tenant RETURN count(x) AS n`,
+        { tenant },
+      );
+    }
+    return out;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.owns) await this.driver.close();
+  }
+}
+
+/**
+ * The Lucene query for `text`, or undefined when nothing searchable is left. buildFtsQuery yields
+ * `"tok1" OR "tok2"` with tokens of letters and digits only: valid Lucene syntax, with nothing to
+ * escape; the check below guards that assumption.
+ */
+export const luceneQuery = (text: string): string | undefined => {
+  const q = buildFtsQuery(text);
+  if (q === undefined) return undefined;
+  if (!/^"[\p{L}\p{N}]+"(?: OR "[\p{L}\p{N}]+")*$/u.test(q)) {
+    throw new Error(`luceneQuery: unexpected query shape ${JSON.stringify(q)}`);
+  }
+  return q;
+};

@@ -1,0 +1,12 @@
+export { type Neo4jConnectionOptions, openDriver } from "./driver.ts";
+export {
+  GRAPH_LABELS,
+  GRAPH_RELATIONSHIPS,
+  GRAPH_SCHEMA,
+  luceneQuery,
+  Neo4jGraphStore,
+  type Neo4jGraphStoreOptions,
+  RECORD_TEXT_INDEX,
+  TURN_TEXT_INDEX,
+} from "./graph-store.ts";
+export { Neo4jVectorStore, type Neo4jVectorStoreOptions } from "./vector-store.ts";

@@ -1,0 +1,384 @@
+import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
+import type { VectorFilter, VectorHit, VectorItem, VectorKind, VectorPayload, VectorStore } from "../../ports.ts";
+import type { RecordType } from "../../types.ts";
+import { compileFilter, entityKey } from "../hnsw/filter.ts";
+import { applySchema, int, type Neo4jConnectionOptions, num, openDriver, rows } from "./driver.ts";
+
+export interface Neo4jVectorStoreOptions extends Neo4jConnectionOptions {
+  /** Node label of the vectors (default "Vector"); one label, one vector index. */
+  label?: string;
+  /** Name of the vector index (default "memory_vector_embedding", or derived from a custom label). */
+  indexName?: string;
+  /**
+   * Largest filtered set searched exactly (default 2000): up to this many matching nodes, cosine is
+   * computed for each of them in Cypher; above it, the shared vector index is queried.
+   */
+  exactThreshold?: number;
+  /** Items per upsert statement (default 500). */
+  batchSize?: number;
+}
+
+const LABEL = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+interface VectorRow {
+  id: string;
+  tenant: string;
+  conversation: string;
+  kind: string;
+  type: string | null;
+  time: unknown;
+  entities: string[] | null;
+  score?: unknown;
+  embedding?: unknown[];
+}
+
+const payloadOf = (r: VectorRow): VectorPayload => {
+  const payload: VectorPayload = { tenant: r.tenant, conversation: r.conversation, kind: r.kind as VectorKind };
+  if (r.type !== null && r.type !== undefined) payload.type = r.type as RecordType;
+  if (r.time !== null && r.time !== undefined) payload.time = num(r.time);
+  if (r.entities !== null && r.entities !== undefined) payload.entities = [...r.entities];
+  return payload;
+};
+
+/** Neo4j's cosine score is (1 + cos) / 2, in [0, 1]; the port's score is the cosine itself. */
+const cosineOf = (neo4jScore: unknown): number => 2 * num(neo4jScore) - 1;
+
+const RETURN_PAYLOAD =
+  "v.id AS id, v.tenant AS tenant, v.conversation AS conversation, v.kind AS kind, v.type AS type, v.time AS time, v.entities AS entities";
+
+/**
+ * VectorStore over Neo4j's vector index (Neo4j 5.11+; HNSW, cosine).
+ *
+ * Model: one node per item, `(:Vector {tenant, id, kind, conversation, type, time, entities,
+ * entityKeys, embedding})`, unique on (tenant, id), with range indexes on tenant and
+ * (tenant, conversation). ONE vector index over all tenants' nodes, created lazily with the
+ * dimension of the first upsert (cosine); a vector of another dimension is refused with an error.
+ *
+ * Search strategy: Neo4j 5 has no filtered vector search (the index knows only the embedding), and
+ * the index is shared by every tenant, so a plain top-k query may be filled with other tenants'
+ * nodes. So a search first counts the tenant's nodes matching the filter (stopping past the
+ * threshold):
+ * - small filtered set (at most `exactThreshold`, default 2000): exact cosine in Cypher
+ *   (vector.similarity.cosine) over just those nodes, found through the tenant index. It is exact
+ *   (no recall loss under selective filters), and at this size cheaper than an over-fetching ANN
+ *   query, whose cost grows with the other tenants' data rather than with this tenant's.
+ * - larger sets: db.index.vector.queryNodes with k' = max(10 k, 100) candidates, filtered by tenant
+ *   and the VectorFilter in the same query; when fewer than k survive, k' grows 4x until k hits are
+ *   found or k' covers every indexed node (then the answer is exhaustive). The survivors are
+ *   re-scored with the exact cosine of the stored embedding: Neo4j 5.23+ quantises vector indexes by
+ *   default, so the index's own scores are off by up to about 0.01 and can swap near neighbours.
+ * Either way the tenant is a predicate of the query itself, and hits are checked again here: another
+ * tenant's item is never returned.
+ */
+export class Neo4jVectorStore implements VectorStore {
+  readonly driver: Driver;
+  readonly label: string;
+  readonly indexName: string;
+  private readonly owns: boolean;
+  private readonly database: string | undefined;
+  private readonly exactThreshold: number;
+  private readonly batchSize: number;
+  private schemaReady: Promise<void> | undefined;
+  private dimension: number | undefined;
+  private closed = false;
+
+  constructor(options: Neo4jVectorStoreOptions) {
+    const label = options.label ?? "Vector";
+    if (!LABEL.test(label)) throw new Error(`Neo4jVectorStore: invalid label ${JSON.stringify(label)}`);
+    const { driver, owns } = openDriver(options);
+    this.driver = driver;
+    this.owns = owns;
+    this.database = options.database;
+    this.label = label;
+    this.indexName =
+      options.indexName ?? (label === "Vector" ? "memory_vector_embedding" : `${label.toLowerCase()}_embedding`);
+    if (!LABEL.test(this.indexName)) throw new Error(`Neo4jVectorStore: invalid index name ${this.indexName}`);
+    this.exactThreshold = Math.max(0, Math.floor(options.exactThreshold ?? 2000));
+    this.batchSize = Math.max(1, Math.floor(options.batchSize ?? 500));
+  }
+
+  private check(): void {
+    if (this.closed) throw new Error("Neo4jVectorStore is closed");
+  }
+
+  private session(): Session {
+    this.check();
+    return this.driver.session(this.database ? { database: this.database } : {});
+  }
+
+  private async read<T>(cypher: string, params: Record<string, unknown>): Promise<T[]> {
+    const session = this.session();
+    try {
+      return await session.executeRead(async (tx) => rows<T>(await tx.run(cypher, params)));
+    } finally {
+      await session.close();
+    }
+  }
+
+  private async write<T>(work: (tx: ManagedTransaction) => Promise<T>): Promise<T> {
+    const session = this.session();
+    try {
+      return await session.executeWrite(work);
+    } finally {
+      await session.close();
+    }
+  }
+
+  /** Key constraint and range indexes (idempotent); the vector index comes with the first upsert. */
+  async ensureSchema(): Promise<void> {
+    this.check();
+    this.schemaReady ??= applySchema(this.driver, this.database, [
+      `CREATE CONSTRAINT ${this.indexName}_key IF NOT EXISTS FOR (n:${this.label}) REQUIRE (n.tenant, n.id) IS UNIQUE`,
+      `CREATE INDEX ${this.indexName}_tenant IF NOT EXISTS FOR (n:${this.label}) ON (n.tenant)`,
+      `CREATE INDEX ${this.indexName}_conversation IF NOT EXISTS FOR (n:${this.label}) ON (n.tenant, n.conversation)`,
+    ]).catch((err: unknown) => {
+      this.schemaReady = undefined;
+      throw err;
+    });
+    await this.schemaReady;
+  }
+
+  /** The vector index's dimension, or undefined while there is no index yet. */
+  private async indexDimension(): Promise<number | undefined> {
+    if (this.dimension !== undefined) return this.dimension;
+    const [row] = await this.read<{ options: { indexConfig?: Record<string, unknown> } }>(
+      "SHOW INDEXES YIELD name, type, options WHERE name = $name AND type = 'VECTOR' RETURN options",
+      { name: this.indexName },
+    );
+    const dim = row?.options.indexConfig?.["vector.dimensions"];
+    if (dim !== undefined && dim !== null) this.dimension = num(dim);
+    return this.dimension;
+  }
+
+  private async ensureVectorIndex(dimension: number): Promise<number> {
+    const existing = await this.indexDimension();
+    if (existing !== undefined) return existing;
+    await applySchema(this.driver, this.database, [
+      `CREATE VECTOR INDEX ${this.indexName} IF NOT EXISTS FOR (n:${this.label}) ON (n.embedding)
+       OPTIONS { indexConfig: { \`vector.dimensions\`: ${Math.floor(dimension)}, \`vector.similarity_function\`: 'cosine' } }`,
+    ]);
+    // Another process may have created it first, with its own dimension: read it back.
+    const created = await this.indexDimension();
+    if (created === undefined) throw new Error(`Neo4jVectorStore: vector index ${this.indexName} was not created`);
+    return created;
+  }
+
+  private static checkDimension(expected: number, got: number, what: string): void {
+    if (got !== expected) {
+      throw new Error(`Neo4jVectorStore: ${what} has dimension ${got}, the index has dimension ${expected}`);
+    }
+  }
+
+  async upsert(tenant: string, items: readonly VectorItem[]): Promise<void> {
+    if (items.length === 0) return;
+    for (const item of items) {
+      if (item.payload.tenant !== tenant) {
+        throw new Error(`upsert: item ${item.id} belongs to tenant "${item.payload.tenant}", call is for "${tenant}"`);
+      }
+    }
+    await this.ensureSchema();
+    const dim = await this.ensureVectorIndex((items[0] as VectorItem).vector.length);
+    for (const item of items) Neo4jVectorStore.checkDimension(dim, item.vector.length, `vector ${item.id}`);
+    // The last occurrence of an id wins, as with an upsert per item.
+    const byId = new Map(items.map((i) => [i.id, i] as const));
+    const all = [...byId.values()].map((i) => ({
+      id: i.id,
+      conversation: i.payload.conversation,
+      kind: i.payload.kind,
+      type: i.payload.type ?? null,
+      time: i.payload.time ?? null,
+      entities: i.payload.entities ? [...i.payload.entities] : null,
+      entityKeys: i.payload.entities ? [...new Set(i.payload.entities.map(entityKey))] : null,
+      embedding: Array.from(i.vector),
+    }));
+    await this.write(async (tx) => {
+      for (let i = 0; i < all.length; i += this.batchSize) {
+        await tx.run(
+          `UNWIND $items AS item
+           MERGE (v:${this.label} {tenant: $tenant, id: item.id})
+           SET v.conversation = item.conversation, v.kind = item.kind, v.type = item.type, v.time = item.time,
+             v.entities = item.entities, v.entityKeys = item.entityKeys, v.embedding = item.embedding`,
+          { tenant, items: all.slice(i, i + this.batchSize) },
+        );
+      }
+    });
+  }
+
+  /** The WHERE clause (tenant first) and its parameters for a filter; same semantics as compileFilter. */
+  private static where(tenant: string, filter?: VectorFilter): { clause: string; params: Record<string, unknown> } {
+    const parts = ["v.tenant = $tenant"];
+    const params: Record<string, unknown> = { tenant };
+    if (filter?.conversation !== undefined) {
+      parts.push("v.conversation = $conversation");
+      params.conversation = filter.conversation;
+    }
+    if (filter?.kind !== undefined) {
+      parts.push("v.kind = $kind");
+      params.kind = filter.kind;
+    }
+    if (filter?.types && filter.types.length > 0) {
+      parts.push("v.type IN $types");
+      params.types = [...filter.types];
+    }
+    if (filter?.timeFrom !== undefined) {
+      parts.push("v.time >= $timeFrom");
+      params.timeFrom = filter.timeFrom;
+    }
+    if (filter?.timeTo !== undefined) {
+      parts.push("v.time <= $timeTo");
+      params.timeTo = filter.timeTo;
+    }
+    if (filter?.entities && filter.entities.length > 0) {
+      parts.push("any(e IN coalesce(v.entityKeys, []) WHERE e IN $entityKeys)");
+      params.entityKeys = [...new Set(filter.entities.map(entityKey))];
+    }
+    return { clause: parts.join(" AND "), params };
+  }
+
+  async search(tenant: string, vector: Float32Array, k: number, filter?: VectorFilter): Promise<VectorHit[]> {
+    const limit = Math.floor(k);
+    this.check();
+    const dim = await this.indexDimension();
+    if (dim === undefined) return [];
+    Neo4jVectorStore.checkDimension(dim, vector.length, "query vector");
+    if (!(limit > 0)) return [];
+    const { clause, params } = Neo4jVectorStore.where(tenant, filter);
+    const q = Array.from(vector);
+    const [counted] = await this.read<{ n: unknown }>(
+      `MATCH (v:${this.label}) WHERE ${clause} WITH v LIMIT $cap RETURN count(v) AS n`,
+      { ...params, cap: int(this.exactThreshold + 1) },
+    );
+    const matching = num(counted?.n);
+    if (matching === 0) return [];
+    let found: VectorRow[];
+    if (matching <= this.exactThreshold) {
+      found = await this.read<VectorRow>(
+        `MATCH (v:${this.label}) WHERE ${clause}
+         WITH v, vector.similarity.cosine(v.embedding, $q) AS score
+         ORDER BY score DESC, v.id LIMIT $k
+         RETURN ${RETURN_PAYLOAD}, score`,
+        { ...params, q, k: int(limit) },
+      );
+    } else {
+      const [all] = await this.read<{ n: unknown }>(`MATCH (v:${this.label}) RETURN count(v) AS n`, {});
+      const total = num(all?.n);
+      let kp = Math.min(Math.max(limit * 10, 100), total);
+      for (;;) {
+        found = await this.read<VectorRow>(
+          `CALL db.index.vector.queryNodes($index, $kp, $q) YIELD node AS v
+           WITH v WHERE ${clause}
+           WITH v, vector.similarity.cosine(v.embedding, $q) AS score
+           ORDER BY score DESC, v.id LIMIT $k
+           RETURN ${RETURN_PAYLOAD}, score`,
+          { ...params, index: this.indexName, kp: int(kp), q, k: int(limit) },
+        );
+        if (found.length >= limit || kp >= total) break;
+        kp = Math.min(kp * 4, total);
+      }
+    }
+    const keep = compileFilter(filter);
+    return found
+      .filter((r) => r.tenant === tenant)
+      .map((r) => ({ id: r.id, score: cosineOf(r.score), payload: payloadOf(r) }))
+      .filter((h) => !keep || keep(h.payload));
+  }
+
+  /** Items in the order asked, skipping unknown ids. */
+  async get(tenant: string, ids: readonly string[]): Promise<VectorItem[]> {
+    if (ids.length === 0) return [];
+    this.check();
+    const found = await this.read<VectorRow>(
+      `UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id})
+       RETURN ${RETURN_PAYLOAD}, v.embedding AS embedding`,
+      { tenant, ids: [...new Set(ids)] },
+    );
+    const byId = new Map(found.filter((r) => r.tenant === tenant).map((r) => [r.id, r]));
+    const out: VectorItem[] = [];
+    const seen = new Set<string>();
+    for (const id of ids) {
+      const r = byId.get(id);
+      if (!r || seen.has(id)) continue;
+      seen.add(id);
+      out.push({ id, vector: Float32Array.from((r.embedding ?? []).map(num)), payload: payloadOf(r) });
+    }
+    return out;
+  }
+
+  async delete(tenant: string, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    this.check();
+    await this.write(async (tx) => {
+      await tx.run(`UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id}) DETACH DELETE v`, {
+        tenant,
+        ids: [...new Set(ids)],
+      });
+    });
+  }
+
+  async deleteConversation(tenant: string, conversation: string): Promise<number> {
+    this.check();
+    return this.write(async (tx) => {
+      const [row] = rows<{ n: unknown }>(
+        await tx.run(
+          `MATCH (v:${this.label} {tenant: $tenant, conversation: $conversation})
+           WITH collect(v) AS vs
+           FOREACH (v IN vs | DETACH DELETE v)
+           RETURN size(vs) AS n`,
+          { tenant, conversation },
+        ),
+      );
+      return num(row?.n);
+    });
+  }
+
+  /** Deletes in batches of auto-committed transactions (a large tenant needs no huge transaction). */
+  async deleteTenant(tenant: string): Promise<void> {
+    const session = this.session();
+    try {
+      await session.run(
+        `MATCH (v:${this.label} {tenant: $tenant}) CALL (v) { DETACH DELETE v } IN TRANSACTIONS OF 5000 ROWS`,
+        { tenant },
+      );
+    } finally {
+      await session.close();
+    }
+  }
+
+  async count(tenant: string): Promise<number> {
+    this.check();
+    const [row] = await this.read<{ n: unknown }>(`MATCH (v:${this.label} {tenant: $tenant}) RETURN count(v) AS n`, {
+      tenant,
+    });
+    return num(row?.n);
+  }
+
+  /** Writes are durable at commit: nothing to flush. */
+  async flush(): Promise<void> {
+    this.check();
+  }
+
+  /**
+   * Drops every node of this store's label with its vector index and schema (tests and tools; with
+   * the default label this erases all tenants' vectors).
+   */
+  async drop(): Promise<void> {
+    const session = this.session();
+    try {
+      await session.run(`MATCH (v:${this.label}) CALL (v) { DETACH DELETE v } IN TRANSACTIONS OF 5000 ROWS`);
+      for (const name of [this.indexName, `${this.indexName}_tenant`, `${this.indexName}_conversation`]) {
+        await session.run(`DROP INDEX ${name} IF EXISTS`);
+      }
+      await session.run(`DROP CONSTRAINT ${this.indexName}_key IF EXISTS`);
+    } finally {
+      await session.close();
+    }
+    this.dimension = undefined;
+    this.schemaReady = undefined;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.owns) await this.driver.close();
+  }
+}

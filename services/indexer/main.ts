@@ -7,11 +7,11 @@
 import { join } from "node:path";
 import { metricsPortFromEnv, runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import { openStores, storeKindFromEnv } from "../core/adapters/open-stores.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import { loadConfig } from "../core/config.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
 import { indexerStage } from "./kafka-handler.ts";
-import { openIndexerStores } from "./kafka-stores.ts";
 
 const config = loadConfig();
 await runStageProcess({
@@ -20,7 +20,7 @@ await runStageProcess({
   metricsPort: metricsPortFromEnv(9104),
   build: async ({ codecs, metrics, log }) => {
     const model = await loadOnnxEmbedder(join(config.modelDir, "all-MiniLM-L6-v2"));
-    const stores = await openIndexerStores(config, process.env.MEMORY_STORE ?? "embedded", model.dimension);
+    const stores = await openStores(config, storeKindFromEnv());
     log("info", "stores opened", { store: stores.kind });
     return {
       handler: indexerStage({

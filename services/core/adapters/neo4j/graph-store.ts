@@ -18,6 +18,7 @@ import type {
   VersionGraph,
 } from "../../ports.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
+import { walkVersionGraph } from "../../version-graph.ts";
 import { decodeCursor, encodeCursor } from "../sqlite/cursor.ts";
 import { buildFtsQuery } from "../sqlite/fts-query.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
@@ -173,7 +174,6 @@ const toScored = (r: ScoreRow): ScoredId => ({ id: r.id, score: num(r.score) });
 const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
 
 /** Most records a version graph walks (a guard against runaway chains). */
-const MAX_VERSION_NODES = 256;
 
 /** The MERGE of one relation kind (types cannot be parameters in Cypher 5). */
 const RELATION_MERGE: Record<RecordRelationKind, string> = {
@@ -650,33 +650,8 @@ export class Neo4jGraphStore implements GraphStore {
       );
   }
 
-  async versionGraph(tenant: string, id: string): Promise<VersionGraph> {
-    if ((await this.getRecords(tenant, [id])).length === 0) return { records: [], relations: [] };
-    // The chain: everything connected through SUPERSEDES / DUPLICATE_OF edges, either direction.
-    const chain = new Set([id]);
-    let frontier = [id];
-    while (frontier.length > 0 && chain.size < MAX_VERSION_NODES) {
-      const next: string[] = [];
-      for (const r of await this.relationsOf(tenant, frontier)) {
-        if (r.relation === "REFINES") continue;
-        for (const other of [r.from, r.to]) {
-          if (chain.has(other) || chain.size >= MAX_VERSION_NODES) continue;
-          chain.add(other);
-          next.push(other);
-        }
-      }
-      frontier = next;
-    }
-    const relations = await this.relationsOf(tenant, [...chain]);
-    const ids = new Set(chain);
-    for (const r of relations) {
-      if (r.relation !== "REFINES") continue;
-      ids.add(r.from);
-      ids.add(r.to);
-    }
-    const records = await this.getRecords(tenant, [...ids]);
-    const known = new Set(records.map((r) => r.id));
-    return { records, relations: relations.filter((r) => known.has(r.from) && known.has(r.to)) };
+  versionGraph(tenant: string, id: string): Promise<VersionGraph> {
+    return walkVersionGraph(this, tenant, id);
   }
 
   async putDeadLetter(letter: DeadLetter): Promise<void> {

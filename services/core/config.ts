@@ -17,7 +17,8 @@ export const LlmConfigSchema = z
     apiKey: z.string().min(1).optional(),
     /** GGUF file for provider "local" (default: <modelDir>/gemma-3-270m-q4_k_m/gemma-3-270m-q4_k_m.gguf). */
     gguf: z.string().min(1).optional(),
-    timeoutMs: num.int().positive().default(60_000),
+    /** Per-call timeout; default 60 s for a remote endpoint, 10 min for a local CPU model. */
+    timeoutMs: num.int().positive().optional(),
     maxRetries: num.int().min(0).max(10).default(3),
     /** Context window of the local model, in tokens. */
     contextSize: num.int().min(512).default(4096),
@@ -36,7 +37,6 @@ export const LlmConfigSchema = z
   .default({
     provider: "none",
     model: "gpt-4.1-mini",
-    timeoutMs: 60_000,
     maxRetries: 3,
     contextSize: 4096,
     encoder: "extractive",

@@ -67,6 +67,17 @@ export interface LlmCost {
   outputTokens: number;
 }
 
+/** An error that still cost LLM work (failed attempts are paid for even when the result is dropped). */
+export const costOfError = (err: unknown): LlmCost | undefined => {
+  const cost = (err as { cost?: Partial<LlmCost> } | null)?.cost;
+  return cost &&
+    typeof cost.llmCalls === "number" &&
+    typeof cost.inputTokens === "number" &&
+    typeof cost.outputTokens === "number"
+    ? { llmCalls: cost.llmCalls, inputTokens: cost.inputTokens, outputTokens: cost.outputTokens }
+    : undefined;
+};
+
 export const NO_LLM_COST: LlmCost = { llmCalls: 0, inputTokens: 0, outputTokens: 0 };
 
 export interface EncodedSegment {
@@ -86,6 +97,8 @@ export interface SegmentEncoder {
 }
 
 export interface PlannerInput {
+  /** Whose question: LLM cost is attributed to this tenant. */
+  tenant?: string;
   question: string;
   knownEntities: readonly string[];
   knownTopics: readonly string[];

@@ -10,17 +10,18 @@ import type {
   RecordHistory,
 } from "../consolidator/types.ts";
 import { ValidationError } from "../core/errors.ts";
-import type {
-  Compressor,
-  Embedder,
-  GraphStore,
-  LlmCost,
-  QueryPlanner,
-  RecordPage,
-  RecordQuery,
-  SegmentEncoder,
-  StateStore,
-  VectorStore,
+import {
+  type Compressor,
+  costOfError,
+  type Embedder,
+  type GraphStore,
+  type LlmCost,
+  type QueryPlanner,
+  type RecordPage,
+  type RecordQuery,
+  type SegmentEncoder,
+  type StateStore,
+  type VectorStore,
 } from "../core/ports.ts";
 import {
   type Health,
@@ -549,10 +550,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     const started = performance.now();
     try {
       const { records, context, cost } = await this.parts.encoder.encode(segment, state.context);
-      this.construction.llmCalls += cost.llmCalls;
-      this.construction.inputTokens += cost.inputTokens;
-      this.construction.outputTokens += cost.outputTokens;
-      if (cost.llmCalls > 0) this.parts.observer?.constructionTokens?.(this.parts.encoder.id, segment.tenant, cost);
+      this.addConstructionCost(segment.tenant, cost);
       await indexSegment(
         {
           ...this.parts,
@@ -575,6 +573,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       this.parts.observer?.stageEvent("encoder+indexer", "ok", (performance.now() - started) / 1000);
     } catch (err) {
       // A segment that cannot be encoded or indexed goes to the dead-letter store; the rest flows.
+      // What its failed LLM attempts cost still counts as construction cost.
+      const spent = costOfError(err);
+      if (spent) this.addConstructionCost(segment.tenant, spent);
       await this.parts.graph.putDeadLetter({
         stage: "encoder+indexer",
         key,
@@ -585,6 +586,13 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       this.parts.observer?.stageEvent("encoder+indexer", "dlq");
     }
     this.parts.log.markDone(seq);
+  }
+
+  private addConstructionCost(tenant: string, cost: LlmCost): void {
+    this.construction.llmCalls += cost.llmCalls;
+    this.construction.inputTokens += cost.inputTokens;
+    this.construction.outputTokens += cost.outputTokens;
+    if (cost.llmCalls > 0) this.parts.observer?.constructionTokens?.(this.parts.encoder.id, tenant, cost);
   }
 
   private fail(err: unknown): void {

@@ -108,7 +108,7 @@ export const createLlm = async (llm: LlmConfig, opts: CreateLlmOptions): Promise
         model: llm.model,
         ...(llm.baseUrl ? { baseUrl: llm.baseUrl } : {}),
         ...(llm.apiKey ? { apiKey: llm.apiKey } : {}),
-        timeoutMs: llm.timeoutMs,
+        timeoutMs: llm.timeoutMs ?? 60_000,
         maxRetries: llm.maxRetries,
         ...(opts.usageSink ? { usageSink: opts.usageSink } : {}),
       });
@@ -118,7 +118,8 @@ export const createLlm = async (llm: LlmConfig, opts: CreateLlmOptions): Promise
       return LlamaLlm.load({
         modelPath: llm.gguf ?? join(opts.modelDir, DEFAULT_GGUF),
         contextSize: llm.contextSize,
-        timeoutMs: llm.timeoutMs,
+        // A small CPU model takes minutes on a long segment.
+        timeoutMs: llm.timeoutMs ?? 600_000,
         ...(llm.threads ? { threads: llm.threads } : {}),
         ...(opts.usageSink ? { usageSink: opts.usageSink } : {}),
       });

@@ -16,6 +16,8 @@ export type StoreKind = "embedded" | "neo4j";
 
 export interface OpenedStores {
   kind: StoreKind;
+  /** Where the data lives, for logs. */
+  label: string;
   graph: GraphStore;
   vectors: VectorStore;
   close(): Promise<void>;
@@ -29,31 +31,41 @@ export const storeKindFromEnv = (env: NodeJS.ProcessEnv = process.env): StoreKin
 
 export const openStores = async (config: Config, kind: StoreKind = storeKindFromEnv()): Promise<OpenedStores> => {
   if (kind === "neo4j") {
+    const uri = process.env.NEO4J_URI ?? "bolt://127.0.0.1:7687";
     // One driver (one connection pool) for both stores.
     const { driver } = openDriver({
-      uri: process.env.NEO4J_URI ?? "bolt://127.0.0.1:7687",
+      uri,
       user: process.env.NEO4J_USER ?? "neo4j",
       password: process.env.NEO4J_PASSWORD ?? "",
     });
     const database = process.env.NEO4J_DATABASE;
-    const graph = await Neo4jGraphStore.open({ driver, ...(database ? { database } : {}) });
-    const vectors = new Neo4jVectorStore({ driver, ...(database ? { database } : {}) });
-    return {
-      kind,
-      graph,
-      vectors,
-      close: async () => {
-        await vectors.close();
-        await graph.close();
-        await driver.close();
-      },
-    };
+    const shared = { driver, ...(database ? { database } : {}) };
+    try {
+      const graph = await Neo4jGraphStore.open(shared);
+      const vectors = new Neo4jVectorStore(shared);
+      await vectors.ensureSchema();
+      return {
+        kind,
+        label: `neo4j ${uri}`,
+        graph,
+        vectors,
+        close: async () => {
+          await vectors.close();
+          await graph.close();
+          await driver.close();
+        },
+      };
+    } catch (err) {
+      await driver.close();
+      throw err;
+    }
   }
   const db = openSqlite(config.dataDir);
   const graph = new SqliteGraphStore(db);
   const vectors = new HnswVectorStore(db, config.dataDir);
   return {
     kind,
+    label: `embedded ${config.dataDir}`,
     graph,
     vectors,
     close: async () => {

@@ -1,0 +1,64 @@
+/**
+ * Gateway process (distributed runtime): the front door. HTTP (the same createHttpApp and OpenAPI
+ * document as the embedded server) and gRPC (schemas/memory.proto) on 127.0.0.1 by default, both
+ * over the KafkaMemoryService: turns and flushes go to memory.turns.v1, reads go to the query
+ * service over gRPC. The tenant always comes from the API key (MEMORY_API_KEYS / config apiKeys).
+ *
+ * Env: MEMORY_HTTP_HOST / MEMORY_HTTP_PORT (127.0.0.1 / 8787; /metrics, /healthz, /readyz are on
+ * it), MEMORY_GRPC_HOST / MEMORY_GRPC_PORT (the HTTP host / 50051; 0 picks a free port),
+ * MEMORY_QUERY_ADDR (host:port of the query service, 127.0.0.1:50052), MEMORY_INTERNAL_TOKEN (sent
+ * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX.
+ * Logs JSON lines on stdout; "started" carries the bound addresses.
+ */
+import { jsonLogger } from "../core/adapters/kafka/process.ts";
+import { loadConfig } from "../core/config.ts";
+import { GrpcQueryBackend } from "./grpc-client.ts";
+import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
+import { createHttpApp } from "./http-app.ts";
+import { startHttpServer } from "./http-server.ts";
+import { KafkaMemoryService } from "./kafka-memory-service.ts";
+import { Metrics } from "./metrics.ts";
+
+const envInt = (name: string, fallback: number): number => {
+  const v = process.env[name];
+  const n = v === undefined || v === "" ? Number.NaN : Number(v);
+  return Number.isInteger(n) ? n : fallback;
+};
+
+const log = jsonLogger("gateway");
+const config = loadConfig();
+const metrics = new Metrics({ defaultLabels: { service: "gateway" } });
+const internalToken = process.env.MEMORY_INTERNAL_TOKEN;
+const queryAddr = process.env.MEMORY_QUERY_ADDR ?? "127.0.0.1:50052";
+const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
+const service = await KafkaMemoryService.open({ config, backend, log });
+
+const http = await startHttpServer(createHttpApp({ service, apiKeys: config.apiKeys, metrics }), {
+  host: config.http.host,
+  port: config.http.port,
+});
+const grpc = await startGrpcServer({
+  service,
+  authenticate: apiKeyAuthenticator(config.apiKeys),
+  metrics,
+  log,
+  host: process.env.MEMORY_GRPC_HOST ?? config.http.host,
+  port: envInt("MEMORY_GRPC_PORT", 50051),
+});
+
+let stopping = false;
+const shutdown = async (why: string): Promise<void> => {
+  if (stopping) return;
+  stopping = true;
+  log("info", "stopping", { why });
+  await grpc.close().catch(() => undefined);
+  await http.close().catch(() => undefined);
+  await service.close().catch((err: unknown) => log("error", "closing the producer failed", { error: String(err) }));
+  await backend.close().catch(() => undefined);
+  log("info", "stopped");
+  process.exit(0);
+};
+process.once("SIGTERM", () => void shutdown("SIGTERM"));
+process.once("SIGINT", () => void shutdown("SIGINT"));
+
+log("info", "started", { http: http.url, grpc: grpc.address, query: queryAddr, topicPrefix: config.kafka.topicPrefix });

@@ -1,0 +1,60 @@
+/**
+ * The query service's MemoryService: the read side only (Query, ListRecords, GetRecord) over a
+ * graph store and a vector store (Neo4j, or the embedded SQLite/HNSW stores). Ingest and Flush
+ * belong to the gateway; here they are UNIMPLEMENTED.
+ */
+import type { Embedder, GraphStore, QueryPlanner, RecordPage, RecordQuery, VectorStore } from "../core/ports.ts";
+import type { Health, IngestResult, MemoryService, QueryRequest, QueryResult } from "../core/service.ts";
+import type { MemoryRecord } from "../core/types.ts";
+import { UnsupportedOperation } from "../gateway/grpc-server.ts";
+import { type QuerySettings, runQuery } from "./query.ts";
+
+export interface StoreQueryServiceDeps {
+  graph: GraphStore;
+  vectors: VectorStore;
+  embedder: Embedder;
+  planner?: QueryPlanner;
+  settings: QuerySettings;
+  /** What the stores are, for health details (e.g. "neo4j bolt://..."). */
+  storeLabel: string;
+}
+
+export class StoreQueryService implements MemoryService {
+  constructor(private readonly deps: StoreQueryServiceDeps) {}
+
+  async ingest(): Promise<IngestResult> {
+    throw new UnsupportedOperation("the query service does not ingest: send turns to the gateway");
+  }
+
+  async flush(): Promise<void> {
+    throw new UnsupportedOperation("the query service does not flush: send the flush to the gateway");
+  }
+
+  query(tenant: string, req: QueryRequest): Promise<QueryResult> {
+    const { graph, vectors, embedder, planner } = this.deps;
+    return runQuery({ graph, vectors, embedder, ...(planner ? { planner } : {}) }, tenant, req, this.deps.settings);
+  }
+
+  listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
+    return this.deps.graph.listRecords(tenant, query);
+  }
+
+  async getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
+    const [r] = await this.deps.graph.getRecords(tenant, [id]);
+    return r;
+  }
+
+  /** Ready when the graph store answers a (tenant-scoped, cheap) count. */
+  async health(): Promise<Health> {
+    try {
+      await this.deps.graph.countSegments("__health__");
+      return { ok: true, ready: true, details: { store: this.deps.storeLabel, embedder: this.deps.embedder.id } };
+    } catch (err) {
+      return {
+        ok: false,
+        ready: false,
+        details: { store: this.deps.storeLabel, error: err instanceof Error ? err.message : String(err) },
+      };
+    }
+  }
+}

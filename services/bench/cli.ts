@@ -12,6 +12,7 @@ interface BenchFlags {
   items?: string;
   limit?: number;
   progress: boolean;
+  consolidate?: boolean;
 }
 
 const budgetsArg = (v: string): number[] => {
@@ -45,6 +46,7 @@ const run = async (dataset: DatasetSpec["name"], config: Config, o: BenchFlags):
     ...(picked ? { ids: picked } : {}),
     ...(o.limit !== undefined ? { limit: o.limit } : {}),
     progress: o.progress,
+    consolidate: o.consolidate ?? false,
   });
   console.log(markdown);
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
@@ -59,7 +61,8 @@ const common = (cmd: Command, defaultData: string): Command =>
         .argParser(budgetsArg)
         .default(DEFAULT_BUDGETS, DEFAULT_BUDGETS.join(",")),
     )
-    .option("--encoder <name>", "record encoder: extractive | llm (llm: not configured yet)", "extractive")
+    .option("--encoder <name>", "record encoder: extractive | llm (needs MEMORY_LLM_PROVIDER)", "extractive")
+    .option("--consolidate", "also ask every question again after sleep-time consolidation")
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");

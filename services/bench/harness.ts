@@ -11,6 +11,7 @@ import { Bm25Index, denseRank, recentFirst } from "./baselines.ts";
 import { type BenchTurn, greedyPack, type PackedContext, renderUnit, turnUnits, windows } from "./pack.ts";
 import { aggregateByCategory, mean, percentile, recall, sessionRecall } from "./scoring.ts";
 import {
+  type BaselineName,
   type BenchCase,
   type BenchQuestion,
   type BenchReport,
@@ -33,6 +34,8 @@ export interface HarnessOptions {
   embedder: Embedder;
   /** Progress bar on stderr. */
   progress?: boolean;
+  /** After our system's questions, consolidate the tenant and ask them again ("ours-consolidated"). */
+  consolidate?: boolean;
 }
 
 type HarnessResult = Pick<BenchReport, "summary" | "cost" | "questions"> & { compressor: string };
@@ -127,19 +130,20 @@ export const runHarness = async (
   const unbounded: { category: string; tokens: number; recall: Record<string, number | null> }[] = [];
   const oursMs: number[] = [];
   const engineMs: number[] = [];
-  const baselineMs: Record<Exclude<SystemName, "ours">, number[]> = {
+  const baselineMs: Record<BaselineName, number[]> = {
     "bm25-turns": [],
     "dense-turns": [],
     "window5-dense": [],
     "full-context": [],
   };
-  const build: Record<Exclude<SystemName, "ours">, { calls: number; texts: number; units: number; ms: number }> = {
+  const build: Record<BaselineName, { calls: number; texts: number; units: number; ms: number }> = {
     "bm25-turns": { calls: 0, texts: 0, units: 0, ms: 0 },
     "dense-turns": { calls: 0, texts: 0, units: 0, ms: 0 },
     "window5-dense": { calls: 0, texts: 0, units: 0, ms: 0 },
     "full-context": { calls: 0, texts: 0, units: 0, ms: 0 },
   };
   const keptRatios: number[] = [];
+  const consolidations: NonNullable<CostReport["consolidation"]> = [];
   const totals = {
     llmCalls: 0,
     llmIn: 0,
@@ -290,7 +294,7 @@ export const runHarness = async (
               ),
             });
 
-            const baseline = (system: Exclude<SystemName, "ours">, rankMs: number, pack: () => PackedContext) => {
+            const baseline = (system: BaselineName, rankMs: number, pack: () => PackedContext) => {
               const p = timed(pack);
               const total = rankMs + p.ms;
               baselineMs[system].push(total);
@@ -313,6 +317,39 @@ export const runHarness = async (
           }
         }
         totals.queryCalls += observer.embeddingCalls - callsBeforeQueries;
+
+        if (options.consolidate) {
+          bar?.update(done, { phase: "consolidate", case: c.id });
+          const report = await opened.engine.consolidate(tenant);
+          consolidations.push({
+            case: c.id,
+            examined: report.examined,
+            merged: report.merged,
+            superseded: report.superseded,
+            linked: report.linked,
+            unchanged: report.unchanged,
+            seconds: report.ms / 1000,
+          });
+          for (const q of c.questions)
+            for (const budget of budgets) {
+              const started = performance.now();
+              const result = await opened.engine.query(tenant, { question: q.question, conversation: c.id, budget });
+              rows.push({
+                case: c.id,
+                question: q.id,
+                category: q.category,
+                budget,
+                system: "ours-consolidated",
+                tokens: countTokens(result.context),
+                ms: performance.now() - started,
+                recall: scoreTargets(
+                  q,
+                  result.items.flatMap((i) => i.turnIds),
+                  sessionOf,
+                ),
+              });
+            }
+        }
       } finally {
         bm25.close();
         await opened.close();
@@ -366,7 +403,7 @@ export const runHarness = async (
   const sum = (f: (c: CaseCost) => number) => perCase.reduce((n, c) => n + f(c), 0);
   const ingestSeconds = sum((c) => c.ingestSeconds);
   const turnsTotal = sum((c) => c.turns);
-  const baselineCost = (s: Exclude<SystemName, "ours">) => ({
+  const baselineCost = (s: BaselineName) => ({
     embeddingCalls: build[s].calls,
     embeddedTexts: build[s].texts,
     units: build[s].units,
@@ -409,6 +446,7 @@ export const runHarness = async (
     },
     fullContextUnbounded: summarise(unbounded),
     perCase,
+    ...(options.consolidate ? { consolidation: consolidations } : {}),
   };
   return { summary, cost, questions: rows, compressor: [...compressors].join(", ") };
 };

@@ -57,7 +57,9 @@ export const renderMarkdown = (report: BenchReport): string => {
     out.push(
       markdownTable(
         recallHeader(report),
-        SYSTEMS.map((s) => recallRow(report, s, systems[s])),
+        SYSTEMS.filter((s) => report.questions.some((q) => q.system === s)).map((s) =>
+          recallRow(report, s, systems[s]),
+        ),
       ),
     );
   }

@@ -27,6 +27,8 @@ export interface BenchRunOptions {
   /** Run at most this many cases (after the id filter). */
   limit?: number;
   progress?: boolean;
+  /** Also measure our system after sleep-time consolidation. */
+  consolidate?: boolean;
   /** An embedder to use instead of loading the one in the model folder (it is not closed). */
   embedder?: Embedder;
 }
@@ -37,13 +39,16 @@ export interface BenchRun {
   files: string[];
 }
 
-/** Only the extractive encoder exists; asking for the LLM one fails instead of falling back. */
-export const assertEncoder = (encoder: string): "extractive" => {
+/** The LLM encoder needs an LLM: asking for it without one fails instead of falling back. */
+export const assertEncoder = (encoder: string, config: Config): "extractive" | "llm" => {
   if (encoder === "extractive") return encoder;
-  if (encoder === "llm")
-    throw new Error(
-      "no LLM encoder configured yet: `--encoder llm` needs an LLM encoder, which this build does not have; run with --encoder extractive",
-    );
+  if (encoder === "llm") {
+    if (config.llm.provider === "none")
+      throw new Error(
+        "--encoder llm needs an LLM: set MEMORY_LLM_PROVIDER=openai (with MEMORY_LLM_BASE_URL / MEMORY_LLM_MODEL / MEMORY_LLM_API_KEY) or local",
+      );
+    return encoder;
+  }
   throw new Error(`unknown encoder "${encoder}": expected one of ${ENCODERS.join(", ")}`);
 };
 
@@ -91,7 +96,8 @@ export const runBench = async (
   options: BenchRunOptions,
 ): Promise<BenchRun> => {
   const started = performance.now();
-  const encoder = assertEncoder(options.encoder ?? "extractive");
+  const encoder = assertEncoder(options.encoder ?? "extractive", config);
+  const engineConfig: Config = { ...config, llm: { ...config.llm, encoder } };
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)];
   const dataFile = resolve(options.data);
   const bytes = readFileSync(dataFile);
@@ -102,7 +108,13 @@ export const runBench = async (
   const embedder = options.embedder ?? (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR)));
   let result: Awaited<ReturnType<typeof runHarness>>;
   try {
-    result = await runHarness(spec, cases, { config, budgets, embedder, progress: options.progress ?? false });
+    result = await runHarness(spec, cases, {
+      config: engineConfig,
+      budgets,
+      embedder,
+      progress: options.progress ?? false,
+      consolidate: options.consolidate ?? false,
+    });
   } finally {
     if (!options.embedder) await embedder.close?.();
   }

@@ -1,8 +1,17 @@
 import type { TurnInput } from "../core/service.ts";
 import type { CategoryAggregate } from "./scoring.ts";
 
-export const SYSTEMS = ["ours", "bm25-turns", "dense-turns", "window5-dense", "full-context"] as const;
+/** "ours-consolidated": our engine again after sleep-time consolidation (only with --consolidate). */
+export const SYSTEMS = [
+  "ours",
+  "ours-consolidated",
+  "bm25-turns",
+  "dense-turns",
+  "window5-dense",
+  "full-context",
+] as const;
 export type SystemName = (typeof SYSTEMS)[number];
+export type BaselineName = Exclude<SystemName, "ours" | "ours-consolidated">;
 
 /** What a question's recall is measured against: turn ids, or session ids (via the turns' sessions). */
 export interface Target {
@@ -94,7 +103,7 @@ export interface CostReport {
   };
   embedder: { id: string; texts: number; seconds: number; sentencesPerSecond: number };
   baselines: Record<
-    Exclude<SystemName, "ours">,
+    BaselineName,
     {
       embeddingCalls: number;
       embeddedTexts: number;
@@ -106,6 +115,16 @@ export interface CostReport {
   >;
   fullContextUnbounded: { meanTokens: number; metrics: Record<string, CategoryAggregate> };
   perCase: CaseCost[];
+  /** With --consolidate: what consolidation did to each case's records before "ours-consolidated" was asked. */
+  consolidation?: {
+    case: string;
+    examined: number;
+    merged: number;
+    superseded: number;
+    linked: number;
+    unchanged: number;
+    seconds: number;
+  }[];
 }
 
 export interface BenchConfig {

@@ -12,6 +12,7 @@ import {
   sessionRecall,
 } from "../../services/bench/scoring.ts";
 import { markdownTable } from "../../services/bench/table.ts";
+import { loadConfig } from "../../services/core/config.ts";
 import { cleanEvidence, LocomoFileSchema, toConversation } from "../../services/core/datasets/locomo.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 
@@ -220,10 +221,13 @@ describe("baseline rankers", () => {
 });
 
 describe("bench options and rendering", () => {
-  it("refuses the LLM encoder instead of falling back", () => {
-    assert.throws(() => assertEncoder("llm"), /no LLM encoder configured yet/);
-    assert.throws(() => assertEncoder("gpt"), /unknown encoder/);
-    assert.equal(assertEncoder("extractive"), "extractive");
+  it("refuses the LLM encoder without an LLM instead of falling back", () => {
+    const none = loadConfig({}, {});
+    const local = loadConfig({}, { MEMORY_LLM_PROVIDER: "local" });
+    assert.throws(() => assertEncoder("llm", none), /--encoder llm needs an LLM/);
+    assert.equal(assertEncoder("llm", local), "llm");
+    assert.throws(() => assertEncoder("gpt", none), /unknown encoder/);
+    assert.equal(assertEncoder("extractive", none), "extractive");
   });
 
   it("parses budgets", () => {

@@ -100,6 +100,21 @@ export const readSchema = (file: string): string => {
   return JSON.stringify(JSON.parse(text));
 };
 
+/**
+ * Stages start together and register the same subjects: Apicurio answers 409 to the loser of two
+ * concurrent first-time creations (of a subject's rule, or of the subject itself). By then the
+ * winner's write exists, so the same call again is an update or finds the existing id. (An
+ * incompatible schema is also a 409, and the retry throws it again.)
+ */
+const retryOnConflict = async <T>(call: () => Promise<T>): Promise<T> => {
+  try {
+    return await call();
+  } catch (err) {
+    if ((err as { status?: number }).status !== 409) throw err;
+    return call();
+  }
+};
+
 /** The registry client and the codecs made with it. */
 export class RegistrySerdes {
   readonly client: SchemaRegistryClient;
@@ -116,8 +131,8 @@ export class RegistrySerdes {
    */
   async register(topic: string, file: string): Promise<number> {
     const subject = `${topic}-value`;
-    await this.client.updateConfig(subject, { compatibility: Compatibility.BACKWARD });
-    return this.client.register(subject, { schemaType: "AVRO", schema: readSchema(file) });
+    await retryOnConflict(() => this.client.updateConfig(subject, { compatibility: Compatibility.BACKWARD }));
+    return retryOnConflict(() => this.client.register(subject, { schemaType: "AVRO", schema: readSchema(file) }));
   }
 
   /** Registers the topic's schema and returns its codec, validating with `schema`. */

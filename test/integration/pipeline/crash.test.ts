@@ -1,23 +1,54 @@
-// Crash recovery of the distributed pipeline (real Kafka + schema registry): the sensory and
-// segmenter stages run as child processes; half the turns are produced, the segmenter is SIGKILLed
-// once its log shows it has committed part of them, the rest is produced while it is down, and it
-// is restarted. The segments topic (read_committed) must then hold exactly the segments of an
-// uninterrupted reference run of the same pure logic: same ids, same turns, same order, none twice.
-// Skips unless KAFKA_BROKERS and SCHEMA_REGISTRY_URL are set.
+// Crash recovery of every stage of the distributed pipeline (real Kafka + schema registry; Neo4j
+// for the indexer when NEO4J_URI is set, else the embedded store in a temporary folder).
+//
+// One test per stage, one shared body: the stage runs as a child process (the sensory case also
+// runs the segmenter behind it) on a run-unique topic prefix, and its input topic is fed, in small
+// transactions like an upstream stage's, with the items of an uninterrupted in-process reference
+// run of the same pure logic (two copies of the bundled LoCoMo sample under two tenants). Half of
+// each conversation is fed; the stage is SIGKILLed the moment its own log reports that it has
+// committed part of it (the kill is sent from the log-line handler, no sleeping); the other half is
+// fed while it is down; it is restarted and the conversations are flushed. Once every consumer
+// group has committed its input to the end:
+//   sensory, segmenter, encoder: the output topics read with read_committed hold exactly the
+//     reference's items, in order per conversation, none twice (sensory: the compressed turns'
+//     ids and the segments; segmenter: the segments; encoder: each records event's segment id and
+//     record ids);
+//   indexer: the store holds exactly the reference's record ids and segments, counted with
+//     countRecords / countSegments (writes are upserts, so a replay must not duplicate).
+// A stateful stage must have restored its keyed state from the changelog, and the restarted stage
+// stops gracefully on SIGTERM (exit 0). Skips unless KAFKA_BROKERS and SCHEMA_REGISTRY_URL are set.
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import type { Kafka, Message } from "kafkajs";
 import { ensurePipelineTopics, kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
-import { openPipelineCodecs, RegistrySerdes } from "../../../services/core/adapters/kafka/serde.ts";
-import { CONTROL_HEADER } from "../../../services/core/adapters/kafka/topics.ts";
+import {
+  openPipelineCodecs,
+  type PipelineCodecs,
+  RegistrySerdes,
+} from "../../../services/core/adapters/kafka/serde.ts";
+import { CONTROL_HEADER, type TopicNames } from "../../../services/core/adapters/kafka/topics.ts";
 import { loadOnnxEmbedder } from "../../../services/core/adapters/onnx/embedder.ts";
+import { openStores } from "../../../services/core/adapters/open-stores.ts";
+import { loadConfig } from "../../../services/core/config.ts";
 import { loadLocomo } from "../../../services/core/datasets/locomo.ts";
 import { toTurn } from "../../../services/core/service.ts";
 import { turnEmbeddingText } from "../../../services/core/turn-text.ts";
-import { keyOf, type Segment, type Turn } from "../../../services/core/types.ts";
+import {
+  type DisambiguationContext,
+  keyOf,
+  type RecordsEvent,
+  type Segment,
+  type SensoryTurn,
+  type Turn,
+} from "../../../services/core/types.ts";
+import { emptyContext } from "../../../services/encoder/extractor.ts";
+import { ExtractiveEncoder } from "../../../services/encoder/handler.ts";
 import { DEFAULT_GATE } from "../../../services/segmenter/gate.ts";
 import {
   initialSegmenterState,
@@ -27,7 +58,16 @@ import {
 } from "../../../services/segmenter/handler.ts";
 import { compressTurn } from "../../../services/sensory/handler.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
-import { collect, deleteSubjects, deleteTopics, skip as infraSkip, runPrefix, testEnv, until } from "./helpers.ts";
+import {
+  deleteSubjects,
+  deleteTopics,
+  skip as infraSkip,
+  readAll,
+  runPrefix,
+  testEnv,
+  until,
+  waitGroupsDrained,
+} from "./helpers.ts";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const MODEL_DIR = join(ROOT, "models");
@@ -36,33 +76,127 @@ const skip = infraSkip || (existsSync(EMBEDDER) ? false : "embedder model missin
 
 const KEEP_RATE = 0.7;
 const SEG_CFG: SegmenterConfig = { gate: DEFAULT_GATE, bufferTokens: 0, idleTimeoutMs: 3_600_000 };
+/** Two tenants, so that the two copies of the sample give distinct record ids in one store. */
+const RUN = randomUUID().slice(0, 8);
+const CONVERSATIONS = ["a", "b", "c", "d"].map((t, i) => ({ tenant: `crash-${RUN}-${t}`, conversation: `c${i + 1}` }));
 
-/** Two conversations of the bundled LoCoMo sample: ~60 turns on (likely) different partitions. */
-const conversations = (): { key: string; turns: Turn[] }[] => {
+type StageName = "sensory" | "segmenter" | "encoder" | "indexer";
+type Role = "turns" | "sensory" | "segments" | "records";
+const INPUT_OF: Record<StageName, Role> = {
+  sensory: "turns",
+  segmenter: "sensory",
+  encoder: "segments",
+  indexer: "records",
+};
+/** Messages per transaction: small, so that a kill lands between commits of the stream. */
+const MAX_CHUNK: Record<StageName, number> = { sensory: 2, segmenter: 2, encoder: 1, indexer: 1 };
+
+// ---------------------------------------------------------------------------------------------------
+// The uninterrupted reference: the same pure logic, in order, in this process.
+
+interface Conversation {
+  key: string;
+  tenant: string;
+  turns: Turn[];
+  sensory: SensoryTurn[];
+  segments: Segment[];
+  records: RecordsEvent[];
+}
+
+const computeReference = async (): Promise<Conversation[]> => {
   const [sample] = loadLocomo(join(ROOT, "services", "cli", "sample-locomo.json"));
   assert.ok(sample);
-  return ["c1", "c2"].map((conversation) => ({
-    key: keyOf("acme", conversation),
-    turns: sample.turns.map((t, i) => toTurn("acme", conversation, t, `t${i + 1}`) as Turn),
-  }));
+  const embedder = await loadOnnxEmbedder(EMBEDDER);
+  const compressor = new StatisticalCompressor();
+  const encoder = new ExtractiveEncoder();
+  const out: Conversation[] = [];
+  try {
+    for (const { tenant, conversation } of CONVERSATIONS) {
+      const turns = sample.turns.map((t, i) => toTurn(tenant, conversation, t, `t${i + 1}`) as Turn);
+      const sensory: SensoryTurn[] = [];
+      for (const t of turns) sensory.push(await compressTurn(t, compressor, KEEP_RATE));
+      const vectors = await embedder.embed(sensory.map((t) => turnEmbeddingText(t.speaker, t.text)));
+      let state: SegmenterState = initialSegmenterState(tenant, conversation);
+      const segments: Segment[] = [];
+      for (const [i, turn] of sensory.entries()) {
+        const r = segmenterStep(
+          state,
+          { kind: "turn", turn, embedding: vectors[i] as Float32Array, nowMs: 0 },
+          SEG_CFG,
+        );
+        state = r.state;
+        segments.push(...r.segments);
+      }
+      segments.push(...segmenterStep(state, { kind: "flush", reason: "flush", nowMs: 0 }, SEG_CFG).segments);
+      let context: DisambiguationContext = emptyContext();
+      const records: RecordsEvent[] = [];
+      for (const segment of segments) {
+        const r = await encoder.encode(segment, context);
+        context = r.context;
+        records.push({ tenant, conversation, segment, records: r.records, context });
+      }
+      out.push({ key: keyOf(tenant, conversation), tenant, turns, sensory, segments, records });
+    }
+  } finally {
+    await embedder.close();
+  }
+  return out;
 };
 
+let referenceRun: Promise<Conversation[]> | undefined;
+const reference = (): Promise<Conversation[]> => {
+  referenceRun ??= computeReference();
+  return referenceRun;
+};
+
+/** The input items of a stage, encoded with its input topic's codec, per conversation. */
+const inputsOf = async (stage: StageName, conv: Conversation, codecs: PipelineCodecs): Promise<Buffer[]> => {
+  switch (stage) {
+    case "sensory":
+      return Promise.all(conv.turns.map((t) => codecs.turns.encode(t)));
+    case "segmenter":
+      return Promise.all(conv.sensory.map((t) => codecs.sensory.encode(t)));
+    case "encoder":
+      return Promise.all(conv.segments.map((s) => codecs.segments.encode(s)));
+    case "indexer":
+      return Promise.all(conv.records.map((e) => codecs.records.encode(e)));
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Stage processes
+
 interface Stage {
-  name: string;
+  name: StageName;
   child: ChildProcess;
   committedInputs: number;
   started: boolean;
   exited: boolean;
+  /**
+   * SIGKILL sent from the log-line handler once committedInputs reached this, at the next
+   * transaction's AddOffsetsToTxn request (kafkajs debug log): the chunk's outputs and changelog
+   * entries are written into the open transaction (for the indexer, its store writes are done),
+   * its offsets are not committed yet. Whether the signal lands before that transaction commits is
+   * a race (for the slower stages it usually does, for the sensory stage often not); either way
+   * nothing may be lost or duplicated.
+   */
+  killAt?: number;
+  killed: boolean;
   log: string[];
 }
 
-const startStage = (name: string, env: NodeJS.ProcessEnv): Stage => {
+const startStage = (name: StageName, env: NodeJS.ProcessEnv, killAt?: number): Stage => {
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "main.ts")], {
     cwd: ROOT,
-    env,
+    env: {
+      ...env,
+      MEMORY_STAGE_MAX_CHUNK: String(MAX_CHUNK[name]),
+      ...(killAt !== undefined ? { KAFKAJS_DEBUG: "1" } : {}),
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  const stage: Stage = { name, child, committedInputs: 0, started: false, exited: false, log: [] };
+  const stage: Stage = { name, child, committedInputs: 0, started: false, exited: false, killed: false, log: [] };
+  if (killAt !== undefined) stage.killAt = killAt;
   let buf = "";
   child.stdout?.on("data", (chunk: Buffer) => {
     buf += chunk.toString();
@@ -71,18 +205,29 @@ const startStage = (name: string, env: NodeJS.ProcessEnv): Stage => {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       i = buf.indexOf("\n");
-      stage.log.push(line);
       try {
-        const e = JSON.parse(line) as { msg?: string; inputs?: number };
+        const e = JSON.parse(line) as { msg?: string; inputs?: number; level?: string; message?: string };
+        if (e.level !== "DEBUG") stage.log.push(line);
         if (e.msg === "started") stage.started = true;
         if (e.msg === "committed") stage.committedInputs += e.inputs ?? 0;
+        if (
+          stage.killAt !== undefined &&
+          !stage.killed &&
+          stage.committedInputs >= stage.killAt &&
+          e.message?.includes("Request AddOffsetsToTxn(")
+        ) {
+          stage.killed = true;
+          child.kill("SIGKILL");
+        }
       } catch {
+        stage.log.push(line);
         // not a log line
       }
     }
   });
   child.stderr?.on("data", (chunk: Buffer) => stage.log.push(chunk.toString()));
-  child.on("exit", () => {
+  // "close", not "exit": every line the process wrote has been read by then.
+  child.on("close", () => {
     stage.exited = true;
   });
   return stage;
@@ -94,130 +239,257 @@ const stopStage = async (s: Stage, signal: NodeJS.Signals): Promise<void> => {
   await until(`${s.name} to exit`, () => s.exited, 30_000);
 };
 
-/** The uninterrupted reference: the same pure logic, in order, in this process. */
-const reference = async (convs: { key: string; turns: Turn[] }[]): Promise<Map<string, Segment[]>> => {
-  const embedder = await loadOnnxEmbedder(EMBEDDER);
-  const compressor = new StatisticalCompressor();
-  const out = new Map<string, Segment[]>();
-  try {
-    for (const { key, turns } of convs) {
-      const first = turns[0] as Turn;
-      let state: SegmenterState = initialSegmenterState(first.tenant, first.conversation);
-      const segments: Segment[] = [];
-      const vectors = await embedder.embed(turns.map((t) => turnEmbeddingText(t.speaker, t.text)));
-      for (const [i, t] of turns.entries()) {
-        const sensory = await compressTurn(t, compressor, KEEP_RATE);
-        const r = segmenterStep(
-          state,
-          { kind: "turn", turn: sensory, embedding: vectors[i] as Float32Array, nowMs: 0 },
-          SEG_CFG,
-        );
-        state = r.state;
-        segments.push(...r.segments);
-      }
-      segments.push(...segmenterStep(state, { kind: "flush", reason: "flush", nowMs: 0 }, SEG_CFG).segments);
-      out.set(key, segments);
-    }
-  } finally {
-    await embedder.close();
-  }
-  return out;
+const waitStarted = (stages: readonly Stage[]): Promise<void> =>
+  until(
+    `${stages.map((s) => s.name).join(", ")} to start`,
+    () => {
+      const dead = stages.find((s) => s.exited);
+      if (dead) throw new Error(`${dead.name} exited before it started`);
+      return stages.every((s) => s.started);
+    },
+    90_000,
+  );
+
+// ---------------------------------------------------------------------------------------------------
+// What is compared
+
+const shapes = {
+  sensory: (t: SensoryTurn) => t.turnId,
+  segments: (s: Segment) => ({ id: s.id, closedBy: s.closedBy, turns: s.turns.map((t) => t.turnId) }),
+  records: (e: RecordsEvent) => ({ segment: e.segment.id, records: e.records.map((r) => r.id) }),
 };
+type Checked = keyof typeof shapes;
 
-const shape = (s: Segment) => ({ id: s.id, closedBy: s.closedBy, turns: s.turns.map((t) => t.turnId) });
-
-test("SIGKILL of the segmenter mid-stream: the segments topic equals an uninterrupted run", {
-  skip,
-  timeout: 150_000,
-}, async () => {
-  const prefix = runPrefix("crash");
-  const env = testEnv(prefix, {
-    MEMORY_METRICS_PORT: "0",
-    MEMORY_MODEL_DIR: MODEL_DIR,
-    MEMORY_COMPRESSOR: "statistical",
-    MEMORY_KEEP_RATE: String(KEEP_RATE),
-    MEMORY_BUFFER_TOKENS: "0",
-    MEMORY_IDLE_TIMEOUT_MS: "3600000",
-    MEMORY_STAGE_MAX_CHUNK: "4",
-  });
-  const config = (await import("../../../services/core/config.ts")).loadConfig({}, env);
-  const kafka = kafkaClient(config, "crash-test");
-  const serdes = new RegistrySerdes(config.kafka.registryUrl);
-  const producer = kafka.producer();
-  const stages: Stage[] = [];
-  let segmentsCollector: Awaited<ReturnType<typeof collect>> | undefined;
-  try {
-    const convs = conversations();
-    const expected = await reference(convs);
-    const topics = await ensurePipelineTopics(kafka, config);
-    const codecs = await openPipelineCodecs(serdes, topics);
-    await producer.connect();
-
-    const sensory = startStage("sensory", env);
-    let segmenter = startStage("segmenter", env);
-    stages.push(sensory, segmenter);
-    await until("both stages to start", () => sensory.started && segmenter.started, 60_000);
-
-    const produce = async (from: number, to: number): Promise<void> => {
-      for (const { key, turns } of convs)
-        await producer.send({
-          topic: topics.turns,
-          messages: await Promise.all(
-            turns.slice(from, to).map(async (t) => ({ key, value: await codecs.turns.encode(t) })),
-          ),
-        });
-    };
-    const half = Math.floor((convs[0]?.turns.length ?? 0) / 2);
-    await produce(0, half);
-    // Kill once the segmenter's own log says it has committed part of the stream.
-    await until("the segmenter to commit some turns", () => segmenter.committedInputs >= 8, 60_000);
-    await stopStage(segmenter, "SIGKILL");
-    const before = segmenter.committedInputs;
-    assert.ok(before < 2 * half, `killed mid-stream (${before} of ${2 * half} committed)`);
-
-    await produce(half, Number.MAX_SAFE_INTEGER);
-    segmenter = startStage("segmenter", env);
-    stages.push(segmenter);
-    for (const { key } of convs)
-      await producer.send({
-        topic: topics.turns,
-        messages: [{ key, value: null, headers: { [CONTROL_HEADER]: "flush" } }],
-      });
-
-    const collector = await collect(kafka, topics.segments);
-    segmentsCollector = collector;
-    const total = [...expected.values()].reduce((n, s) => n + s.length, 0);
-    await until("every segment", () => collector.messages.length >= total, 90_000);
-    // Anything duplicated would arrive right behind; give it a moment.
-    await new Promise((r) => setTimeout(r, 1500));
-
-    const got = new Map<string, Segment[]>();
-    for (const m of collector.messages) {
+/** The output topic read with read_committed, decoded and shaped per conversation; all of it. */
+const readTopic = async (
+  kafka: Kafka,
+  topics: TopicNames,
+  codecs: PipelineCodecs,
+  which: Checked,
+): Promise<{ total: number; byKey: Map<string, unknown[]> }> => {
+  // Control messages (a forwarded flush) keep their place in the stream but are not items.
+  const messages = (await readAll(kafka, topics[which])).filter((m) => !m.control);
+  const byKey = new Map<string, unknown[]>();
+  for (const m of messages) {
+    let shaped: unknown;
+    if (which === "sensory") {
+      const d = await codecs.sensory.decode(m.value);
+      assert.ok(d.ok, d.ok ? "" : d.reason);
+      shaped = shapes.sensory(d.value);
+    } else if (which === "segments") {
       const d = await codecs.segments.decode(m.value);
       assert.ok(d.ok, d.ok ? "" : d.reason);
-      got.set(m.key, [...(got.get(m.key) ?? []), d.value]);
+      shaped = shapes.segments(d.value);
+    } else {
+      const d = await codecs.records.decode(m.value);
+      assert.ok(d.ok, d.ok ? "" : d.reason);
+      shaped = shapes.records(d.value);
     }
-    const ids = collector.messages.length;
-    assert.equal(ids, total, "no segment twice, none missing");
-    for (const { key } of convs)
-      assert.deepEqual((got.get(key) ?? []).map(shape), (expected.get(key) ?? []).map(shape), `segments of ${key}`);
-    assert.ok(
-      segmenter.log.some((l) => l.includes('"state restored"')),
-      "the restarted segmenter restored its state from the changelog",
-    );
-
-    // Graceful stop: SIGTERM finishes the batch, commits and exits 0.
-    await stopStage(segmenter, "SIGTERM");
-    assert.equal(segmenter.child.exitCode, 0);
-  } catch (err) {
-    for (const s of stages) process.stderr.write(`--- ${s.name} log\n${s.log.slice(-30).join("\n")}\n`);
-    throw err;
-  } finally {
-    await Promise.allSettled(stages.map((s) => stopStage(s, "SIGKILL")));
-    await segmentsCollector?.consumer.disconnect().catch(() => undefined);
-    await producer.disconnect().catch(() => undefined);
-    await serdes.close().catch(() => undefined);
-    await deleteTopics(kafka, prefix);
-    await deleteSubjects(prefix);
+    byKey.set(m.key, [...(byKey.get(m.key) ?? []), shaped]);
   }
-});
+  return { total: messages.length, byKey };
+};
+
+const expectedOf = (conv: Conversation, which: Checked): unknown[] =>
+  which === "sensory"
+    ? conv.sensory.map(shapes.sensory)
+    : which === "segments"
+      ? conv.segments.map(shapes.segments)
+      : conv.records.map(shapes.records);
+
+interface Case {
+  /** The stage SIGKILLed mid-stream and restarted. */
+  kill: StageName;
+  /** Stages run as child processes, in pipeline order; the first one's input topic is fed. */
+  run: StageName[];
+  /** Output topics compared with the reference (the indexer's result is its store). */
+  check: Checked[];
+  /** Committed inputs of the killed stage that trigger the kill (less than half its input). */
+  killAt: number;
+  /** Copies of the sample fed (the later stages see few items per conversation: 4 segments). */
+  conversations: number;
+}
+
+const STATEFUL = new Set<StageName>(["segmenter", "encoder"]);
+
+/** The killed stage's own output topic, read uncommitted too: aborted messages show a kill mid-transaction. */
+const OUTPUT_OF: Record<StageName, "sensory" | "segments" | "records" | "updateQueue"> = {
+  sensory: "sensory",
+  segmenter: "segments",
+  encoder: "records",
+  indexer: "updateQueue",
+};
+
+const CASES: Case[] = [
+  { kill: "sensory", run: ["sensory", "segmenter"], check: ["sensory", "segments"], killAt: 6, conversations: 2 },
+  { kill: "segmenter", run: ["segmenter"], check: ["segments"], killAt: 6, conversations: 2 },
+  { kill: "encoder", run: ["encoder"], check: ["records"], killAt: 2, conversations: 4 },
+  { kill: "indexer", run: ["indexer"], check: [], killAt: 2, conversations: 4 },
+];
+
+for (const c of CASES)
+  test(`SIGKILL of the ${c.kill} mid-stream, restart: the result equals an uninterrupted run`, {
+    skip,
+    timeout: 150_000,
+  }, async (t) => {
+    const prefix = runPrefix(`crash-${c.kill}`);
+    const neo4j = c.kill === "indexer" && Boolean(process.env.NEO4J_URI);
+    const dataDir = c.kill === "indexer" && !neo4j ? mkdtempSync(join(tmpdir(), "crash-indexer-")) : undefined;
+    const env = testEnv(prefix, {
+      MEMORY_METRICS_PORT: "0",
+      MEMORY_MODEL_DIR: MODEL_DIR,
+      MEMORY_COMPRESSOR: "statistical",
+      MEMORY_KEEP_RATE: String(KEEP_RATE),
+      MEMORY_BUFFER_TOKENS: "0",
+      MEMORY_IDLE_TIMEOUT_MS: "3600000",
+      MEMORY_STORE: neo4j ? "neo4j" : "embedded",
+      ...(dataDir ? { MEMORY_DATA_DIR: dataDir } : {}),
+    });
+    const config = loadConfig({}, env);
+    const kafka = kafkaClient(config, `crash-test-${c.kill}`);
+    const serdes = new RegistrySerdes(config.kafka.registryUrl);
+    const feeder = kafka.producer({
+      transactionalId: `${prefix}crash-feeder`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    const stages: Stage[] = [];
+    const convs = (await reference()).slice(0, c.conversations);
+    try {
+      const topics = await ensurePipelineTopics(kafka, config);
+      const codecs = await openPipelineCodecs(serdes, topics);
+      const inputTopic = topics[INPUT_OF[c.run[0] as StageName]];
+      const inputs = await Promise.all(convs.map((conv) => inputsOf(c.run[0] as StageName, conv, codecs)));
+      await feeder.connect();
+      /** Writes like an upstream stage: a few messages per transaction, conversations interleaved. */
+      const feed = async (batches: Message[][]): Promise<void> => {
+        for (let i = 0; i < Math.max(...batches.map((b) => b.length)); i += 3) {
+          const tx = await feeder.transaction();
+          try {
+            const messages = batches.flatMap((b) => b.slice(i, i + 3));
+            if (messages.length > 0) await tx.send({ topic: inputTopic, messages });
+            await tx.commit();
+          } catch (err) {
+            await tx.abort().catch(() => undefined);
+            throw err;
+          }
+        }
+      };
+      const halfOf = (n: number): number => Math.ceil(n / 2);
+      const firstHalf = inputs.reduce((n, xs) => n + halfOf(xs.length), 0);
+      assert.ok(c.killAt < firstHalf, `kill threshold ${c.killAt} below the first half (${firstHalf})`);
+
+      const running = new Map<StageName, Stage>();
+      for (const name of c.run) {
+        const s = startStage(name, env, name === c.kill ? c.killAt : undefined);
+        running.set(name, s);
+        stages.push(s);
+      }
+      await waitStarted([...running.values()]);
+
+      // First half; the killed stage's log-line handler sends SIGKILL once it has committed killAt inputs.
+      const part = (from: "first" | "second"): Message[][] =>
+        convs.map((conv, i) => {
+          const xs = inputs[i] ?? [];
+          const half = halfOf(xs.length);
+          return (from === "first" ? xs.slice(0, half) : xs.slice(half)).map((value) => ({ key: conv.key, value }));
+        });
+      await feed(part("first"));
+      const victim = running.get(c.kill) as Stage;
+      await until(`the ${c.kill} to be killed mid-stream`, () => victim.exited, 90_000);
+      assert.ok(victim.killed, `${c.kill} was killed by the test, not by itself`);
+      const before = victim.committedInputs;
+      assert.ok(
+        before >= c.killAt && before < firstHalf,
+        `killed mid-stream: ${before} of the ${firstHalf} inputs fed so far committed`,
+      );
+
+      // Second half while it is down, then restart it and flush the conversations.
+      await feed(part("second"));
+      const restarted = startStage(c.kill, env);
+      running.set(c.kill, restarted);
+      stages.push(restarted);
+      await waitStarted([restarted]);
+      await feed(convs.map((conv) => [{ key: conv.key, value: null, headers: { [CONTROL_HEADER]: "flush" } }]));
+
+      t.diagnostic(`${c.kill} killed after committing ${before} of ${firstHalf} inputs fed`);
+      await waitGroupsDrained(
+        kafka,
+        c.run.map((name) => ({ groupId: `${prefix}memory-${name}`, topic: topics[INPUT_OF[name]] })),
+        120_000,
+      );
+      if (STATEFUL.has(c.kill))
+        assert.ok(
+          restarted.log.some((l) => l.includes('"state restored"')),
+          `the restarted ${c.kill} restored its state from the changelog`,
+        );
+      // Graceful stop: SIGTERM finishes the batch, commits and exits 0.
+      for (const s of [...running.values()].reverse()) await stopStage(s, "SIGTERM");
+      assert.equal(restarted.child.exitCode, 0, `the restarted ${c.kill} stopped gracefully`);
+      // The killed transaction was aborted when the restarted stage fenced it: what it had written
+      // is in the log but invisible to read_committed (the indexer's outputs may be empty).
+      let aborted = 0;
+      for (const topic of [topics[OUTPUT_OF[c.kill]], ...(STATEFUL.has(c.kill) ? [topics.state(c.kill)] : [])])
+        aborted += (await readAll(kafka, topic, 60_000, true)).length - (await readAll(kafka, topic)).length;
+      t.diagnostic(
+        `the restarted ${c.kill} committed ${restarted.committedInputs} inputs; ` +
+          `${aborted} messages of the killed transaction aborted`,
+      );
+
+      for (const which of c.check) {
+        const got = await readTopic(kafka, topics, codecs, which);
+        const expected = convs.reduce((n, conv) => n + expectedOf(conv, which).length, 0);
+        assert.equal(got.total, expected, `${which}: none twice, none missing`);
+        for (const conv of convs)
+          assert.deepEqual(got.byKey.get(conv.key) ?? [], expectedOf(conv, which), `${which} of ${conv.key}`);
+      }
+
+      if (c.kill === "indexer") {
+        const stores = await openStores(config, neo4j ? "neo4j" : "embedded");
+        try {
+          for (const conv of convs) {
+            const ids: string[] = [];
+            let cursor: string | undefined;
+            do {
+              const page = await stores.graph.listRecords(conv.tenant, {
+                limit: 200,
+                includeSuperseded: true,
+                ...(cursor ? { cursor } : {}),
+              });
+              ids.push(...page.records.map((r) => r.id));
+              cursor = page.nextCursor;
+            } while (cursor);
+            const expected = [...new Set(conv.records.flatMap((e) => e.records.map((r) => r.id)))].sort();
+            assert.ok(expected.length > 0, "the reference has records");
+            assert.deepEqual([...ids].sort(), expected, `record ids of ${conv.tenant}`);
+            assert.equal(await stores.graph.countRecords(conv.tenant), expected.length, `records of ${conv.tenant}`);
+            assert.equal(
+              await stores.graph.countSegments(conv.tenant),
+              conv.segments.length,
+              `segments of ${conv.tenant}`,
+            );
+          }
+        } finally {
+          if (neo4j)
+            for (const conv of convs) {
+              await stores.graph.deleteTenant(conv.tenant).catch(() => undefined);
+              await stores.vectors.deleteTenant(conv.tenant).catch(() => undefined);
+            }
+          await stores.close();
+        }
+      }
+      if (process.env.CRASH_TEST_LOGS)
+        for (const s of stages)
+          process.stderr.write(`--- ${s.name}\n${s.log.filter((l) => !l.includes('"committed"')).join("\n")}\n`);
+    } catch (err) {
+      for (const s of stages) process.stderr.write(`--- ${s.name} log\n${s.log.slice(-30).join("\n")}\n`);
+      throw err;
+    } finally {
+      await Promise.allSettled(stages.map((s) => stopStage(s, "SIGKILL")));
+      await feeder.disconnect().catch(() => undefined);
+      await serdes.close().catch(() => undefined);
+      await deleteTopics(kafka, prefix);
+      await deleteSubjects(prefix);
+      if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    }
+  });

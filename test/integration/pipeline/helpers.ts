@@ -1,6 +1,7 @@
 /** Shared helpers of the pipeline integration tests (real Kafka + schema registry). */
 import { randomUUID } from "node:crypto";
 import { type Consumer, type Kafka, Kafka as KafkaClient, type KafkaMessage, logLevel } from "kafkajs";
+import { CONTROL_HEADER } from "../../../services/core/adapters/kafka/topics.ts";
 import { type Config, loadConfig } from "../../../services/core/config.ts";
 
 export const brokers = process.env.KAFKA_BROKERS;
@@ -91,6 +92,92 @@ export const deleteTopics = async (kafka: Kafka, prefix: string): Promise<void> 
     if (topics.length > 0) await admin.deleteTopics({ topics });
   } catch {
     // best effort
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+};
+
+/**
+ * Everything on `topic` (read_committed unless asked, from the beginning) up to the partitions' high watermarks
+ * taken now: resolves once the reader has passed every partition's end, commit markers included
+ * (kafkajs reports them through END_BATCH_PROCESS even when a batch holds no data message), so
+ * nothing that was committed before the call can be missing and nothing is waited for by sleeping.
+ */
+export const readAll = async (
+  kafka: Kafka,
+  topic: string,
+  ms = 60_000,
+  readUncommitted = false,
+): Promise<{ key: string; value: Buffer | null; control: boolean; partition: number; offset: string }[]> => {
+  const admin = kafka.admin();
+  await admin.connect();
+  const ends = await admin.fetchTopicOffsets(topic);
+  const target = new Map(ends.map((e) => [e.partition, BigInt(e.high)]));
+  const seen = new Map<number, bigint>();
+  const out: { key: string; value: Buffer | null; control: boolean; partition: number; offset: string }[] = [];
+  const groupId = `read-${randomUUID().slice(0, 8)}`;
+  const consumer = kafka.consumer({ groupId, readUncommitted });
+  consumer.on(consumer.events.END_BATCH_PROCESS, (e) => {
+    const last = BigInt(e.payload.lastOffset);
+    if (last > (seen.get(e.payload.partition) ?? -1n)) seen.set(e.payload.partition, last);
+  });
+  try {
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        out.push({
+          key: message.key?.toString() ?? "",
+          value: message.value,
+          control: message.headers?.[CONTROL_HEADER] !== undefined,
+          partition,
+          offset: message.offset,
+        });
+      },
+    });
+    await until(
+      `${topic} read to its end`,
+      () => [...target].every(([p, high]) => (seen.get(p) ?? -1n) >= high - 1n),
+      ms,
+    );
+  } finally {
+    await consumer.disconnect().catch(() => undefined);
+    await admin.deleteGroups([groupId]).catch(() => undefined);
+    await admin.disconnect().catch(() => undefined);
+  }
+  return out.sort((a, b) => a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset)));
+};
+
+/**
+ * Resolves when every given consumer group has committed up to the end of its input topic, twice
+ * in a row. Inputs written in transactions end with a commit marker that takes an offset no
+ * consumer commits past, so committed >= high watermark - 1 counts as drained.
+ */
+export const waitGroupsDrained = async (
+  kafka: Kafka,
+  groups: readonly { groupId: string; topic: string }[],
+  ms = 90_000,
+): Promise<void> => {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const end = Date.now() + ms;
+    let streak = 0;
+    let behind: Record<string, number> = {};
+    while (streak < 2) {
+      if (Date.now() > end) throw new Error(`not drained after ${ms} ms: ${JSON.stringify(behind)}`);
+      behind = {};
+      for (const { groupId, topic } of groups) {
+        const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+        for (const e of await admin.fetchTopicOffsets(topic)) {
+          const c = Number(committed?.partitions.find((p) => p.partition === e.partition)?.offset ?? -1);
+          const gap = Number(e.high) - 1 - Math.max(0, c);
+          if (gap > 0) behind[groupId] = (behind[groupId] ?? 0) + gap;
+        }
+      }
+      streak = Object.keys(behind).length === 0 ? streak + 1 : 0;
+      if (streak < 2) await sleep(250);
+    }
   } finally {
     await admin.disconnect().catch(() => undefined);
   }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { RecordPage, RecordQuery } from "./ports.ts";
-import type { MemoryRecord, Turn } from "./types.ts";
+import { type MemoryRecord, RecordTypeSchema, type Turn } from "./types.ts";
 
 /** A turn as a client sends it: tenant comes from the credential, not the body. */
 export const TurnInputSchema = z.object({
@@ -22,6 +22,35 @@ export const QueryRequestSchema = z.object({
   asOf: z.string().optional(),
 });
 export type QueryRequest = z.infer<typeof QueryRequestSchema>;
+
+const isoToMs = z
+  .string()
+  .refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 date or timestamp" })
+  .transform((s) => Date.parse(s));
+
+/**
+ * The record-listing filters every front door accepts (HTTP query string, gRPC message); each
+ * front door adds how `limit` and `includeSuperseded` arrive on its wire.
+ */
+export const recordListingSchema = <L extends z.ZodType<number>, S extends z.ZodType<boolean | undefined>>(
+  limit: L,
+  includeSuperseded: S,
+) =>
+  z
+    .object({
+      conversation: z.string().trim().min(1).max(512).optional(),
+      entity: z.string().trim().min(1).max(512).optional(),
+      type: RecordTypeSchema.optional(),
+      from: isoToMs.optional(),
+      to: isoToMs.optional(),
+      limit,
+      cursor: z.string().min(1).max(4096).optional(),
+      includeSuperseded,
+    })
+    .refine((q) => q.from === undefined || q.to === undefined || q.from <= q.to, {
+      message: "must not be after `to`",
+      path: ["from"],
+    });
 
 export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
 

@@ -35,10 +35,11 @@ import {
   type MemoryService,
   QueryRequestSchema,
   type QueryResult,
+  recordListingSchema,
   type TurnInput,
   TurnInputSchema,
 } from "../core/service.ts";
-import { type MemoryRecord, RecordTypeSchema, type Source } from "../core/types.ts";
+import type { MemoryRecord, Source } from "../core/types.ts";
 import type { Metrics } from "./metrics.ts";
 
 export const PROTO_PATH = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "schemas", "memory.proto");
@@ -340,26 +341,7 @@ export const parseQueryRequest = (m: Partial<QueryRequestWire>) => {
   return parsed.data;
 };
 
-const isoToMs = z
-  .string()
-  .refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 date or timestamp" })
-  .transform((s) => Date.parse(s));
-
-const ListRecordsSchema = z
-  .object({
-    conversation: z.string().trim().min(1).max(512).optional(),
-    entity: z.string().trim().min(1).max(512).optional(),
-    type: RecordTypeSchema.optional(),
-    from: isoToMs.optional(),
-    to: isoToMs.optional(),
-    limit: z.number().int().min(1).max(200).default(50),
-    cursor: z.string().min(1).max(4096).optional(),
-    includeSuperseded: z.boolean().optional(),
-  })
-  .refine((q) => q.from === undefined || q.to === undefined || q.from <= q.to, {
-    message: "must not be after `to`",
-    path: ["from"],
-  });
+const ListRecordsSchema = recordListingSchema(z.number().int().min(1).max(200).default(50), z.boolean().optional());
 
 export const parseListRecordsRequest = (m: Partial<ListRecordsRequestWire>): RecordQuery => {
   const parsed = ListRecordsSchema.safeParse({

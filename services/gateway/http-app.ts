@@ -9,8 +9,13 @@ import { z } from "zod";
 import { isMemoryMaintenance, type MemoryMaintenance } from "../consolidator/types.ts";
 import { issuesFromZod, ValidationError, type ValidationIssue } from "../core/errors.ts";
 import type { RecordQuery } from "../core/ports.ts";
-import { type MemoryService, QueryRequestSchema, type TurnInput, TurnInputSchema } from "../core/service.ts";
-import { RecordTypeSchema } from "../core/types.ts";
+import {
+  type MemoryService,
+  QueryRequestSchema,
+  recordListingSchema,
+  type TurnInput,
+  TurnInputSchema,
+} from "../core/service.ts";
 import type { Metrics } from "./metrics.ts";
 
 /** Default request body limit: larger bodies get 413. */
@@ -48,29 +53,13 @@ const BatchEnvelopeSchema = z.object({
   turns: z.array(z.unknown()).min(1).max(MAX_BATCH_TURNS),
 });
 
-const isoToMs = z
-  .string()
-  .refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 date or timestamp" })
-  .transform((s) => Date.parse(s));
-
-const RecordsQueryParamsSchema = z
-  .object({
-    conversation: z.string().trim().min(1).max(512).optional(),
-    entity: z.string().trim().min(1).max(512).optional(),
-    type: RecordTypeSchema.optional(),
-    from: isoToMs.optional(),
-    to: isoToMs.optional(),
-    limit: z.coerce.number().int().min(1).max(200).default(50),
-    cursor: z.string().min(1).max(4096).optional(),
-    includeSuperseded: z
-      .enum(["true", "false", "1", "0"])
-      .transform((v) => v === "true" || v === "1")
-      .optional(),
-  })
-  .refine((q) => q.from === undefined || q.to === undefined || q.from <= q.to, {
-    message: "must not be after `to`",
-    path: ["from"],
-  });
+const RecordsQueryParamsSchema = recordListingSchema(
+  z.coerce.number().int().min(1).max(200).default(50),
+  z
+    .enum(["true", "false", "1", "0"])
+    .transform((v) => v === "true" || v === "1")
+    .optional(),
+);
 
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
 

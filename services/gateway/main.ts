@@ -10,7 +10,7 @@
  * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX.
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
-import { jsonLogger } from "../core/adapters/kafka/process.ts";
+import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
 import { loadConfig } from "../core/config.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
@@ -18,12 +18,6 @@ import { createHttpApp } from "./http-app.ts";
 import { startHttpServer } from "./http-server.ts";
 import { KafkaMemoryService } from "./kafka-memory-service.ts";
 import { Metrics } from "./metrics.ts";
-
-const envInt = (name: string, fallback: number): number => {
-  const v = process.env[name];
-  const n = v === undefined || v === "" ? Number.NaN : Number(v);
-  return Number.isInteger(n) ? n : fallback;
-};
 
 const log = jsonLogger("gateway");
 const config = loadConfig();

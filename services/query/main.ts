@@ -18,7 +18,7 @@
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
 import { join } from "node:path";
-import { jsonLogger } from "../core/adapters/kafka/process.ts";
+import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
 import { createLlm, metricsUsageSink } from "../core/adapters/llm-factory.ts";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { openStores, storeKindFromEnv } from "../core/adapters/open-stores.ts";
@@ -29,12 +29,6 @@ import { startHttpServer } from "../gateway/http-server.ts";
 import { Metrics } from "../gateway/metrics.ts";
 import { StoreQueryService } from "./grpc-query-service.ts";
 import { LlmPlanner } from "./llm-planner.ts";
-
-const envInt = (name: string, fallback: number): number => {
-  const v = process.env[name];
-  const n = v === undefined || v === "" ? Number.NaN : Number(v);
-  return Number.isInteger(n) ? n : fallback;
-};
 
 const log = jsonLogger("query");
 const config = loadConfig();

@@ -91,7 +91,8 @@ export interface StageProcessOptions<I, O, S> {
   build(ctx: StageBuildContext): Promise<BuiltStage<I, O, S>>;
 }
 
-const envInt = (name: string, fallback: number): number => {
+/** An integer setting of a service process (ports, sizes) from the environment, else the default. */
+export const envInt = (name: string, fallback: number): number => {
   const v = process.env[name];
   const n = v === undefined || v === "" ? Number.NaN : Number(v);
   return Number.isInteger(n) ? n : fallback;

@@ -9,8 +9,9 @@ import { constants } from "node:fs";
 import { access, readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { InferenceSession, Tensor } from "onnxruntime-node";
+import { InferenceSession, type Tensor } from "onnxruntime-node";
 import type { Embedder, EmbedderStats } from "../../ports.ts";
+import { int64Batch } from "./int64-batch.ts";
 
 export type OnnxVariant = "fp32" | "int8";
 
@@ -214,19 +215,12 @@ const forwardPass = async (
   expectedDim: number | undefined,
 ): Promise<Float32Array[]> => {
   const b = batch.length;
-  const seq = Math.max(...batch.map((ids) => ids.length));
-  const inputIds = new BigInt64Array(b * seq);
-  const mask = new BigInt64Array(b * seq);
-  batch.forEach((ids, r) => {
-    for (let j = 0; j < ids.length; j++) {
-      inputIds[r * seq + j] = BigInt(ids[j]!);
-      mask[r * seq + j] = 1n;
-    }
-  });
+  const tensors = int64Batch(batch);
+  const seq = tensors.seq;
   const feeds: Record<string, Tensor> = {
-    input_ids: new Tensor("int64", inputIds, [b, seq]),
-    attention_mask: new Tensor("int64", mask, [b, seq]),
-    token_type_ids: new Tensor("int64", new BigInt64Array(b * seq), [b, seq]),
+    input_ids: tensors.inputIds,
+    attention_mask: tensors.attentionMask,
+    token_type_ids: tensors.zeros(),
   };
   const result = await session.run(feeds);
   const hidden = result[manifest.output];

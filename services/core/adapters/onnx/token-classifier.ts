@@ -13,7 +13,8 @@ import { constants } from "node:fs";
 import { access, readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
-import { InferenceSession, Tensor } from "onnxruntime-node";
+import { InferenceSession, type Tensor } from "onnxruntime-node";
+import { int64Batch } from "./int64-batch.ts";
 
 export type ExecutionProvider = "cpu" | "cuda";
 export type WordAggregation = "mean" | "first" | "max";
@@ -320,20 +321,10 @@ export class OnnxTokenClassifier {
   ): Promise<ClassifiedSequence[]> {
     const b = batch.length;
     const full = batch.map((ids) => [...this.prefix, ...ids, ...this.suffix]);
-    const seq = Math.max(...full.map((f) => f.length));
-    const inputIds = new BigInt64Array(b * seq).fill(BigInt(this.padId));
-    const mask = new BigInt64Array(b * seq);
-    full.forEach((ids, r) => {
-      for (let j = 0; j < ids.length; j++) {
-        inputIds[r * seq + j] = BigInt(ids[j]!);
-        mask[r * seq + j] = 1n;
-      }
-    });
-    const feeds: Record<string, Tensor> = {
-      input_ids: new Tensor("int64", inputIds, [b, seq]),
-      attention_mask: new Tensor("int64", mask, [b, seq]),
-    };
-    if (this.feedTokenTypes) feeds.token_type_ids = new Tensor("int64", new BigInt64Array(b * seq), [b, seq]);
+    const tensors = int64Batch(full, this.padId);
+    const seq = tensors.seq;
+    const feeds: Record<string, Tensor> = { input_ids: tensors.inputIds, attention_mask: tensors.attentionMask };
+    if (this.feedTokenTypes) feeds.token_type_ids = tensors.zeros();
     const fetches = [this.manifest.logits_output, ...(attention ? this.attentionNames : [])];
     const result = await this.session.run(feeds, fetches);
     try {

@@ -1,5 +1,5 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
-import { parseTurnRowId, sha256, turnRowId } from "../../ids.ts";
+import { sha256, turnRowId } from "../../ids.ts";
 import type {
   ApplyHooks,
   ConsolidationApplied,
@@ -22,6 +22,7 @@ import { walkVersionGraph } from "../../version-graph.ts";
 import { decodeCursor, encodeCursor } from "../sqlite/cursor.ts";
 import { buildFtsQuery } from "../sqlite/fts-query.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
+import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions;
@@ -987,7 +988,6 @@ export class Neo4jGraphStore implements GraphStore {
   /** Stored turns in the order asked, skipping unknown keys. */
   async getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]> {
     if (turnKeys.length === 0) return [];
-    const keyOf = (conversation: string, turnId: string): string => `${conversation}\u0000${turnId}`;
     const found = await this.query<{ t: TurnProps }>(
       `UNWIND $keys AS k
        MATCH (t:Turn {tenant: $tenant, conversation: k.conversation, turnId: k.turnId})
@@ -995,30 +995,17 @@ export class Neo4jGraphStore implements GraphStore {
          .sessionId} AS t`,
       { tenant, keys: turnKeys.map((t) => ({ conversation: t.conversation, turnId: t.turnId })) },
     );
-    const byKey = new Map(found.map((r) => [keyOf(r.t.conversation, r.t.turnId), r.t]));
-    const out: StoredTurn[] = [];
-    const seen = new Set<string>();
-    for (const t of turnKeys) {
-      const key = keyOf(t.conversation, t.turnId);
-      const row = byKey.get(key);
-      if (!row || seen.has(key)) continue;
-      seen.add(key);
-      out.push(toStoredTurn(row));
-    }
-    return out;
+    return inAskedOrder(
+      turnKeys,
+      found,
+      (r) => ({ conversation: r.t.conversation, turnId: r.t.turnId }),
+      (r) => toStoredTurn(r.t),
+    );
   }
 
   /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
-  async getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
-    const keys: { conversation: string; turnId: string }[] = [];
-    for (const id of rowIds) {
-      try {
-        keys.push(parseTurnRowId(id));
-      } catch {
-        // not a turn row id: nothing to return for it
-      }
-    }
-    return this.getTurns(tenant, keys);
+  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
+    return this.getTurns(tenant, turnKeysOf(rowIds));
   }
 
   /** Distinct canonical entity names (aliases excluded), sorted. */

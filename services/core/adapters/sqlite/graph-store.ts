@@ -1,5 +1,5 @@
 import type BetterSqlite3 from "better-sqlite3";
-import { parseTurnRowId, turnRowId } from "../../ids.ts";
+import { turnRowId } from "../../ids.ts";
 import type {
   ApplyHooks,
   ConsolidationApplied,
@@ -19,6 +19,7 @@ import type {
 } from "../../ports.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { walkVersionGraph } from "../../version-graph.ts";
+import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "./db.ts";
 import { buildFtsQuery } from "./fts-query.ts";
@@ -828,7 +829,6 @@ export class SqliteGraphStore implements GraphStore {
   /** Stored turns in the order asked, skipping unknown keys. */
   async getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]> {
     if (turnKeys.length === 0) return [];
-    const keyOf = (conversation: string, turnId: string): string => `${conversation}\u0000${turnId}`;
     const pairs = turnKeys.map((t) => [t.conversation, t.turnId]);
     const rows = this.all<TurnRow>(
       `SELECT ${TURN_COLUMNS} FROM turns WHERE tenant = ? AND (conversation, turn_id) IN
@@ -836,30 +836,17 @@ export class SqliteGraphStore implements GraphStore {
       tenant,
       JSON.stringify(pairs),
     );
-    const byKey = new Map(rows.map((r) => [keyOf(r.conversation, r.turn_id), r]));
-    const out: StoredTurn[] = [];
-    const seen = new Set<string>();
-    for (const t of turnKeys) {
-      const key = keyOf(t.conversation, t.turnId);
-      const row = byKey.get(key);
-      if (!row || seen.has(key)) continue;
-      seen.add(key);
-      out.push(toStoredTurn(row));
-    }
-    return out;
+    return inAskedOrder(
+      turnKeys,
+      rows,
+      (r) => ({ conversation: r.conversation, turnId: r.turn_id }),
+      (r) => toStoredTurn(r),
+    );
   }
 
   /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
-  async getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
-    const keys: { conversation: string; turnId: string }[] = [];
-    for (const id of rowIds) {
-      try {
-        keys.push(parseTurnRowId(id));
-      } catch {
-        // not a turn row id: nothing to return for it
-      }
-    }
-    return this.getTurns(tenant, keys);
+  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
+    return this.getTurns(tenant, turnKeysOf(rowIds));
   }
 
   /** Distinct canonical entity names (aliases excluded), sorted. */

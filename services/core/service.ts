@@ -28,6 +28,17 @@ const isoToMs = z
   .refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 date or timestamp" })
   .transform((s) => Date.parse(s));
 
+interface ListingFields {
+  conversation?: string;
+  entity?: string;
+  type?: RecordQuery["type"];
+  from?: number;
+  to?: number;
+  limit: number;
+  cursor?: string;
+  includeSuperseded?: boolean;
+}
+
 /**
  * The record-listing filters every front door accepts (HTTP query string, gRPC message); each
  * front door adds how `limit` and `includeSuperseded` arrive on its wire.
@@ -50,6 +61,19 @@ export const recordListingSchema = <L extends z.ZodType<number>, S extends z.Zod
     .refine((q) => q.from === undefined || q.to === undefined || q.from <= q.to, {
       message: "must not be after `to`",
       path: ["from"],
+    })
+    .transform((raw): RecordQuery => {
+      // The generic limit / includeSuperseded types hide the fields from inference; the shape is this.
+      const p = raw as ListingFields;
+      const query: RecordQuery = { limit: p.limit };
+      if (p.conversation !== undefined) query.conversation = p.conversation;
+      if (p.entity !== undefined) query.entity = p.entity;
+      if (p.type !== undefined) query.type = p.type;
+      if (p.from !== undefined) query.timeFrom = p.from;
+      if (p.to !== undefined) query.timeTo = p.to;
+      if (p.includeSuperseded !== undefined) query.includeSuperseded = p.includeSuperseded;
+      if (p.cursor !== undefined) query.cursor = p.cursor;
+      return query;
     });
 
 export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";

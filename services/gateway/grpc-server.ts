@@ -355,16 +355,7 @@ export const parseListRecordsRequest = (m: Partial<ListRecordsRequestWire>): Rec
     includeSuperseded: m.include_superseded ? true : undefined,
   });
   if (!parsed.success) throw new InvalidArgument("invalid record listing", protoIssues(parsed.error));
-  const p = parsed.data;
-  const query: RecordQuery = { limit: p.limit };
-  if (p.conversation !== undefined) query.conversation = p.conversation;
-  if (p.entity !== undefined) query.entity = p.entity;
-  if (p.type !== undefined) query.type = p.type;
-  if (p.from !== undefined) query.timeFrom = p.from;
-  if (p.to !== undefined) query.timeTo = p.to;
-  if (p.includeSuperseded !== undefined) query.includeSuperseded = p.includeSuperseded;
-  if (p.cursor !== undefined) query.cursor = p.cursor;
-  return query;
+  return parsed.data;
 };
 
 // ---------------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { isMemoryMaintenance, type MemoryMaintenance } from "../consolidator/types.ts";
 import { issuesFromZod, ValidationError, type ValidationIssue } from "../core/errors.ts";
-import type { RecordQuery } from "../core/ports.ts";
 import {
   type MemoryService,
   QueryRequestSchema,
@@ -254,16 +253,7 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     const raw = Object.fromEntries(Object.entries(c.req.query()).filter(([, v]) => v !== ""));
     const params = RecordsQueryParamsSchema.safeParse(raw);
     if (!params.success) return c.json({ error: "invalid query parameters", issues: issuesFromZod(params.error) }, 400);
-    const p = params.data;
-    const query: RecordQuery = { limit: p.limit };
-    if (p.conversation !== undefined) query.conversation = p.conversation;
-    if (p.entity !== undefined) query.entity = p.entity;
-    if (p.type !== undefined) query.type = p.type;
-    if (p.from !== undefined) query.timeFrom = p.from;
-    if (p.to !== undefined) query.timeTo = p.to;
-    if (p.includeSuperseded !== undefined) query.includeSuperseded = p.includeSuperseded;
-    if (p.cursor !== undefined) query.cursor = p.cursor;
-    const page = await service.listRecords(c.get("tenant"), query);
+    const page = await service.listRecords(c.get("tenant"), params.data);
     return c.json({ records: page.records, nextCursor: page.nextCursor ?? null }, 200);
   });
 

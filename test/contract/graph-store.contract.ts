@@ -3,11 +3,13 @@
  * Tenant names carry an optional prefix, so runs against a shared server do not meet; the suite
  * deletes its tenants at the end.
  */
+
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { encodeCursor } from "../../services/core/adapters/sqlite/cursor.ts";
 import { isoSpan } from "../../services/core/adapters/sqlite/record-index.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
+import { lexicalText, queryTerms, rankBm25 } from "../../services/core/lexical.ts";
 import type { GraphStore, IndexBatch, RecordQuery } from "../../services/core/ports.ts";
 import type {
   DeadLetter,
@@ -371,6 +373,17 @@ export const runGraphStoreContract = (
       assert.deepEqual(await store.searchRecordsLexical(A, "what did she do?", 5), []);
       assert.deepEqual(await store.searchRecordsLexical(A, "", 5), []);
       assert.deepEqual(await store.searchRecordsLexical(A, "paris", 0), []);
+    });
+
+    it("lexical scores are the shared BM25 over the scope's current records, in every store", async () => {
+      const current = (await store.listRecords(A, { limit: 200 })).records.filter((r) => !r.valid.supersededBy);
+      const lex = current.map((r) => ({ id: r.id, time: Date.parse(r.source.saidAt), ...lexicalText(r.text) }));
+      const scope = { items: lex.length, totalLength: lex.reduce((n, r) => n + r.length, 0) };
+      for (const question of ["Where did Caroline move to? Paris!", "painting sunrise tea", "coffee plans trip"]) {
+        const terms = queryTerms(question);
+        const hits = lex.filter((r) => r.lex.split(" ").some((w) => terms.includes(w)));
+        assert.deepEqual(await store.searchRecordsLexical(A, question, 10), rankBm25(terms, hits, scope, 10), question);
+      }
     });
 
     it("searchTurnsLexical returns turn row ids", async () => {

@@ -6,7 +6,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite/db.ts";
-import { buildFtsQuery } from "../../services/core/adapters/sqlite/fts-query.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import { recordId } from "../../services/core/ids.ts";
@@ -128,11 +127,6 @@ describe("SqliteGraphStore (SQLite only)", () => {
       (await store.listCandidateStatus("A")).map((s) => s.status),
       ["pending", "pending"],
     );
-  });
-
-  it("builds a safe FTS5 query", () => {
-    assert.equal(buildFtsQuery('Où est "Zoë"? AND'), '"où" OR "est" OR "zoë"');
-    assert.equal(buildFtsQuery("what did she do?"), undefined);
   });
 });
 

@@ -1,5 +1,14 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import { sha256, turnRowId } from "../../ids.ts";
+import {
+  anyTermQuery,
+  LEXICAL_POOL_LIMIT,
+  type LexicalHit,
+  type LexicalScope,
+  lexicalText,
+  queryTerms,
+  rankBm25,
+} from "../../lexical.ts";
 import type {
   ApplyHooks,
   ConsolidationApplied,
@@ -20,16 +29,20 @@ import type {
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { walkVersionGraph } from "../../version-graph.ts";
 import { decodeCursor, encodeCursor } from "../sqlite/cursor.ts";
-import { buildFtsQuery } from "../sqlite/fts-query.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
 import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions;
 
-/** Full-text (Lucene) index names: one over Record.text, one over Turn.text. */
-export const RECORD_TEXT_INDEX = "memory_record_text";
-export const TURN_TEXT_INDEX = "memory_turn_text";
+/**
+ * Full-text (Lucene) index names: one over Record.lex, one over Turn.lex (the shared lexical terms,
+ * services/core/lexical.ts), split on whitespace only, so the index holds exactly those terms.
+ */
+export const RECORD_TEXT_INDEX = "memory_record_lex";
+export const TURN_TEXT_INDEX = "memory_turn_lex";
+/** The earlier indexes over the raw text (english analyzer); dropped at start-up. */
+const RETIRED_INDEXES = ["memory_record_text", "memory_turn_text"];
 
 /** Node labels this store writes; every one of them carries `tenant`. */
 export const GRAPH_LABELS = [
@@ -96,10 +109,11 @@ export const GRAPH_SCHEMA: readonly string[] = [
   ...["Entity", "Topic", "Day", "Month", "EventFrame", "Segment", "Turn", "UpdateCandidate", "DeadLetter"].map(
     (label) => `CREATE INDEX memory_${label.toLowerCase()}_tenant IF NOT EXISTS FOR (n:${label}) ON (n.tenant)`,
   ),
-  `CREATE FULLTEXT INDEX ${RECORD_TEXT_INDEX} IF NOT EXISTS FOR (n:Record) ON EACH [n.text]
-     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'english' } }`,
-  `CREATE FULLTEXT INDEX ${TURN_TEXT_INDEX} IF NOT EXISTS FOR (n:Turn) ON EACH [n.text]
-     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'english' } }`,
+  ...RETIRED_INDEXES.map((name) => `DROP INDEX ${name} IF EXISTS`),
+  `CREATE FULLTEXT INDEX ${RECORD_TEXT_INDEX} IF NOT EXISTS FOR (n:Record) ON EACH [n.lex]
+     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'whitespace' } }`,
+  `CREATE FULLTEXT INDEX ${TURN_TEXT_INDEX} IF NOT EXISTS FOR (n:Turn) ON EACH [n.lex]
+     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'whitespace' } }`,
 ];
 
 type Tx = ManagedTransaction;
@@ -149,6 +163,11 @@ const tenantOfKey = (key: string): string => {
   return i > 0 ? key.slice(0, i) : "";
 };
 
+const lexicalScope = (row: { items: unknown; totalLength: unknown } | undefined): LexicalScope => ({
+  items: num(row?.items ?? 0),
+  totalLength: num(row?.totalLength ?? 0),
+});
+
 const toStoredTurn = (t: TurnProps): StoredTurn => ({
   tenant: t.tenant,
   conversation: t.conversation,
@@ -183,6 +202,12 @@ const RELATION_MERGE: Record<RecordRelationKind, string> = {
   REFINES: "MERGE (a)-[e:REFINES]->(b)",
 };
 
+/** The shared lexical terms of a text and their count, as node properties. */
+const lexProps = (text: string): { lex: string; lexLen: ReturnType<typeof int> } => {
+  const l = lexicalText(text);
+  return { lex: l.lex, lexLen: int(l.length) };
+};
+
 /** Stored properties of a record besides its JSON, for the filters, orderings and scores. */
 const recordProps = (tenant: string, record: MemoryRecord): Record<string, unknown> => {
   const span = recordSpan(record);
@@ -193,6 +218,7 @@ const recordProps = (tenant: string, record: MemoryRecord): Record<string, unkno
     segmentId: record.source.segmentId,
     type: record.type,
     text: record.text,
+    ...lexProps(record.text),
     json: JSON.stringify(record),
     saidAt: int(ms(record.source.saidAt)),
     timeFrom: int(span.from),
@@ -210,8 +236,8 @@ const recordProps = (tenant: string, record: MemoryRecord): Record<string, unkno
  * `tenant` and every query matches on it:
  *
  *   (:Tenant {tenant})
- *   (:Record {tenant, id, conversation, segmentId, type, text, json, saidAt, timeFrom, timeTo, hasTime,
- *             validFrom, validTo, supersededBy, merged})
+ *   (:Record {tenant, id, conversation, segmentId, type, text, lex, lexLen, json, saidAt, timeFrom, timeTo,
+ *             hasTime, validFrom, validTo, supersededBy, merged})
  *   (:Entity {tenant, key, name})-[:MENTIONED_IN {name, alias}]->(:Record)
  *   (:Topic {tenant, key, name})-[:TAGS {name}]->(:Record)
  *   (:Record)-[:ON_DAY]->(:Day {tenant, day}), (:Record)-[:IN_MONTH]->(:Month {tenant, month}),
@@ -225,7 +251,8 @@ const recordProps = (tenant: string, record: MemoryRecord): Record<string, unkno
  *
  * Semantics follow the SQLite store (the reference): insert-once records (ON CREATE SET only, so a
  * replay never clobbers consolidation), current-only reads, the same orderings, scores and cursor.
- * Lexical search uses Lucene full-text indexes (BM25 as well, but Lucene's; see searchRecordsLexical).
+ * Lexical search: Lucene full-text indexes over the shared terms find the hits, BM25 from
+ * services/core/lexical.ts ranks them, exactly as the SQLite store does (see searchRecordsLexical).
  * The schema is created before the first query (or up front by Neo4jGraphStore.open).
  */
 export class Neo4jGraphStore implements GraphStore {
@@ -260,11 +287,45 @@ export class Neo4jGraphStore implements GraphStore {
    */
   async ensureSchema(): Promise<void> {
     this.check();
-    this.schemaReady ??= applySchema(this.driver, this.database, GRAPH_SCHEMA).catch((err: unknown) => {
-      this.schemaReady = undefined;
-      throw err;
-    });
+    this.schemaReady ??= applySchema(this.driver, this.database, GRAPH_SCHEMA)
+      .then(() => this.backfillLexical())
+      .catch((err: unknown) => {
+        this.schemaReady = undefined;
+        throw err;
+      });
     await this.schemaReady;
+  }
+
+  /**
+   * Gives records and turns written before the shared lexical terms their `lex` and `lexLen`.
+   * Part of the schema step, so it uses its own session (read/write wait for the schema).
+   */
+  private async backfillLexical(): Promise<void> {
+    const session = this.session();
+    try {
+      for (const label of ["Record", "Turn"]) {
+        for (;;) {
+          const todo = rows<{ element: string; text: string | null }>(
+            await session.executeRead((tx) =>
+              tx.run(
+                `MATCH (n:${label}) WHERE n.lex IS NULL RETURN elementId(n) AS element, n.text AS text LIMIT 1000`,
+              ),
+            ),
+          );
+          if (todo.length === 0) break;
+          const update = todo.map((t) => ({ element: t.element, ...lexProps(t.text ?? "") }));
+          await session.executeWrite((tx) =>
+            tx.run(
+              `UNWIND $rows AS row MATCH (n:${label}) WHERE elementId(n) = row.element
+               SET n.lex = row.lex, n.lexLen = row.lexLen`,
+              { rows: update },
+            ),
+          );
+        }
+      }
+    } finally {
+      await session.close();
+    }
   }
 
   private check(): void {
@@ -335,6 +396,7 @@ export class Neo4jGraphStore implements GraphStore {
         speaker: t.speaker,
         role: t.role,
         text: t.text,
+        ...lexProps(t.text),
         compressed: t.compressed,
         timestamp: t.timestamp,
         sessionId: t.sessionId,
@@ -866,42 +928,73 @@ export class Neo4jGraphStore implements GraphStore {
   }
 
   /**
-   * Lucene full-text search over current records' text; score = the Lucene (BM25) score, higher is
-   * better. The query is the same token disjunction as the SQLite store's (buildFtsQuery: distinct
-   * non-stop-word tokens of letters and digits, each quoted, joined with OR), which is also valid
-   * Lucene syntax that user text cannot escape from. The index is shared by all tenants: hits are
-   * filtered by tenant (and conversation) before ranking. Ties: newer said-at first, then id.
+   * BM25 (services/core/lexical.ts) over current records' terms: the Lucene index over the terms
+   * finds the records holding any query term, the shared scorer ranks them (ties: newer said-at,
+   * then id), so the ranking equals the SQLite store's. The index is shared by all tenants: hits
+   * are filtered by tenant (and conversation) before they are counted.
    */
   async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const match = luceneQuery(text);
+    const terms = queryTerms(text);
+    const match = anyTermQuery(terms);
     const limit = Math.floor(k);
     if (!match || !(limit > 0)) return [];
-    const conv = conversation === undefined ? "" : " AND node.conversation = $conversation";
-    return (
-      await this.query<ScoreRow>(
+    const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
+    const params = { tenant, conversation: conversation ?? null };
+    const [hits, [scope]] = await Promise.all([
+      this.query<{ id: string; lex: string; time: unknown }>(
         `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
-         WHERE node.tenant = $tenant${conv} AND node.supersededBy IS NULL
-         RETURN node.id AS id, score ORDER BY score DESC, node.saidAt DESC, node.id LIMIT $limit`,
-        { index: RECORD_TEXT_INDEX, match, tenant, conversation: conversation ?? null, limit: int(limit) },
-      )
-    ).map(toScored);
+         WHERE node.tenant = $tenant${conv("node")} AND node.supersededBy IS NULL
+         RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
+        { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
+      ),
+      this.query<{ items: unknown; totalLength: unknown }>(
+        `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IS NULL${conv("r")}
+         RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
+        params,
+      ),
+    ]);
+    return rankBm25(
+      terms,
+      hits.map((h): LexicalHit => ({ id: h.id, lex: h.lex ?? "", time: num(h.time) })),
+      lexicalScope(scope),
+      limit,
+    );
   }
 
-  /** Lucene full-text search over raw turn text; ids are turnRowId(conversation, turnId). */
+  /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const match = luceneQuery(text);
+    const terms = queryTerms(text);
+    const match = anyTermQuery(terms);
     const limit = Math.floor(k);
     if (!match || !(limit > 0)) return [];
-    const conv = conversation === undefined ? "" : " AND node.conversation = $conversation";
-    return (
-      await this.query<{ conversation: string; turnId: string; score: unknown }>(
+    const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
+    const params = { tenant, conversation: conversation ?? null };
+    const [hits, [scope]] = await Promise.all([
+      this.query<{ conversation: string; turnId: string; lex: string; timestamp: string }>(
         `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
-         WHERE node.tenant = $tenant${conv}
-         RETURN node.conversation AS conversation, node.turnId AS turnId, score
-         ORDER BY score DESC, node.timestamp DESC, node.seq LIMIT $limit`,
-        { index: TURN_TEXT_INDEX, match, tenant, conversation: conversation ?? null, limit: int(limit) },
-      )
-    ).map((r) => ({ id: turnRowId(r.conversation, r.turnId), score: num(r.score) }));
+         WHERE node.tenant = $tenant${conv("node")}
+         RETURN node.conversation AS conversation, node.turnId AS turnId, node.lex AS lex,
+           node.timestamp AS timestamp ORDER BY score DESC LIMIT $pool`,
+        { ...params, index: TURN_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
+      ),
+      this.query<{ items: unknown; totalLength: unknown }>(
+        `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
+         RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
+        params,
+      ),
+    ]);
+    return rankBm25(
+      terms,
+      hits.map(
+        (h): LexicalHit => ({
+          id: turnRowId(h.conversation, h.turnId),
+          lex: h.lex ?? "",
+          time: Date.parse(h.timestamp),
+        }),
+      ),
+      lexicalScope(scope),
+      limit,
+    );
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */
@@ -1052,17 +1145,3 @@ export class Neo4jGraphStore implements GraphStore {
     if (this.owns) await this.driver.close();
   }
 }
-
-/**
- * The Lucene query for `text`, or undefined when nothing searchable is left. buildFtsQuery yields
- * `"tok1" OR "tok2"` with tokens of letters and digits only: valid Lucene syntax, with nothing to
- * escape; the check below guards that assumption.
- */
-export const luceneQuery = (text: string): string | undefined => {
-  const q = buildFtsQuery(text);
-  if (q === undefined) return undefined;
-  if (!/^"[\p{L}\p{N}]+"(?: OR "[\p{L}\p{N}]+")*$/u.test(q)) {
-    throw new Error(`luceneQuery: unexpected query shape ${JSON.stringify(q)}`);
-  }
-  return q;
-};

@@ -3,7 +3,6 @@ export {
   GRAPH_LABELS,
   GRAPH_RELATIONSHIPS,
   GRAPH_SCHEMA,
-  luceneQuery,
   Neo4jGraphStore,
   type Neo4jGraphStoreOptions,
   RECORD_TEXT_INDEX,

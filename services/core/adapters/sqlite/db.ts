@@ -36,6 +36,8 @@ export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /** Runs after `sql`, in the same transaction: data the schema change needs computed in code. */
+  backfill?: (db: SqliteDatabase) => void;
 }
 
 /**
@@ -51,6 +53,7 @@ export const migrate = (db: SqliteDatabase, component: string, migrations: reado
     db.transaction(() => {
       if (schemaVersion(db, component) >= m.version) return;
       db.exec(m.sql);
+      m.backfill?.(db);
       record.run(component, m.version, m.name, new Date().toISOString());
     }).immediate();
   }

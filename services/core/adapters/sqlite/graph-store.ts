@@ -1,5 +1,14 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { turnRowId } from "../../ids.ts";
+import {
+  anyTermQuery,
+  LEXICAL_POOL_LIMIT,
+  type LexicalHit,
+  type LexicalScope,
+  lexicalText,
+  queryTerms,
+  rankBm25,
+} from "../../lexical.ts";
 import type {
   ApplyHooks,
   ConsolidationApplied,
@@ -22,7 +31,6 @@ import { walkVersionGraph } from "../../version-graph.ts";
 import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "./db.ts";
-import { buildFtsQuery } from "./fts-query.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "./record-index.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 
@@ -58,11 +66,6 @@ interface RelationRow {
   relation: string;
   at: string;
   reason: string | null;
-}
-interface TurnScoreRow {
-  conversation: string;
-  turn_id: string;
-  score: number;
 }
 
 export interface SqliteGraphStoreOptions {
@@ -120,7 +123,8 @@ const TURN_COLUMNS =
 
 /**
  * GraphStore over SQLite (better-sqlite3): records with entity/topic/day/event-frame index tables,
- * segments with their raw turns, FTS5 (bm25) over record and turn text. Every statement is scoped
+ * segments with their raw turns, FTS5 over the shared lexical terms of record and turn text (BM25
+ * from services/core/lexical.ts, as every graph store ranks). Every statement is scoped
  * by tenant. Build it on a handle from `openSqlite(dataDir)` (shared with the state and vector
  * stores), or with `SqliteGraphStore.open(dataDir)`, which owns its handle.
  */
@@ -213,10 +217,12 @@ export class SqliteGraphStore implements GraphStore {
           turn.sessionId,
         );
         if (info.changes === 1) {
+          const lex = lexicalText(turn.text);
+          this.run("UPDATE turns SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
           this.run(
-            "INSERT INTO turns_fts (rowid, text, tenant, conversation) VALUES (?, ?, ?, ?)",
+            "INSERT INTO turns_fts (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)",
             info.lastInsertRowid,
-            turn.text,
+            lex.lex,
             tenant,
             segment.conversation,
           );
@@ -248,10 +254,12 @@ export class SqliteGraphStore implements GraphStore {
       record.source.segmentId,
     );
     if (info.changes !== 1) return;
+    const lex = lexicalText(record.text);
+    this.run("UPDATE records SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
     this.run(
-      "INSERT INTO records_fts (rowid, text, tenant, conversation) VALUES (?, ?, ?, ?)",
+      "INSERT INTO records_fts (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)",
       info.lastInsertRowid,
-      record.text,
+      lex.lex,
       tenant,
       record.source.conversation,
     );
@@ -702,40 +710,59 @@ export class SqliteGraphStore implements GraphStore {
       : this.count("SELECT COUNT(*) AS n FROM segments WHERE tenant = ? AND conversation = ?", tenant, conversation);
   }
 
-  /** FTS5 bm25 over current records' text; score = -bm25 (higher is better). */
+  /**
+   * BM25 (services/core/lexical.ts) over current records' terms; FTS5 finds the records holding
+   * any query term, the shared scorer ranks them (ties: newer said-at, then id).
+   */
   async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const match = buildFtsQuery(text);
+    const terms = queryTerms(text);
+    const match = anyTermQuery(terms);
     const limit = Math.floor(k);
     if (!match || !(limit > 0)) return [];
     const conv = conversation === undefined ? "" : " AND r.conversation = ?";
-    const params: Param[] = [match, tenant, tenant];
-    if (conversation !== undefined) params.push(conversation);
-    params.push(limit);
-    return this.all<ScoreRow>(
-      `SELECT r.id AS id, -bm25(records_fts) AS score
+    const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
+    const hits = this.all<LexicalHit>(
+      `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
        FROM records_fts JOIN records r ON r.seq = records_fts.rowid
        WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv} AND r.superseded_by IS NULL
-       ORDER BY bm25(records_fts), r.said_at DESC, r.id LIMIT ?`,
-      ...params,
-    ).map((r) => ({ id: r.id, score: r.score }));
+       ORDER BY rank LIMIT ?`,
+      ...scoped(match, tenant, tenant),
+      LEXICAL_POOL_LIMIT,
+    );
+    const scope = this.all<LexicalScope>(
+      `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
+       FROM records r WHERE r.tenant = ?${conv} AND r.superseded_by IS NULL`,
+      ...scoped(tenant),
+    )[0] as LexicalScope;
+    return rankBm25(terms, hits, scope, limit);
   }
 
-  /** FTS5 bm25 over raw turn text; ids are turnRowId(conversation, turnId). */
+  /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const match = buildFtsQuery(text);
+    const terms = queryTerms(text);
+    const match = anyTermQuery(terms);
     const limit = Math.floor(k);
     if (!match || !(limit > 0)) return [];
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
-    const params: Param[] = [match, tenant, tenant];
-    if (conversation !== undefined) params.push(conversation);
-    params.push(limit);
-    return this.all<TurnScoreRow>(
-      `SELECT t.conversation AS conversation, t.turn_id AS turn_id, -bm25(turns_fts) AS score
+    const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
+    const rows = this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
+      `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
        FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
        WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
-       ORDER BY bm25(turns_fts), t.timestamp DESC, t.seq LIMIT ?`,
-      ...params,
-    ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), score: r.score }));
+       ORDER BY rank LIMIT ?`,
+      ...scoped(match, tenant, tenant),
+      LEXICAL_POOL_LIMIT,
+    );
+    const scope = this.all<LexicalScope>(
+      `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
+      ...scoped(tenant),
+    )[0] as LexicalScope;
+    const hits = rows.map((r) => ({
+      id: turnRowId(r.conversation, r.turn_id),
+      lex: r.lex,
+      time: Date.parse(r.timestamp),
+    }));
+    return rankBm25(terms, hits, scope, limit);
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */

@@ -1,4 +1,29 @@
-import type { Migration } from "./db.ts";
+import { lexicalText } from "../../lexical.ts";
+import type { Migration, SqliteDatabase } from "./db.ts";
+
+/** Re-indexes every record and raw turn under the shared lexical terms (services/core/lexical.ts). */
+const backfillLexical = (db: SqliteDatabase): void => {
+  for (const [table, fts] of [
+    ["records", "records_fts"],
+    ["turns", "turns_fts"],
+  ] as const) {
+    const setLength = db.prepare<[number, number]>(`UPDATE ${table} SET lex_len = ? WHERE seq = ?`);
+    const index = db.prepare<[number, string, string, string]>(
+      `INSERT INTO ${fts} (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)`,
+    );
+    // all(), not iterate(): better-sqlite3 runs no other statement while an iterator is open.
+    const rows = db
+      .prepare<[], { seq: number; text: string; tenant: string; conversation: string }>(
+        `SELECT seq, text, tenant, conversation FROM ${table}`,
+      )
+      .all();
+    for (const row of rows) {
+      const lex = lexicalText(row.text);
+      setLength.run(lex.length, row.seq);
+      index.run(row.seq, lex.lex, row.tenant, row.conversation);
+    }
+  }
+};
 
 /**
  * Graph/record store schema. Every table is keyed by tenant first. Times are epoch milliseconds.
@@ -145,6 +170,25 @@ CREATE INDEX record_relations_to ON record_relations (tenant, to_id);
 
 CREATE INDEX records_superseded_by ON records (tenant, superseded_by);
 `,
+  },
+  {
+    version: 3,
+    name: "lexical: shared terms indexed, BM25 computed by the store-independent scorer",
+    // The FTS tables now index the shared terms (already lower-cased and stemmed), split on spaces
+    // only; the items' term counts give BM25 its length normalisation.
+    sql: `
+ALTER TABLE records ADD COLUMN lex_len INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE turns ADD COLUMN lex_len INTEGER NOT NULL DEFAULT 0;
+DROP TABLE records_fts;
+DROP TABLE turns_fts;
+CREATE VIRTUAL TABLE records_fts USING fts5(
+  lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0'
+);
+CREATE VIRTUAL TABLE turns_fts USING fts5(
+  lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0'
+);
+`,
+    backfill: backfillLexical,
   },
 ];
 

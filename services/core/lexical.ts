@@ -1,0 +1,149 @@
+/**
+ * The lexical route's one definition of words and of relevance, shared by every graph store so
+ * that the embedded (SQLite) and the distributed (Neo4j) stores rank identically.
+ *
+ * Terms: NFKC, lower case, runs of letters and digits; very common stop words dropped; Porter
+ * stems (`stemmer`). A store keeps each record's and raw turn's terms as one space-separated
+ * string (`LexicalText.lex`) plus their count, indexes that string with a tokenizer that only
+ * splits on spaces (FTS5 unicode61 without diacritic folding; Lucene's whitespace analyzer), and
+ * uses the index for one thing only: finding every item that contains any query term. Relevance is
+ * then BM25 computed here from the stored terms and the scope's statistics (items, total length),
+ * so it does not depend on the store's own scoring (FTS5's bm25 and Lucene's differ in IDF,
+ * length normalisation and float width, which is what made the two runtimes' contexts differ).
+ *
+ * Exactness holds while the hits in scope number at most LEXICAL_POOL_LIMIT: document frequencies
+ * are counted over the hits, which are then all the items containing each term. Above it the pool
+ * is the index's best LEXICAL_POOL_LIMIT hits and the scores are approximate (store-specific).
+ * Pure: no I/O.
+ */
+import { stemmer } from "stemmer";
+
+const STOP_WORDS = new Set(
+  (
+    "a about after all also am an and any are as at be been before being but by can could did do does doing for " +
+    "from had has have having he her hers him his how i if in into is it its me my of on or our she so than that " +
+    "the their them then there these they this those to too us very was we were what when where which who whom " +
+    "why will with would you your"
+  ).split(" "),
+);
+
+/** Most distinct terms a query keeps (long texts would otherwise make very wide OR queries). */
+export const MAX_QUERY_TERMS = 32;
+
+/** Most hits a lexical search scores; below it the ranking is exact and store-independent. */
+export const LEXICAL_POOL_LIMIT = 20_000;
+
+/** BM25 parameters (Robertson's defaults, as Lucene and FTS5 use). */
+export const BM25 = { k1: 1.2, b: 0.75 } as const;
+
+/** Lower-cased word tokens (letters and digits of any script), in order, with duplicates. */
+export const wordTokens = (text: string): string[] =>
+  text
+    .normalize("NFKC")
+    .toLowerCase()
+    .match(/[\p{L}\p{N}]+/gu) ?? [];
+
+export const isStopWord = (token: string): boolean => STOP_WORDS.has(token);
+
+/** Porter stem of a lower-case token; tokens with non-ASCII letters or digits only are kept whole. */
+const stem = (token: string): string => (/^[a-z]+$/.test(token) ? stemmer(token) : token);
+
+/** The searchable terms of a text, in order, with duplicates. */
+export const lexicalTerms = (text: string): string[] =>
+  wordTokens(text)
+    .filter((t) => !isStopWord(t))
+    .map(stem);
+
+/** What a store keeps for an item: its terms joined by single spaces, and how many there are. */
+export interface LexicalText {
+  lex: string;
+  length: number;
+}
+
+export const lexicalText = (text: string): LexicalText => {
+  const terms = lexicalTerms(text);
+  return { lex: terms.join(" "), length: terms.length };
+};
+
+/** The distinct terms of a query, in first-seen order, at most `max`. */
+export const queryTerms = (text: string, max = MAX_QUERY_TERMS): string[] => {
+  const seen = new Set<string>();
+  for (const term of lexicalTerms(text)) {
+    if (seen.size >= max) break;
+    seen.add(term);
+  }
+  return [...seen];
+};
+
+/**
+ * The index query that finds every item containing any of the terms: each term quoted, joined with
+ * OR. Valid FTS5 MATCH and Lucene query syntax alike; terms hold only letters and digits, so user
+ * text cannot escape the quotes, and a quoted term is never read as a keyword (AND, NOT, NEAR).
+ */
+export const anyTermQuery = (terms: readonly string[]): string | undefined => {
+  for (const t of terms)
+    if (!/^[\p{L}\p{N}]+$/u.test(t)) throw new Error(`anyTermQuery: not a term: ${JSON.stringify(t)}`);
+  return terms.length === 0 ? undefined : terms.map((t) => `"${t}"`).join(" OR ");
+};
+
+/** An index hit: the item's stored terms and its time (ties go to the newer item). */
+export interface LexicalHit {
+  id: string;
+  lex: string;
+  /** Epoch milliseconds. */
+  time: number;
+}
+
+/** The scope searched (tenant, conversation, current records only): items and their total length. */
+export interface LexicalScope {
+  items: number;
+  totalLength: number;
+}
+
+export interface ScoredHit {
+  id: string;
+  score: number;
+}
+
+/**
+ * BM25 of each hit for the query terms (IDF ln(1 + (N - df + 0.5) / (df + 0.5)), never negative),
+ * the best `k`, ties by newer time then id. Terms are summed in query order so that equal inputs
+ * give bit-equal scores in every store.
+ */
+export const rankBm25 = (
+  terms: readonly string[],
+  hits: readonly LexicalHit[],
+  scope: LexicalScope,
+  k: number,
+): ScoredHit[] => {
+  const limit = Math.floor(k);
+  if (terms.length === 0 || hits.length === 0 || !(limit > 0)) return [];
+  const unique = new Map<string, LexicalHit>();
+  for (const h of hits) if (!unique.has(h.id)) unique.set(h.id, h);
+  const wanted = new Set(terms);
+  const docs = [...unique.values()].map((h) => {
+    const tf = new Map<string, number>();
+    const words = h.lex.length === 0 ? [] : h.lex.split(" ");
+    for (const w of words) if (wanted.has(w)) tf.set(w, (tf.get(w) ?? 0) + 1);
+    return { hit: h, tf, length: words.length };
+  });
+  const df = new Map<string, number>();
+  for (const d of docs) for (const t of d.tf.keys()) df.set(t, (df.get(t) ?? 0) + 1);
+  // The scope's counts come from another query than the hits; neither may undercut the other.
+  const n = Math.max(scope.items, docs.length);
+  const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
+  const idf = new Map(terms.map((t) => [t, Math.log(1 + (n - (df.get(t) ?? 0) + 0.5) / ((df.get(t) ?? 0) + 0.5))]));
+  const scored = docs
+    .map((d) => {
+      let score = 0;
+      const norm = BM25.k1 * (1 - BM25.b + (BM25.b * d.length) / avgLength);
+      for (const t of terms) {
+        const f = d.tf.get(t);
+        if (f) score += ((idf.get(t) as number) * (f * (BM25.k1 + 1))) / (f + norm);
+      }
+      return { id: d.hit.id, time: d.hit.time, score };
+    })
+    .filter((s) => s.score > 0);
+  scored.sort((a, b) => b.score - a.score || b.time - a.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return scored.slice(0, limit).map(({ id, score }) => ({ id, score }));
+};

@@ -161,4 +161,37 @@ describe("SqliteGraphStore persistence", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("migrates a version-2 store (FTS over raw text) to the shared lexical terms", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-v2-"));
+    try {
+      const a = SqliteGraphStore.open(dir);
+      for (const b of batchesFor("A")) await a.writeBatch(b);
+      const expected = {
+        lex: await a.searchRecordsLexical("A", "Caroline painting Paris", 5),
+        turns: await a.searchTurnsLexical("A", "tea coffee sunrise", 5),
+      };
+      // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text.
+      a.db.exec(`
+        ALTER TABLE records DROP COLUMN lex_len;
+        ALTER TABLE turns DROP COLUMN lex_len;
+        DROP TABLE records_fts;
+        DROP TABLE turns_fts;
+        CREATE VIRTUAL TABLE records_fts USING fts5(text, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'porter unicode61');
+        CREATE VIRTUAL TABLE turns_fts USING fts5(text, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'porter unicode61');
+        INSERT INTO records_fts (rowid, text, tenant, conversation) SELECT seq, text, tenant, conversation FROM records;
+        INSERT INTO turns_fts (rowid, text, tenant, conversation) SELECT seq, text, tenant, conversation FROM turns;
+        DELETE FROM migrations WHERE component = 'graph' AND version = 3;
+      `);
+      await a.close();
+      const b = SqliteGraphStore.open(dir);
+      assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
+      assert.ok(expected.lex.length > 0 && expected.turns.length > 0);
+      assert.deepEqual(await b.searchRecordsLexical("A", "Caroline painting Paris", 5), expected.lex);
+      assert.deepEqual(await b.searchTurnsLexical("A", "tea coffee sunrise", 5), expected.turns);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

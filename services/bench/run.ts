@@ -68,7 +68,34 @@ const git = (args: string[]): string | null => {
   }
 };
 
-const select = (cases: BenchCase[], ids: readonly string[] | undefined, limit: number | undefined): BenchCase[] => {
+/** The commit checked out and whether tracked files differ from it (null outside a git checkout). */
+export const gitState = (): { gitCommit: string | null; gitDirty: boolean | null } => {
+  const commit = git(["rev-parse", "HEAD"]);
+  const status = commit ? git(["status", "--porcelain", "--untracked-files=no"]) : null;
+  return { gitCommit: commit, gitDirty: status === null ? null : status.length > 0 };
+};
+
+/** Writes `<out>/<name>-<date stamp>.md` and `.json`; returns the two paths. */
+export const writeReportFiles = (
+  out: string,
+  name: string,
+  date: string,
+  markdown: string,
+  json: unknown,
+): string[] => {
+  mkdirSync(out, { recursive: true });
+  const base = join(out, `${name}-${date.replace(/[:.]/g, "-")}`);
+  writeFileSync(`${base}.md`, markdown);
+  writeFileSync(`${base}.json`, `${JSON.stringify(json, null, 2)}\n`);
+  return [`${base}.md`, `${base}.json`];
+};
+
+/** The cases with the given ids (all when none), at most `limit`; unknown ids are an error. */
+export const select = (
+  cases: BenchCase[],
+  ids: readonly string[] | undefined,
+  limit: number | undefined,
+): BenchCase[] => {
   let out = cases;
   if (ids && ids.length > 0) {
     const known = new Set(cases.map((c) => c.id));
@@ -118,8 +145,6 @@ export const runBench = async (
   } finally {
     if (!options.embedder) await embedder.close?.();
   }
-  const commit = git(["rev-parse", "HEAD"]);
-  const status = commit ? git(["status", "--porcelain", "--untracked-files=no"]) : null;
   const report: BenchReport = {
     config: {
       dataset,
@@ -136,8 +161,7 @@ export const runBench = async (
         bufferTokens: config.segmenter.bufferTokens,
       },
       cases: cases.map((c) => c.id),
-      gitCommit: commit,
-      gitDirty: status === null ? null : status.length > 0,
+      ...gitState(),
       date: new Date().toISOString(),
       node: process.version,
       wallSeconds: (performance.now() - started) / 1000,
@@ -148,15 +172,7 @@ export const runBench = async (
     questions: result.questions,
   };
   const markdown = renderMarkdown(report);
-  const files: string[] = [];
   const out = options.out === undefined ? "bench-out" : options.out;
-  if (out !== null) {
-    mkdirSync(out, { recursive: true });
-    const stamp = report.config.date.replace(/[:.]/g, "-");
-    const base = join(out, `${dataset}-${stamp}`);
-    writeFileSync(`${base}.md`, markdown);
-    writeFileSync(`${base}.json`, `${JSON.stringify(report, null, 2)}\n`);
-    files.push(`${base}.md`, `${base}.json`);
-  }
+  const files = out === null ? [] : writeReportFiles(out, dataset, report.config.date, markdown, report);
   return { report, markdown, files };
 };

@@ -125,8 +125,9 @@ export interface ClassifiedSequence {
   size: number;
 }
 
-const DEFAULT_THREADS = 2;
-const DEFAULT_BATCH = 16;
+/** intra-op threads and sequences per session.run when the options do not say. */
+export const DEFAULT_THREADS = 2;
+export const DEFAULT_BATCH = 16;
 const PIECE_CACHE_LIMIT = 50_000;
 
 const softmaxKeep = (logits: Float32Array, base: number, labels: number, keep: number): number => {

@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { loadTokenClassifier, type OnnxTokenClassifier } from "../../services/core/adapters/onnx/token-classifier.ts";
 import {
   attentionBoundaries,
@@ -16,13 +14,9 @@ import {
   type Span,
   turnAttentionScores,
 } from "../../services/segmenter/attention-boundaries.ts";
+import { makeTinyTokenClassifier, tinyClassifierSkip } from "../helpers/tiny-token-classifier.ts";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PYTHON = join(ROOT, "models/.venv/bin/python");
-const SCRIPT = join(ROOT, "infra/models/make_tiny_token_classifier.py");
-const skip = existsSync(PYTHON)
-  ? false
-  : `${PYTHON} is missing (it is created by \`node scripts/setup.mjs\`); it is needed to generate the tiny ONNX model`;
+const skip = tinyClassifierSkip;
 
 const close = (a: number, b: number, eps = 1e-9): boolean => Math.abs(a - b) <= eps;
 
@@ -146,7 +140,7 @@ describe("attention boundaries on a generated tiny token classifier", { skip }, 
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), "tiny-att-"));
-    execFileSync(PYTHON, [SCRIPT, dir, "--seed", "11"], { stdio: "pipe" });
+    makeTinyTokenClassifier(dir, ["--seed", "11"]);
   });
   before(async () => {
     clf = await loadTokenClassifier(dir);

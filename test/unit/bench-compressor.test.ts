@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { Command } from "commander";
 import { registerBenchCommands } from "../../services/bench/cli.ts";
 import {
@@ -14,13 +12,9 @@ import {
   runCompressorBench,
 } from "../../services/bench/compressor.ts";
 import { loadConfig } from "../../services/core/config.ts";
+import { makeTinyTokenClassifier, tinyClassifierSkip } from "../helpers/tiny-token-classifier.ts";
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PYTHON = join(ROOT, "models/.venv/bin/python");
-const SCRIPT = join(ROOT, "infra/models/make_tiny_token_classifier.py");
-const skip = existsSync(PYTHON)
-  ? false
-  : `${PYTHON} is missing (it is created by \`node scripts/setup.mjs\`); it is needed to generate the tiny ONNX model`;
+const skip = tinyClassifierSkip;
 
 const dir = mkdtempSync(join(tmpdir(), "bench-compressor-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -124,7 +118,7 @@ describe("bench compressor with a tiny ONNX model", { skip }, () => {
   let model = "";
   before(() => {
     model = join(dir, "tiny-clf");
-    execFileSync(PYTHON, [SCRIPT, model, "--seed", "7", "--max-len", "32"], { stdio: "pipe" });
+    makeTinyTokenClassifier(model, ["--seed", "7", "--max-len", "32"]);
   });
 
   it("reports statistical, onnx and onnx-batched rows over the same turns, with ratios to the baseline", async () => {

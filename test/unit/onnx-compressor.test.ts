@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,13 +21,10 @@ import {
 } from "../../services/sensory/onnx-compressor.ts";
 import { openConfiguredCompressor } from "../../services/sensory/onnx-compressor-config.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
+import { makeTinyTokenClassifier, tinyClassifierSkip } from "../helpers/tiny-token-classifier.ts";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PYTHON = join(ROOT, "models/.venv/bin/python");
-const SCRIPT = join(ROOT, "infra/models/make_tiny_token_classifier.py");
-const skip = existsSync(PYTHON)
-  ? false
-  : `${PYTHON} is missing (it is created by \`node scripts/setup.mjs\`); it is needed to generate the tiny ONNX model`;
+const skip = tinyClassifierSkip;
 
 /** Lowercase words that are one vocabulary piece each and never force-kept. */
 const PLAIN =
@@ -151,7 +147,7 @@ describe("OnnxCompressor on a generated tiny token classifier", { skip }, () => 
 
   before(() => {
     dir = mkdtempSync(join(tmpdir(), "tiny-clf-"));
-    execFileSync(PYTHON, [SCRIPT, dir, "--seed", "7", "--max-len", "32"], { stdio: "pipe" });
+    makeTinyTokenClassifier(dir, ["--seed", "7", "--max-len", "32"]);
   });
   before(async () => {
     classifier = await loadTokenClassifier(dir, { batchSize: 16 });

@@ -147,3 +147,27 @@ export const rankBm25 = (
   scored.sort((a, b) => b.score - a.score || b.time - a.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return scored.slice(0, limit).map(({ id, score }) => ({ id, score }));
 };
+
+/** What a store finds for an index query: the hits in scope (at most LEXICAL_POOL_LIMIT) and the scope's counts. */
+export interface LexicalFind {
+  hits: readonly LexicalHit[];
+  scope: LexicalScope;
+}
+
+/**
+ * The lexical search every graph store runs, so all of them rank alike: the query's terms, the
+ * store's hits for `anyTermQuery(terms)` and its scope counts, then `rankBm25`. No terms (empty
+ * text, stop words only) or k < 1: no hits, and the store is not asked.
+ */
+export const searchLexical = async (
+  text: string,
+  k: number,
+  find: (match: string) => Promise<LexicalFind>,
+): Promise<ScoredHit[]> => {
+  const terms = queryTerms(text);
+  const match = anyTermQuery(terms);
+  const limit = Math.floor(k);
+  if (!match || !(limit > 0)) return [];
+  const { hits, scope } = await find(match);
+  return rankBm25(terms, hits, scope, limit);
+};

@@ -1,14 +1,6 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import { sha256, turnRowId } from "../../ids.ts";
-import {
-  anyTermQuery,
-  LEXICAL_POOL_LIMIT,
-  type LexicalHit,
-  type LexicalScope,
-  lexicalText,
-  queryTerms,
-  rankBm25,
-} from "../../lexical.ts";
+import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
   ConsolidationApplied,
@@ -934,67 +926,59 @@ export class Neo4jGraphStore implements GraphStore {
    * are filtered by tenant (and conversation) before they are counted.
    */
   async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const terms = queryTerms(text);
-    const match = anyTermQuery(terms);
-    const limit = Math.floor(k);
-    if (!match || !(limit > 0)) return [];
     const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
     const params = { tenant, conversation: conversation ?? null };
-    const [hits, [scope]] = await Promise.all([
-      this.query<{ id: string; lex: string; time: unknown }>(
-        `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
-         WHERE node.tenant = $tenant${conv("node")} AND node.supersededBy IS NULL
-         RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
-        { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
-      ),
-      this.query<{ items: unknown; totalLength: unknown }>(
-        `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IS NULL${conv("r")}
-         RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
-        params,
-      ),
-    ]);
-    return rankBm25(
-      terms,
-      hits.map((h): LexicalHit => ({ id: h.id, lex: h.lex ?? "", time: num(h.time) })),
-      lexicalScope(scope),
-      limit,
-    );
+    return searchLexical(text, k, async (match) => {
+      const [hits, [scope]] = await Promise.all([
+        this.query<{ id: string; lex: string; time: unknown }>(
+          `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
+           WHERE node.tenant = $tenant${conv("node")} AND node.supersededBy IS NULL
+           RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
+          { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
+        ),
+        this.query<{ items: unknown; totalLength: unknown }>(
+          `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IS NULL${conv("r")}
+           RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
+          params,
+        ),
+      ]);
+      return {
+        hits: hits.map((h): LexicalHit => ({ id: h.id, lex: h.lex ?? "", time: num(h.time) })),
+        scope: lexicalScope(scope),
+      };
+    });
   }
 
   /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const terms = queryTerms(text);
-    const match = anyTermQuery(terms);
-    const limit = Math.floor(k);
-    if (!match || !(limit > 0)) return [];
     const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
     const params = { tenant, conversation: conversation ?? null };
-    const [hits, [scope]] = await Promise.all([
-      this.query<{ conversation: string; turnId: string; lex: string; timestamp: string }>(
-        `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
-         WHERE node.tenant = $tenant${conv("node")}
-         RETURN node.conversation AS conversation, node.turnId AS turnId, node.lex AS lex,
-           node.timestamp AS timestamp ORDER BY score DESC LIMIT $pool`,
-        { ...params, index: TURN_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
-      ),
-      this.query<{ items: unknown; totalLength: unknown }>(
-        `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
-         RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
-        params,
-      ),
-    ]);
-    return rankBm25(
-      terms,
-      hits.map(
-        (h): LexicalHit => ({
-          id: turnRowId(h.conversation, h.turnId),
-          lex: h.lex ?? "",
-          time: Date.parse(h.timestamp),
-        }),
-      ),
-      lexicalScope(scope),
-      limit,
-    );
+    return searchLexical(text, k, async (match) => {
+      const [hits, [scope]] = await Promise.all([
+        this.query<{ conversation: string; turnId: string; lex: string; timestamp: string }>(
+          `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
+           WHERE node.tenant = $tenant${conv("node")}
+           RETURN node.conversation AS conversation, node.turnId AS turnId, node.lex AS lex,
+             node.timestamp AS timestamp ORDER BY score DESC LIMIT $pool`,
+          { ...params, index: TURN_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
+        ),
+        this.query<{ items: unknown; totalLength: unknown }>(
+          `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
+           RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
+          params,
+        ),
+      ]);
+      return {
+        hits: hits.map(
+          (h): LexicalHit => ({
+            id: turnRowId(h.conversation, h.turnId),
+            lex: h.lex ?? "",
+            time: Date.parse(h.timestamp),
+          }),
+        ),
+        scope: lexicalScope(scope),
+      };
+    });
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */

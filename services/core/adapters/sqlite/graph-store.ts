@@ -1,14 +1,6 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { turnRowId } from "../../ids.ts";
-import {
-  anyTermQuery,
-  LEXICAL_POOL_LIMIT,
-  type LexicalHit,
-  type LexicalScope,
-  lexicalText,
-  queryTerms,
-  rankBm25,
-} from "../../lexical.ts";
+import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
   ConsolidationApplied,
@@ -715,54 +707,43 @@ export class SqliteGraphStore implements GraphStore {
    * any query term, the shared scorer ranks them (ties: newer said-at, then id).
    */
   async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const terms = queryTerms(text);
-    const match = anyTermQuery(terms);
-    const limit = Math.floor(k);
-    if (!match || !(limit > 0)) return [];
     const conv = conversation === undefined ? "" : " AND r.conversation = ?";
     const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
-    const hits = this.all<LexicalHit>(
-      `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
-       FROM records_fts JOIN records r ON r.seq = records_fts.rowid
-       WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv} AND r.superseded_by IS NULL
-       ORDER BY rank LIMIT ?`,
-      ...scoped(match, tenant, tenant),
-      LEXICAL_POOL_LIMIT,
-    );
-    const scope = this.all<LexicalScope>(
-      `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
-       FROM records r WHERE r.tenant = ?${conv} AND r.superseded_by IS NULL`,
-      ...scoped(tenant),
-    )[0] as LexicalScope;
-    return rankBm25(terms, hits, scope, limit);
+    return searchLexical(text, k, async (match) => ({
+      hits: this.all<LexicalHit>(
+        `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
+         FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv} AND r.superseded_by IS NULL
+         ORDER BY rank LIMIT ?`,
+        ...scoped(match, tenant, tenant),
+        LEXICAL_POOL_LIMIT,
+      ),
+      scope: this.all<LexicalScope>(
+        `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
+         FROM records r WHERE r.tenant = ?${conv} AND r.superseded_by IS NULL`,
+        ...scoped(tenant),
+      )[0] as LexicalScope,
+    }));
   }
 
   /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const terms = queryTerms(text);
-    const match = anyTermQuery(terms);
-    const limit = Math.floor(k);
-    if (!match || !(limit > 0)) return [];
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
     const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
-    const rows = this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
-      `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
-       FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
-       WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
-       ORDER BY rank LIMIT ?`,
-      ...scoped(match, tenant, tenant),
-      LEXICAL_POOL_LIMIT,
-    );
-    const scope = this.all<LexicalScope>(
-      `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
-      ...scoped(tenant),
-    )[0] as LexicalScope;
-    const hits = rows.map((r) => ({
-      id: turnRowId(r.conversation, r.turn_id),
-      lex: r.lex,
-      time: Date.parse(r.timestamp),
+    return searchLexical(text, k, async (match) => ({
+      hits: this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
+        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
+         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+         WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+         ORDER BY rank LIMIT ?`,
+        ...scoped(match, tenant, tenant),
+        LEXICAL_POOL_LIMIT,
+      ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
+      scope: this.all<LexicalScope>(
+        `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
+        ...scoped(tenant),
+      )[0] as LexicalScope,
     }));
-    return rankBm25(terms, hits, scope, limit);
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */

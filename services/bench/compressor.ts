@@ -20,7 +20,7 @@ import {
 } from "../core/adapters/onnx/token-classifier.ts";
 import type { Config } from "../core/config.ts";
 import { loadLocomo } from "../core/datasets/locomo.ts";
-import type { CompressionResult } from "../core/ports.ts";
+import type { CompressionResult, Compressor } from "../core/ports.ts";
 import { countTokens } from "../core/tokens.ts";
 import { OnnxCompressor, splitWords } from "../sensory/onnx-compressor.ts";
 import { compressorModelDir } from "../sensory/onnx-compressor-config.ts";
@@ -154,6 +154,15 @@ type Runner = (conversations: readonly Conversation[]) => Promise<CompressionRes
 
 const WARMUP_TURNS = 16;
 
+/** One `compress` call per turn, as the engine calls a compressor. */
+const turnByTurn =
+  (compressor: Compressor, keepRate: number): Runner =>
+  async (conversations) => {
+    const out: CompressionResult[] = [];
+    for (const c of conversations) for (const t of c.texts) out.push(await compressor.compress(t, keepRate));
+    return out;
+  };
+
 /** Loads the turns, runs the systems interleaved and writes the markdown and JSON reports. */
 export const runCompressorBench = async (options: CompressorBenchOptions): Promise<CompressorBenchRun> => {
   const started = performance.now();
@@ -176,11 +185,7 @@ export const runCompressorBench = async (options: CompressorBenchOptions): Promi
     {
       system: "statistical",
       compressor: statistical.id,
-      run: async (cs) => {
-        const out: CompressionResult[] = [];
-        for (const c of cs) for (const t of c.texts) out.push(await statistical.compress(t, keepRate));
-        return out;
-      },
+      run: turnByTurn(statistical, keepRate),
     },
   ];
 
@@ -218,11 +223,7 @@ export const runCompressorBench = async (options: CompressorBenchOptions): Promi
           system: "onnx",
           compressor: compressor.id,
           modelTokens,
-          run: async (cs) => {
-            const out: CompressionResult[] = [];
-            for (const c of cs) for (const t of c.texts) out.push(await compressor.compress(t, keepRate));
-            return out;
-          },
+          run: turnByTurn(compressor, keepRate),
         },
         {
           system: "onnx-batched",

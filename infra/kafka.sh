@@ -62,7 +62,7 @@ kafka_start() {
     }
   fi
   log "kafka: starting on $INFRA_HOST:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
-  launch "$NAME" "$JAVA" -Dinfra.server=kafka -Xms128m -Xmx"$KAFKA_HEAP" -XX:+UseG1GC \
+  launch "$NAME" "$JAVA" -Dinfra.server=kafka "-Dinfra.home=$WORK_DIR" -Xms128m -Xmx"$KAFKA_HEAP" -XX:+UseG1GC \
     -XX:MaxGCPauseMillis=20 -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$INFRA_DIR/config/kafka-log4j2.xml" \
     -cp "$cp" kafka.Kafka "$conf"

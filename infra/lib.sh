@@ -1,13 +1,20 @@
 # shellcheck shell=bash
 # Shared helpers for the local server scripts (kafka.sh, registry.sh, neo4j.sh).
-# Sourced, never run. Everything lives under infra/.work (git-ignored):
-#   lib/<server>/   jars copied from Maven Central by infra/maven/<server>/pom.xml
+# Sourced, never run. Everything lives under infra/.work (git-ignored; INFRA_WORK_DIR moves it):
+#   lib/<server>/   jars copied from Maven Central by infra/maven/<server>/pom.xml (INFRA_LIB_DIR)
 #   data/<server>/  server data
 #   logs/<server>.log, run/<server>.pid, conf/<server>/ generated config
+#
+# Every server's command line carries two marker arguments: -Dinfra.server=NAME and
+# -Dinfra.home=WORK_DIR (--tag=infra.server=NAME / --tag=infra.home=WORK_DIR for the Node
+# registry). The pid file is checked against them, and they find a server of this checkout whose
+# pid file is missing or wrong, without ever matching another checkout's servers.
 
 INFRA_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 WORK_DIR="${INFRA_WORK_DIR:-$INFRA_DIR/.work}"
-LIB_DIR="$WORK_DIR/lib"
+# Absolute and normalised: it is compared with the -Dinfra.home marker of running servers.
+WORK_DIR="$(realpath -m -- "$WORK_DIR" 2>/dev/null || printf '%s' "$WORK_DIR")"
+LIB_DIR="${INFRA_LIB_DIR:-$WORK_DIR/lib}"
 DATA_DIR="$WORK_DIR/data"
 LOG_DIR="$WORK_DIR/logs"
 RUN_DIR="$WORK_DIR/run"
@@ -100,18 +107,87 @@ maven_install() {
 
 pid_file() { printf '%s/%s.pid\n' "$RUN_DIR" "$1"; }
 
-# running_pid NAME -> prints the pid and succeeds when the server is alive.
+# alive PID -> succeeds while the process exists and is not a zombie.
+alive() {
+  local stat
+  kill -0 "$1" 2>/dev/null || return 1
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  stat="${stat##*) }"
+  [[ "${stat:0:1}" != Z ]]
+}
+
+# pid_is_server PID NAME [LEGACY_OK] -> succeeds when PID is alive and its command line carries
+# -Dinfra.server=NAME and this work dir's -Dinfra.home marker; with LEGACY_OK=true also when it
+# has no home marker at all (a server started by an older version of these scripts, named by
+# this checkout's pid file). An empty command line is what /proc shows while the process is
+# inside execve: it is read again for up to 2 s rather than taken as "not the server".
+pid_is_server() {
+  local pid="$1" name="$2" legacy_ok="${3:-false}" i a srv=false home=
+  local -a args=()
+  [[ "$pid" =~ ^[1-9][0-9]*$ ]] || return 1
+  for ((i = 0; ; i++)); do
+    alive "$pid" || return 1
+    { mapfile -d '' -t args <"/proc/$pid/cmdline"; } 2>/dev/null || return 1
+    ((${#args[@]})) && break
+    ((i < 40)) || return 1
+    sleep 0.05
+  done
+  for a in "${args[@]}"; do
+    case "$a" in
+    "-Dinfra.server=$name" | "--tag=infra.server=$name") srv=true ;;
+    -Dinfra.home=*) home="${a#-Dinfra.home=}" ;;
+    --tag=infra.home=*) home="${a#--tag=infra.home=}" ;;
+    esac
+  done
+  $srv || return 1
+  [[ "$home" == "$WORK_DIR" ]] && return 0
+  [[ -z "$home" && "$legacy_ok" == true ]]
+}
+
+# running_pid NAME -> prints the pid from run/NAME.pid and succeeds when that process is alive
+# and is the server (see pid_is_server; a server still in its launch wrapper counts).
 running_pid() {
-  local pf pid
+  local pf pid=
   pf="$(pid_file "$1")"
   [[ -f "$pf" ]] || return 1
-  pid="$(cat "$pf" 2>/dev/null)"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  if kill -0 "$pid" 2>/dev/null && grep -qa "infra.server=$1" "/proc/$pid/cmdline" 2>/dev/null; then
-    printf '%s\n' "$pid"
-    return 0
-  fi
-  return 1
+  { read -r pid <"$pf"; } 2>/dev/null || [[ -n "$pid" ]] || return 1
+  pid_is_server "$pid" "$1" true || return 1
+  printf '%s\n' "$pid"
+}
+
+# scan_pids NAME -> prints the pids of every process carrying NAME's server marker and this work
+# dir's home marker, pid file or not. (grep gets its patterns as --regexp=..., so that its own
+# command line does not match.)
+scan_pids() {
+  local f pid
+  # shellcheck disable=SC2062 # /proc/[0-9]*/cmdline is the list of files, not a pattern
+  while IFS= read -r f; do
+    pid="${f#/proc/}"
+    pid="${pid%/cmdline}"
+    pid_is_server "$pid" "$1" && printf '%s\n' "$pid"
+  done < <(grep -lsxzF --regexp="-Dinfra.home=$WORK_DIR" --regexp="--tag=infra.home=$WORK_DIR" \
+    /proc/[0-9]*/cmdline)
+  return 0
+}
+
+# leftover_pids NAME -> the processes of this checkout's NAME that its pid file does not name
+# (pid file missing, or pointing elsewhere).
+leftover_pids() {
+  local tracked p
+  tracked="$(running_pid "$1")" || tracked=
+  for p in $(scan_pids "$1"); do
+    [[ "$p" == "$tracked" ]] || printf '%s\n' "$p"
+  done
+  return 0
+}
+
+# server_ports NAME -> the ports the server listens on (for messages and checks).
+server_ports() {
+  case "$1" in
+  kafka) printf '%s %s\n' "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" ;;
+  registry) printf '%s\n' "$REGISTRY_PORT" ;;
+  neo4j) printf '%s %s\n' "$NEO4J_BOLT_PORT" "$NEO4J_HTTP_PORT" ;;
+  esac
 }
 
 # port_open PORT -> succeeds when something accepts TCP connections on 127.0.0.1:PORT
@@ -127,14 +203,64 @@ require_free_ports() {
   return 0
 }
 
-# launch NAME CMD... -> starts CMD detached, stdout/stderr to logs/NAME.log, pid to run/NAME.pid.
-# CMD must contain -Dinfra.server=NAME so that the pid can be recognised.
+# check_leftovers NAME -> deals with a server of this checkout left running without a valid pid
+# file (e.g. by a start that was killed): it holds the ports and the data folder, so a new start
+# would fail. Stops it when INFRA_STOP_LEFTOVERS=1 or when the user says so at a terminal;
+# otherwise dies, saying how to stop it.
+check_leftovers() {
+  local name="$1" p ans busy="" left=()
+  mapfile -t left < <(leftover_pids "$name")
+  ((${#left[@]})) || return 0
+  for p in $(server_ports "$name"); do
+    port_open "$p" && busy+=" $p"
+  done
+  log "$name: a $name of this checkout ($WORK_DIR) is still running without a valid pid file:" \
+    "pid ${left[*]}${busy:+, holding port(s)$busy}"
+  if [[ "${INFRA_STOP_LEFTOVERS:-}" == 1 ]]; then
+    stop_pids "$name" "${left[@]}"
+    return 0
+  fi
+  if [[ -t 0 && -t 2 ]]; then
+    read -r -p "[infra] $name: stop it now? [y/N] " ans || ans=
+    if [[ "$ans" == [yY]* ]]; then
+      stop_pids "$name" "${left[@]}"
+      return 0
+    fi
+  fi
+  die "$name: leftover server (pid ${left[*]}) not stopped: run 'bash infra/$name.sh stop' (or 'bash infra/down.sh'), or start again with INFRA_STOP_LEFTOVERS=1"
+}
+
+# launch NAME CMD... -> starts CMD detached (own session, SIGHUP ignored), stdout/stderr to
+# logs/NAME.log, and returns once run/NAME.pid names the server process.
+# CMD must carry -Dinfra.server=NAME and -Dinfra.home=$WORK_DIR (or the --tag= forms).
+# The pid is written by a wrapper shell that then execs CMD, so it is the server's own pid
+# whether setsid forks or not (it does when the caller leads its process group, as under job
+# control), and the wrapper's command line already carries the markers (they are its
+# arguments), so the server is recognised from the moment the pid file exists.
 launch() {
-  local name="$1" logf="$LOG_DIR/$1.log"
+  local name="$1" logf="$LOG_DIR/$1.log" pf a i srv=false home=false
   shift
+  for a in "$@"; do
+    case "$a" in
+    "-Dinfra.server=$name" | "--tag=infra.server=$name") srv=true ;;
+    "-Dinfra.home=$WORK_DIR" | "--tag=infra.home=$WORK_DIR") home=true ;;
+    esac
+  done
+  if ! $srv || ! $home; then
+    die "launch $name: the command must carry -Dinfra.server=$name and -Dinfra.home=$WORK_DIR"
+  fi
+  pf="$(pid_file "$name")"
+  rm -f "$pf" "$pf.tmp"
   [[ -f "$logf" ]] && mv -f "$logf" "$logf.1"
-  setsid nohup "$@" >"$logf" 2>&1 </dev/null &
-  echo $! >"$(pid_file "$name")"
+  # shellcheck disable=SC2016 # $$, $0 and $@ are the wrapper's own
+  setsid bash -c 'trap "" HUP; echo "$$" >"$0.tmp" && mv -f "$0.tmp" "$0" && exec "$@"' "$pf" "$@" \
+    >"$logf" 2>&1 </dev/null &
+  # Normally a few milliseconds; a busy machine can delay the wrapper's start.
+  for ((i = 0; i < 1500; i++)); do
+    [[ -s "$pf" ]] && return 0
+    sleep 0.02
+  done
+  fail_start "$name" "the launch wrapper did not write $pf within 30s"
 }
 
 # fail_start NAME MESSAGE -> prints the log tail, stops the process, exits 1
@@ -172,35 +298,77 @@ wait_ready() {
   fail_start "$name" "not ready after ${INFRA_START_TIMEOUT}s"
 }
 
-# stop_server NAME -> SIGTERM, wait up to 30s, then SIGKILL.
+# wait_gone SECONDS PID... -> succeeds once none of the processes is alive (zombies count as
+# gone), fails after SECONDS.
+wait_gone() {
+  local secs="$1" p i
+  shift
+  local any
+  for ((i = 0; i < secs * 20; i++)); do
+    any=false
+    for p in "$@"; do
+      alive "$p" && any=true && break
+    done
+    $any || return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# stop_pids NAME PID... -> SIGTERM, wait up to 30s, then SIGKILL.
+stop_pids() {
+  local name="$1" p
+  shift
+  kill -TERM "$@" 2>/dev/null || true
+  if ! wait_gone 30 "$@"; then
+    log "$name: still alive after 30s, killing"
+    kill -KILL "$@" 2>/dev/null || true
+    wait_gone 10 "$@" || {
+      for p in "$@"; do alive "$p" && log "$name: WARNING: pid $p survived SIGKILL"; done
+      return 1
+    }
+  fi
+}
+
+# stop_server NAME -> stops the server named by the pid file and any other process of this
+# checkout carrying NAME's markers (pid file missing or wrong), then removes the pid file.
 stop_server() {
-  local name="$1" pid i
-  if ! pid="$(running_pid "$name")"; then
-    rm -f "$(pid_file "$name")"
+  local name="$1" tracked p pids=() rc=0
+  tracked="$(running_pid "$name")" || tracked=
+  [[ -n "$tracked" ]] && pids+=("$tracked")
+  for p in $(scan_pids "$name"); do
+    [[ "$p" == "$tracked" ]] || pids+=("$p")
+  done
+  if ((${#pids[@]} == 0)); then
+    rm -f "$(pid_file "$name")" "$(pid_file "$name").tmp"
     log "$name: not running"
     return 0
   fi
-  log "$name: stopping (pid $pid) ..."
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 60; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "$name: still alive after 30s, killing"
-    kill -KILL "$pid" 2>/dev/null || true
+  if [[ -z "$tracked" ]]; then
+    log "$name: stopping pid ${pids[*]} (no valid pid file; found by its -Dinfra.server/-Dinfra.home markers) ..."
+  else
+    log "$name: stopping (pid ${pids[*]}) ..."
   fi
-  rm -f "$(pid_file "$name")"
-  log "$name: stopped"
+  stop_pids "$name" "${pids[@]}" || rc=1
+  rm -f "$(pid_file "$name")" "$(pid_file "$name").tmp"
+  ((rc == 0)) && log "$name: stopped"
+  return "$rc"
 }
 
-# status_line NAME DETAIL -> prints one line, succeeds when running.
+# status_server NAME DETAIL -> prints one line, succeeds when running.
 status_server() {
-  local name="$1" detail="$2" pid rss
+  local name="$1" detail="$2" pid rss left
+  left="$(leftover_pids "$name" | tr '\n' ' ')"
+  left="${left% }"
   if pid="$(running_pid "$name")"; then
     rss="$(ps -o rss= -p "$pid" 2>/dev/null | tr -d ' ')"
-    printf '%-9s running  pid=%s rss=%sMiB %s\n' "$name" "$pid" "$((${rss:-0} / 1024))" "$detail"
+    printf '%-9s running  pid=%s rss=%sMiB %s%s\n' "$name" "$pid" "$((${rss:-0} / 1024))" "$detail" \
+      "${left:+ (and leftover pid $left: bash infra/$name.sh stop)}"
     return 0
+  fi
+  if [[ -n "$left" ]]; then
+    printf '%-9s leftover pid=%s without a valid pid file (bash infra/%s.sh stop)\n' "$name" "$left" "$name"
+    return 1
   fi
   printf '%-9s stopped\n' "$name"
   return 1
@@ -220,6 +388,7 @@ dispatch() {
       log "$name: already running"
       return 0
     fi
+    check_leftovers "$name"
     "${name}_install"
     local t0=$SECONDS
     "${name}_start"

@@ -64,7 +64,7 @@ neo4j_start() {
     }
   fi
   log "neo4j: starting (bolt $INFRA_HOST:$NEO4J_BOLT_PORT, http $INFRA_HOST:$NEO4J_HTTP_PORT)"
-  launch "$NAME" "$JAVA" -Dinfra.server=neo4j -Xms256m -Xmx"$NEO4J_HEAP" -XX:+UseG1GC \
+  launch "$NAME" "$JAVA" -Dinfra.server=neo4j "-Dinfra.home=$WORK_DIR" -Xms256m -Xmx"$NEO4J_HEAP" -XX:+UseG1GC \
     -XX:-OmitStackTraceInFastThrow -XX:+ExitOnOutOfMemoryError -XX:+DisableExplicitGC \
     -Djdk.nio.maxCachedBufferSize=1024 -Dio.netty.tryReflectionSetAccessible=true \
     -Dlog4j2.disable.jmx=true -Djava.awt.headless=true \

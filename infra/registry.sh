@@ -39,7 +39,7 @@ registry_start() {
     [[ -f "$(apicurio_jar)" ]] || die "registry: $(apicurio_jar) missing (REGISTRY_IMPL=apicurio bash infra/registry.sh install)"
     log "registry: starting Apicurio Registry on http://$INFRA_HOST:$REGISTRY_PORT/apis/ccompat/v7"
     # %prod.* keys: Apicurio's application.properties sets them per profile, which beats plain keys.
-    launch "$NAME" "$JAVA" "-Xmx$REGISTRY_HEAP" -XX:+UseSerialGC -Dinfra.server=registry \
+    launch "$NAME" "$JAVA" "-Xmx$REGISTRY_HEAP" -XX:+UseSerialGC -Dinfra.server=registry "-Dinfra.home=$WORK_DIR" \
       -Dquarkus.http.host="$INFRA_HOST" "-D%prod.quarkus.http.port=$REGISTRY_PORT" \
       "-D%prod.quarkus.datasource.jdbc.url=jdbc:h2:mem:registry_db" \
       "-D%prod.quarkus.datasource.jdbc.initial-size=2" "-D%prod.quarkus.datasource.jdbc.min-size=2" \
@@ -51,7 +51,7 @@ registry_start() {
   mkdir -p "$DATA_DIR/registry"
   log "registry: starting on http://$INFRA_HOST:$REGISTRY_PORT"
   launch "$NAME" node "$INFRA_DIR/registry/schema-registry.mjs" --port "$REGISTRY_PORT" \
-    --host "$INFRA_HOST" --data "$DATA_DIR/registry" --tag=infra.server=registry
+    --host "$INFRA_HOST" --data "$DATA_DIR/registry" --tag=infra.server=registry "--tag=infra.home=$WORK_DIR"
 }
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs (first time only, from Maven Central) and starts the local servers on 127.0.0.1:
 # Kafka (KRaft), the schema registry, Neo4j. Waits until each is ready; a second run while
-# they are up is a no-op. Then: eval "$(bash infra/env.sh)".
+# they are up is a no-op. Then: eval "$(bash infra/env.sh)". A server of this checkout left
+# running without a valid pid file is reported (INFRA_STOP_LEFTOVERS=1 stops it).
 #   bash infra/up.sh [kafka] [registry] [neo4j]     (default: all three)
 set -euo pipefail
 # shellcheck source=infra/lib.sh
@@ -16,6 +17,12 @@ ensure_dirs
 for s in "${servers[@]}"; do
   [[ -x "$INFRA_DIR/$s.sh" ]] || die "unknown server '$s' (kafka, registry, neo4j)"
   bash "$INFRA_DIR/$s.sh" install
+done
+
+# A server of this checkout left running without its pid file holds its ports and data: report
+# it here, in the foreground, so that a terminal can be asked whether to stop it.
+for s in "${servers[@]}"; do
+  check_leftovers "$s"
 done
 
 declare -A pids=()

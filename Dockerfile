@@ -5,6 +5,8 @@ FROM node:20-bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-pip g++ make \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
+# onnxruntime-node's postinstall downloads nothing (CPU runtime from the package); an environment
+# variable, not an .npmrc key (npm warns about unknown project config).
 ENV ONNXRUNTIME_NODE_INSTALL=skip
 COPY package.json package-lock.json .npmrc ./
 RUN npm ci --no-audit --no-fund

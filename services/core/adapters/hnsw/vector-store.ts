@@ -506,8 +506,14 @@ export class HnswVectorStore implements VectorStore {
       rmSync(this.fileOf(tenant), { force: true });
       return;
     }
-    if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
-    else this.scrubDeleted(t);
+    try {
+      if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+      else this.scrubDeleted(t);
+    } catch (err) {
+      // A half-patched index is not trusted: the next use rebuilds it from SQLite.
+      this.indexes.delete(tenant);
+      throw err;
+    }
     this.flushSync();
   }
 

@@ -159,6 +159,11 @@ export const ConfigSchema = z.object({
     })
     .default({ budget: 1000, rrfK: 60, mmrLambda: 0.7 }),
   runtime: z.object({ queueCapacity: num.int().positive().default(64) }).default({ queueCapacity: 64 }),
+  /**
+   * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
+   * are this share of its points (erasure always rebuilds it; see docs/erasure.md).
+   */
+  vectors: z.object({ compactDeletedRatio: num.gt(0).max(1).default(0.2) }).default({ compactDeletedRatio: 0.2 }),
   /** Sleep-time consolidation: when it runs on its own, and how update candidates are chosen. */
   consolidation: z
     .object({
@@ -219,6 +224,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_IDLE_TIMEOUT_MS: ["segmenter", "idleTimeoutMs"],
   MEMORY_QUERY_BUDGET: ["query", "budget"],
   MEMORY_QUEUE_CAPACITY: ["runtime", "queueCapacity"],
+  MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],
   MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
   MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],
   MEMORY_CONSOLIDATION_MAX_LAG: ["consolidation", "maxInboxLag"],

@@ -160,6 +160,12 @@ export interface VectorStore {
    * returning how many were deleted. Optional: without it the caller deletes by the ids it knows.
    */
   deleteConversation?(tenant: string, conversation: string): Promise<number>;
+  /**
+   * After an erasure of the tenant's items: rewrites what the store keeps on disk so that deleted
+   * vectors are gone from its files, not only marked deleted. Optional: a store that keeps no
+   * deleted vectors (or cannot purge them) leaves it out.
+   */
+  purgeDeleted?(tenant: string): Promise<void>;
   count(tenant: string): Promise<number>;
   flush(): Promise<void>;
   close(): Promise<void>;
@@ -327,6 +333,12 @@ export interface GraphStore {
    * superseded become current again; merged sources from it are removed.
    */
   deleteConversation(tenant: string, conversation: string): Promise<ErasedIds>;
+  /**
+   * After an erasure (every store's deletes done): removes what the store's files still keep of
+   * deleted data (free space, full-text segments, write-ahead log), as far as the store allows.
+   * Optional; docs/erasure.md says what each store guarantees.
+   */
+  purgeDeleted?(): Promise<void>;
   close(): Promise<void>;
 }
 

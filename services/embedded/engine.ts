@@ -344,6 +344,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       }
       await this.parts.vectors.flush();
       const stateKeys = await this.eraseState(tenant, conversation);
+      // Deleted is not yet gone from disk: the vector index file still holds the deleted vectors
+      // (hnswlib only marks them) and the WAL holds pages from before the deletes. The graph store's
+      // purge covers the whole shared SQLite file (state and inbox too), so it runs last.
+      await this.parts.vectors.purgeDeleted?.(tenant);
+      await this.parts.graph.purgeDeleted?.();
       return {
         tenant,
         ...(conversation !== undefined ? { conversation } : {}),

@@ -96,7 +96,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
   const db = openSqlite(config.dataDir);
   const graph = new SqliteGraphStore(db);
   const state = new SqliteStateStore(db);
-  const vectors = new HnswVectorStore(db, config.dataDir);
+  const vectors = new HnswVectorStore(db, config.dataDir, { compactDeletedRatio: config.vectors.compactDeletedRatio });
   const log = new DurableLog(db);
   // The LLM, when config.llm asks a stage for it and no explicit encoder/planner replaces that stage.
   const wantsLlm =

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/vector-store.ts";
+import hnswlib from "hnswlib-node";
+import { HnswVectorStore, hnswFileOf } from "../../services/core/adapters/hnsw/vector-store.ts";
 import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite/db.ts";
 import type { VectorItem } from "../../services/core/ports.ts";
 import { DIM, mulberry32, randomUnit, runVectorStoreContract } from "./vector-store.contract.ts";
@@ -186,6 +187,103 @@ describe("HnswVectorStore crash recovery and index files", () => {
         { id: "x", vector: new Float32Array([1, 0, 0]), payload: { tenant: "t1", conversation: "c", kind: "turn" } },
       ]);
       assert.equal(store.dimension, 3);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** What the index file holds for each label (hnswlib keeps cosine points normalised), as raw bytes. */
+const pointsInFile = (file: string, labels: readonly number[]): Buffer[] => {
+  const index = new hnswlib.HierarchicalNSW("cosine", DIM);
+  index.readIndexSync(file, true);
+  return labels.map((label) => Buffer.from(new Float32Array(index.getPoint(label)).buffer));
+};
+
+const labelsOf = (db: SqliteDatabase, tenant: string, ids: readonly string[]): number[] =>
+  ids.map(
+    (id) =>
+      (
+        db.prepare("SELECT label FROM vectors WHERE tenant = ? AND id = ?").get(tenant, id) as {
+          label: number;
+        }
+      ).label,
+  );
+
+describe("HnswVectorStore: deleted points leave the index file", () => {
+  it("keeps deleted points below the threshold until purgeDeleted() zeroes them in memory and in the file", async () => {
+    const dir = tempDir();
+    const { db, store, close } = open(dir);
+    try {
+      await store.upsert("t1", items("t1", 100, 21));
+      await store.flush();
+      const file = hnswFileOf(join(dir, "vectors"), "t1");
+      const gone = ["v3", "v50", "v97"];
+      const kept = ["v0", "v51"];
+      const goneBytes = pointsInFile(file, labelsOf(db, "t1", gone));
+      const keptBytes = pointsInFile(file, labelsOf(db, "t1", kept));
+      await store.delete("t1", gone);
+      await store.flush();
+      assert.equal(store.compactions.count, 0, "3% deleted is below the default threshold");
+      // hnswlib's markDelete: the vectors are still in the file (why erasure purges).
+      for (const b of goneBytes) assert.ok(readFileSync(file).includes(b));
+      await store.purgeDeleted("t1");
+      assert.deepEqual([store.compactions.count, store.scrubs.count], [0, 1], "zeroed in place, not rebuilt");
+      const bytes = readFileSync(file);
+      for (const b of goneBytes) assert.ok(!bytes.includes(b), "a deleted point is gone from the file");
+      for (const b of keptBytes) assert.ok(bytes.includes(b), "a live point is still in the file");
+      // The zeroed points still link the graph: every live point is still found as its own nearest.
+      for (const item of items("t1", 100, 21).filter((i) => !gone.includes(i.id))) {
+        const [hit] = await store.search("t1", item.vector, 1);
+        assert.equal(hit?.id, item.id);
+      }
+      assert.equal(await store.count("t1"), 97);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("rebuilds an index once deleted points pass compactDeletedRatio, and a restart reads the compacted file", async () => {
+    const dir = tempDir();
+    const db = openSqlite(dir);
+    const store = new HnswVectorStore(db, dir, { compactDeletedRatio: 0.25 });
+    try {
+      await store.upsert("t1", items("t1", 40, 22));
+      await store.delete("t1", ["v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"]);
+      assert.equal(store.compactions.count, 0, "9 of 40 is below 0.25");
+      await store.delete("t1", ["v9"]);
+      assert.equal(store.compactions.count, 1, "10 of 40 reaches 0.25");
+      await store.close();
+      const again = open(dir);
+      try {
+        assert.equal(again.store.rebuilds, 0);
+        const hits = await again.store.search("t1", items("t1", 40, 22)[20]?.vector as Float32Array, 40);
+        assert.equal(hits.length, 30);
+        assert.equal(hits[0]?.id, "v20");
+        assert.equal(again.store.rebuilds, 0, "the compacted file was current");
+      } finally {
+        await again.close();
+      }
+    } finally {
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("removes the file when purgeDeleted() finds no live point, and rejects a bad ratio", async () => {
+    const dir = tempDir();
+    const { store, close } = open(dir);
+    try {
+      await store.upsert("t1", items("t1", 3, 23));
+      await store.flush();
+      const file = hnswFileOf(join(dir, "vectors"), "t1");
+      assert.ok(existsSync(file));
+      await store.deleteConversation("t1", "c");
+      await store.purgeDeleted("t1");
+      assert.ok(!existsSync(file));
+      assert.throws(() => new HnswVectorStore(store.db, dir, { compactDeletedRatio: 0 }), /compactDeletedRatio/);
     } finally {
       await close();
       rmSync(dir, { recursive: true, force: true });

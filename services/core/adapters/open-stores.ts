@@ -62,7 +62,7 @@ export const openStores = async (config: Config, kind: StoreKind = storeKindFrom
   }
   const db = openSqlite(config.dataDir);
   const graph = new SqliteGraphStore(db);
-  const vectors = new HnswVectorStore(db, config.dataDir);
+  const vectors = new HnswVectorStore(db, config.dataDir, { compactDeletedRatio: config.vectors.compactDeletedRatio });
   return {
     kind,
     label: `embedded ${config.dataDir}`,

@@ -22,7 +22,17 @@ export interface HnswVectorStoreOptions {
   initialCapacity?: number;
   /** Seed of the HNSW level generator, for reproducible graphs (default 100). */
   seed?: number;
+  /**
+   * A tenant index is rebuilt without its deleted points once they make up this share of the
+   * points it holds (default 0.2; 1: only when every point is deleted). hnswlib only marks a
+   * deleted point: its vector stays in memory and in the index file until a new point takes its
+   * slot. purgeDeleted() (after an erasure) removes deleted vectors whatever the share.
+   */
+  compactDeletedRatio?: number;
 }
+
+/** Default of HnswVectorStoreOptions.compactDeletedRatio. */
+export const DEFAULT_COMPACT_DELETED_RATIO = 0.2;
 
 interface Entry {
   id: string;
@@ -36,6 +46,8 @@ interface TenantIndex {
   labels: Map<string, number>;
   /** Changed since the index file was last written. */
   dirty: boolean;
+  /** Deleted labels whose vectors are already overwritten (see scrubDeleted). */
+  scrubbed: Set<number>;
 }
 
 interface TenantRow {
@@ -44,12 +56,22 @@ interface TenantRow {
   flushed_version: number;
 }
 
+/** The index file of a tenant in a store's `vectors` folder (the tenant name never appears on disk). */
+export const hnswFileOf = (vectorsDir: string, tenant: string): string =>
+  join(vectorsDir, `${createHash("sha256").update(tenant).digest("hex").slice(0, 32)}.hnsw`);
+
 const toBlob = (v: Float32Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 
 const fromBlob = (b: Buffer): Float32Array => {
   const copy = new Uint8Array(b.byteLength);
   copy.set(b);
   return new Float32Array(copy.buffer);
+};
+
+/** Share of an index's points that are marked deleted (hnswlib counts them until a slot is reused). */
+const deletedShare = (t: TenantIndex): number => {
+  const held = t.index.getCurrentCount();
+  return held === 0 ? 0 : (held - t.entries.size) / held;
 };
 
 const checkVector = (v: Float32Array, what: string): void => {
@@ -88,6 +110,10 @@ export class HnswVectorStore implements VectorStore {
   readonly dir: string;
   /** How many tenant indexes were rebuilt from SQLite (observability and tests). */
   rebuilds = 0;
+  /** How many tenant indexes were rebuilt to drop deleted points, and how long that took in all. */
+  readonly compactions = { count: 0, ms: 0 };
+  /** How many times deleted points' vectors were zeroed in place (purgeDeleted below the ratio). */
+  readonly scrubs = { count: 0, ms: 0 };
   private readonly opts: Required<Omit<HnswVectorStoreOptions, "ownsDb">>;
   private readonly ownsDb: boolean;
   private readonly indexes = new Map<string, TenantIndex>();
@@ -105,7 +131,11 @@ export class HnswVectorStore implements VectorStore {
       bruteForceLimit: options.bruteForceLimit ?? 2048,
       initialCapacity: options.initialCapacity ?? 1024,
       seed: options.seed ?? 100,
+      compactDeletedRatio: options.compactDeletedRatio ?? DEFAULT_COMPACT_DELETED_RATIO,
     };
+    if (!(this.opts.compactDeletedRatio > 0 && this.opts.compactDeletedRatio <= 1)) {
+      throw new Error(`HnswVectorStore: compactDeletedRatio must be in (0, 1], got ${this.opts.compactDeletedRatio}`);
+    }
     migrate(db, "vectors", VECTOR_MIGRATIONS);
     mkdirSync(this.dir, { recursive: true });
     const row = db.prepare<[], { value: string }>("SELECT value FROM vector_meta WHERE key = 'dimension'").get();
@@ -127,7 +157,7 @@ export class HnswVectorStore implements VectorStore {
   }
 
   private fileOf(tenant: string): string {
-    return join(this.dir, `${createHash("sha256").update(tenant).digest("hex").slice(0, 32)}.hnsw`);
+    return hnswFileOf(this.dir, tenant);
   }
 
   private ensureDimension(n: number): number {
@@ -179,8 +209,8 @@ export class HnswVectorStore implements VectorStore {
       entries.set(r.label, { id: r.id, payload: JSON.parse(r.payload) as VectorPayload });
       labels.set(r.id, r.label);
     }
-    const index = this.readFile(tenant, entries) ?? this.rebuild(tenant, rows.length);
-    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty };
+    const index = this.readFile(tenant, entries) ?? this.rebuildFromTable(tenant, rows.length);
+    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty, scrubbed: new Set() };
     this.indexes.set(tenant, t);
     return t;
   }
@@ -216,7 +246,13 @@ export class HnswVectorStore implements VectorStore {
     }
   }
 
-  private rebuild(tenant: string, count: number): { index: HierarchicalNSW; dirty: boolean } {
+  private rebuildFromTable(tenant: string, count: number): { index: HierarchicalNSW; dirty: boolean } {
+    this.rebuilds++;
+    return { index: this.buildFromTable(tenant, count), dirty: true };
+  }
+
+  /** A fresh index holding the tenant's rows of the `vectors` table. */
+  private buildFromTable(tenant: string, count: number): HierarchicalNSW {
     const dim = this.dim as number;
     const index = this.newIndex(dim, Math.max(this.opts.initialCapacity, Math.ceil(count * 1.25)));
     const rows = this.db
@@ -230,8 +266,7 @@ export class HnswVectorStore implements VectorStore {
         );
       index.addPoint(Array.from(v), r.label);
     }
-    this.rebuilds++;
-    return { index, dirty: true };
+    return index;
   }
 
   private tenantRow(tenant: string): TenantRow | undefined {
@@ -299,6 +334,7 @@ export class HnswVectorStore implements VectorStore {
       entries: new Map(),
       labels: new Map(),
       dirty: true,
+      scrubbed: new Set(),
     };
     this.indexes.set(tenant, t);
     try {
@@ -415,10 +451,70 @@ export class HnswVectorStore implements VectorStore {
         t.labels.delete(e.id);
       }
       t.dirty = true;
+      if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
     } catch (err) {
       this.indexes.delete(tenant);
       throw err;
     }
+  }
+
+  /**
+   * A fresh index of the tenant's live points (read from SQLite, the source of truth), replacing one
+   * that still holds deleted points; written to the file at the next flush.
+   */
+  private compact(tenant: string, t: TenantIndex): void {
+    const started = performance.now();
+    t.index = this.buildFromTable(tenant, t.entries.size);
+    t.scrubbed.clear();
+    t.dirty = true;
+    this.compactions.count++;
+    this.compactions.ms += performance.now() - started;
+  }
+
+  /**
+   * Overwrites the vector of every deleted point still in the index with zeros. hnswlib keeps a
+   * deleted point (vector and links) until a new point takes its slot, and only updates a live
+   * point's vector, hence unmark, update, mark again. Cheaper than a rebuild: the cost is that of
+   * updating the deleted points, not of re-inserting the live ones (figures in docs/erasure.md).
+   */
+  private scrubDeleted(t: TenantIndex): void {
+    const started = performance.now();
+    const zeros = new Array<number>(this.dim as number).fill(0);
+    for (const label of t.index.getIdsList()) {
+      if (t.entries.has(label) || t.scrubbed.has(label)) continue;
+      t.index.unmarkDelete(label);
+      t.index.addPoint(zeros, label);
+      t.index.markDelete(label);
+      t.scrubbed.add(label);
+      t.dirty = true;
+    }
+    this.scrubs.count++;
+    this.scrubs.ms += performance.now() - started;
+  }
+
+  /**
+   * After an erasure: no deleted vector of the tenant stays in its index, in memory or in its file,
+   * whatever compactDeletedRatio says. Past the ratio the index is rebuilt from its live points,
+   * below it the deleted points' vectors are zeroed in place; the file is then rewritten (or removed
+   * when no live point is left).
+   */
+  async purgeDeleted(tenant: string): Promise<void> {
+    this.check();
+    const t = this.load(tenant);
+    if (!t || t.entries.size === 0) {
+      this.indexes.delete(tenant);
+      rmSync(this.fileOf(tenant), { force: true });
+      return;
+    }
+    try {
+      if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+      else this.scrubDeleted(t);
+    } catch (err) {
+      // A half-patched index is not trusted: the next use rebuilds it from SQLite.
+      this.indexes.delete(tenant);
+      throw err;
+    }
+    this.flushSync();
   }
 
   /** Erasure of a conversation: every item (record or raw turn) whose payload names it. */

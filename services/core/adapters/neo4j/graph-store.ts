@@ -761,6 +761,26 @@ export class Neo4jGraphStore implements GraphStore {
     }
   }
 
+  /**
+   * After an erasure, what a client can do (docs/erasure.md says what remains on disk): wait until
+   * the full-text indexes have applied the deletes, then, where the server has it (Enterprise
+   * only), force a checkpoint, which writes the freed records to the store files and lets
+   * transaction log files past db.tx_log.rotation.retention_policy be pruned. Community
+   * checkpoints on its own schedule (db.checkpoint.interval.*). Deleted property values stay in
+   * freed records and Lucene segments until reused or merged; no procedure removes them.
+   */
+  async purgeDeleted(): Promise<void> {
+    await this.ensureSchema();
+    const session = this.session();
+    try {
+      await session.run("CALL db.index.fulltext.awaitEventuallyConsistentIndexRefresh()");
+      const found = await session.run("SHOW PROCEDURES YIELD name WHERE name = 'db.checkpoint' RETURN count(*) AS n");
+      if (Number(found.records[0]?.get("n") ?? 0) > 0) await session.run("CALL db.checkpoint()");
+    } finally {
+      await session.close();
+    }
+  }
+
   async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
     return this.write(async (tx) => {
       const ids = rows<{ id: string }>(

@@ -9,7 +9,13 @@ export const SQLITE_FILE = "memory.db";
 
 /**
  * Opens (creating the folder and the file if needed) `<dataDir>/memory.db` with WAL journaling,
- * synchronous=NORMAL and foreign keys on, and makes sure the `migrations` table exists.
+ * synchronous=NORMAL, foreign keys on and secure_delete on, and makes sure the `migrations` table
+ * exists.
+ *
+ * secure_delete: SQLite overwrites deleted content with zeros (freed cells inside a page, freed
+ * pages), so an erased row's text does not linger in the file's free space. It is a per-connection
+ * setting, hence here, where every connection of the runtime is opened. A file written before it was
+ * on may still hold deleted content in free space: it is vacuumed once (recorded as "storage" v1).
  *
  * Ownership: stores built on this handle (`new SqliteGraphStore(db)`, `new SqliteStateStore(db)`,
  * `new HnswVectorStore(db, dataDir)`) never close it; whoever opened it closes it with `db.close()`
@@ -29,7 +35,39 @@ export const openSqlite = (dataDir: string): SqliteDatabase => {
     applied_at TEXT NOT NULL,
     PRIMARY KEY (component, version)
   )`);
+  db.pragma("secure_delete = ON");
+  wipeOldFreeSpace(db);
   return db;
+};
+
+/** The one-time VACUUM of a file written before secure_delete was on (a new file needs none). */
+const wipeOldFreeSpace = (db: SqliteDatabase): void => {
+  if (schemaVersion(db, "storage") >= 1) return;
+  const tables = db
+    .prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM sqlite_schema WHERE name <> 'migrations'")
+    .get()?.n;
+  // VACUUM rewrites the file from its live rows only; it cannot run inside a transaction.
+  if ((tables ?? 0) > 0) db.exec("VACUUM");
+  db.prepare("INSERT OR IGNORE INTO migrations (component, version, name, applied_at) VALUES ('storage', 1, ?, ?)").run(
+    "secure_delete on; older free space vacuumed",
+    new Date().toISOString(),
+  );
+};
+
+/**
+ * Copies every committed page from the write-ahead log into the database file and truncates the log
+ * to zero bytes, so that page images written before an erasure (which hold the erased rows) are
+ * gone from the -wal file. busy_timeout bounds the wait for a reader of another connection; if one
+ * still holds an old snapshot the log cannot be reset, and this throws rather than report success.
+ */
+export const truncateWal = (db: SqliteDatabase): void => {
+  const [r] = db.pragma("wal_checkpoint(TRUNCATE)") as { busy: number; log: number; checkpointed: number }[];
+  if (r && r.busy !== 0) {
+    throw new Error(
+      "SQLite: the write-ahead log could not be truncated (another connection is reading memory.db); " +
+        "the erased rows are deleted, their old page images stay in memory.db-wal until the next checkpoint",
+    );
+  }
 };
 
 export interface Migration {

@@ -190,6 +190,19 @@ CREATE VIRTUAL TABLE turns_fts USING fts5(
 `,
     backfill: backfillLexical,
   },
+  {
+    version: 4,
+    name: "erasure: FTS5 secure-delete, old segments merged",
+    // FTS5 normally records a delete as a tombstone in a new segment and keeps the deleted terms in
+    // the old segments until they are merged; with secure-delete it removes them from the index
+    // b-tree at once. 'optimize' merges what older deletes left behind into one clean segment.
+    sql: `
+INSERT INTO records_fts (records_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO turns_fts (turns_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO records_fts (records_fts) VALUES ('optimize');
+INSERT INTO turns_fts (turns_fts) VALUES ('optimize');
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

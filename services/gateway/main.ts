@@ -10,6 +10,7 @@
  * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX.
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
+import { pino } from "pino";
 import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
 import { loadConfig } from "../core/config.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
@@ -27,10 +28,20 @@ const queryAddr = process.env.MEMORY_QUERY_ADDR ?? "127.0.0.1:50052";
 const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
 const service = await KafkaMemoryService.open({ config, backend, log });
 
-const http = await startHttpServer(createHttpApp({ service, apiKeys: config.apiKeys, metrics }), {
-  host: config.http.host,
-  port: config.http.port,
-});
+const http = await startHttpServer(
+  createHttpApp({
+    service,
+    apiKeys: config.apiKeys,
+    metrics,
+    logger: pino({ name: "gateway-http" }),
+    maxBodyBytes: config.http.maxBodyBytes,
+    authFailuresPerMinute: config.http.authFailuresPerMinute,
+  }),
+  {
+    host: config.http.host,
+    port: config.http.port,
+  },
+);
 const grpc = await startGrpcServer({
   service,
   authenticate: apiKeyAuthenticator(config.apiKeys),

@@ -41,7 +41,7 @@ const setup = (opts: Partial<Pick<HttpAppDeps, "maxBodyBytes" | "authFailuresPer
     logger,
     ...opts,
   });
-  const call = (
+  const call = async (
     path: string,
     init: RequestInit & { key?: string | null; json?: unknown; address?: string } = {},
   ): Promise<Response> => {

@@ -11,6 +11,7 @@ import {
   parseIsoDateTime,
   textSchema,
 } from "../../services/core/input-rules.ts";
+import { TurnSchema } from "../../services/core/types.ts";
 
 describe("input rules: timestamps", () => {
   it("reads ISO 8601 date-times with Z or an offset, to the same instant as Date.parse", () => {
@@ -103,6 +104,35 @@ describe("input rules: ids and text", () => {
     assert.equal(text.parse("a\u0000b\u0007c\td\ne\rf\u009b"), "abc\td\ne\rf");
     for (const bad of ["", " \n\t", "\u0000\u0001", "x".repeat(100_001)]) {
       assert.equal(text.safeParse(bad).success, false, JSON.stringify(bad.slice(0, 10)));
+    }
+  });
+});
+
+describe("input rules: turns on the turns topic (TurnSchema)", () => {
+  const turn = {
+    tenant: "t",
+    conversation: "c",
+    turnId: "t1",
+    speaker: "Ana",
+    text: "hello",
+    timestamp: "2023-05-08T10:00:00.000Z",
+    sessionId: "s1",
+  };
+  it("applies the same rules to Kafka input as the front doors do", () => {
+    assert.equal(TurnSchema.parse(turn).text, "hello");
+    assert.equal(TurnSchema.parse({ ...turn, text: "he\u0000llo" }).text, "hello");
+    for (const [field, value] of [
+      ["timestamp", "1"],
+      ["timestamp", "May 8"],
+      ["timestamp", "-000001-01-01T00:00:00Z"],
+      ["speaker", "A\u0000na"],
+      ["conversation", "c".repeat(MAX_ID_LENGTH + 1)],
+      ["turnId", "t\u001b1"],
+      ["text", "  "],
+    ] as const) {
+      const r = TurnSchema.safeParse({ ...turn, [field]: value });
+      assert.equal(r.success, false, `${field}=${JSON.stringify(value)}`);
+      assert.equal(r.error?.issues[0]?.path[0], field);
     }
   });
 });

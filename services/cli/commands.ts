@@ -1,11 +1,14 @@
 import { SingleBar } from "cli-progress";
-import type { Config } from "../core/config.ts";
+import { pino } from "pino";
+import { type Config, DEFAULT_API_KEY, defaultKeyExposure } from "../core/config.ts";
+import type { QueryRequest } from "../core/service.ts";
 import type { EmbeddedEngine } from "../embedded/engine.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { createHttpApp } from "../gateway/http-app.ts";
 import { startHttpServer } from "../gateway/http-server.ts";
 import { Metrics } from "../gateway/metrics.ts";
 import { readTurnFile } from "./turn-files.ts";
+import { UsageError } from "./usage.ts";
 
 /** Drains the engine while a progress bar follows the turns it has taken in. */
 export const drainWithProgress = async (engine: EmbeddedEngine, total: number, label: string): Promise<void> => {
@@ -59,16 +62,12 @@ export const runIngest = async (config: Config, file: string, tenant: string): P
 
 export const runQueryCommand = async (
   config: Config,
-  question: string,
-  o: { tenant: string; conversation?: string; budget: number; json?: boolean },
+  request: QueryRequest,
+  o: { tenant: string; json?: boolean },
 ): Promise<void> => {
   const opened = await openEmbeddedEngine(config);
   try {
-    const result = await opened.engine.query(o.tenant, {
-      question,
-      budget: o.budget,
-      ...(o.conversation ? { conversation: o.conversation } : {}),
-    });
+    const result = await opened.engine.query(o.tenant, request);
     if (o.json) console.log(JSON.stringify(result, null, 2));
     else {
       console.log(result.context || "(no memories found)");
@@ -82,9 +81,29 @@ export const runQueryCommand = async (
 };
 
 export const runServe = async (config: Config): Promise<void> => {
+  // Refused before anything opens: with the default key, anyone who can reach the port owns the data.
+  const exposure = defaultKeyExposure(config);
+  if (exposure === "refuse") {
+    throw new UsageError(
+      `refusing to serve on ${config.http.host}: the default API key "${DEFAULT_API_KEY}" is configured; set MEMORY_API_KEYS (key=tenant, keys of 8+ characters) or bind 127.0.0.1`,
+    );
+  }
+  if (exposure === "warn") {
+    console.warn(
+      `warning: the default API key "${DEFAULT_API_KEY}" is configured; fine on ${config.http.host}, set MEMORY_API_KEYS before exposing the server`,
+    );
+  }
+  const logger = pino({ name: "memory-http" });
   const metrics = new Metrics();
   const opened = await openEmbeddedEngine(config, { observer: metrics });
-  const app = createHttpApp({ service: opened.engine, apiKeys: config.apiKeys, metrics });
+  const app = createHttpApp({
+    service: opened.engine,
+    apiKeys: config.apiKeys,
+    metrics,
+    logger,
+    maxBodyBytes: config.http.maxBodyBytes,
+    authFailuresPerMinute: config.http.authFailuresPerMinute,
+  });
   const server = await startHttpServer(app, { host: config.http.host, port: config.http.port });
   console.log(`memory API on ${server.url} (data in ${config.dataDir}); Ctrl-C to stop`);
   const stop = async () => {

@@ -5,6 +5,7 @@ import { loadConfig } from "../core/config.ts";
 import { runIngest, runQueryCommand, runServe } from "./commands.ts";
 import { registerConsolidationCommands } from "./consolidate.ts";
 import { runDemo } from "./demo.ts";
+import { queryRequestFromArgs, USAGE_EXIT_CODE, UsageError } from "./usage.ts";
 
 const int = (v: string): number => {
   const n = Number.parseInt(v, 10);
@@ -50,10 +51,12 @@ program
   .description("retrieve a packed, dated, sourced context for a question")
   .option("--tenant <tenant>", "tenant", "default")
   .option("--conversation <id>", "restrict to one conversation")
-  .option("--budget <tokens>", "context budget in tokens", int, 1000)
+  .option("--budget <tokens>", "context budget in tokens (50-32000, as the API)", "1000")
   .option("--json", "print the full result as JSON")
-  .action(async (question: string, o: { tenant: string; conversation?: string; budget: number; json?: boolean }) => {
-    await runQueryCommand(config(), question, o);
+  .action(async (question: string, o: { tenant: string; conversation?: string; budget: string; json?: boolean }) => {
+    // Checked before the engine opens: a bad argument costs nothing and touches no data.
+    const request = queryRequestFromArgs(question, o);
+    await runQueryCommand(config(), request, { tenant: o.tenant, ...(o.json ? { json: true } : {}) });
   });
 
 program
@@ -69,5 +72,5 @@ registerConsolidationCommands(program, config);
 
 program.parseAsync().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
+  process.exit(err instanceof UsageError ? USAGE_EXIT_CODE : 1);
 });

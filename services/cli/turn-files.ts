@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
-import { z } from "zod";
 import { loadLocomo } from "../core/datasets/locomo.ts";
+import { idSchema } from "../core/input-rules.ts";
 import { type TurnInput, TurnInputSchema } from "../core/service.ts";
 
 export interface ConversationTurns {
@@ -8,7 +8,7 @@ export interface ConversationTurns {
   turns: TurnInput[];
 }
 
-const JsonlTurnSchema = TurnInputSchema.extend({ conversation: z.string().trim().min(1).default("default") });
+const JsonlTurnSchema = TurnInputSchema.extend({ conversation: idSchema().default("default") });
 
 /**
  * A file of turns: LoCoMo JSON (a list of samples), or JSONL with one turn per line

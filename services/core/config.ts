@@ -1,8 +1,18 @@
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
 
 const num = z.coerce.number();
+
+/** The API key configured when none is: fine on 127.0.0.1, refused by `memory serve` on any other address. */
+export const DEFAULT_API_KEY = "dev-key-change-me";
+/** Default request body limit (MEMORY_HTTP_MAX_BODY_BYTES): 5 MiB. */
+export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
+export const MIN_API_KEY_LENGTH = 8;
+
+// The issue names the rule, not the key: the key is a secret and must not reach logs.
+const ApiKeySchema = z.string().min(MIN_API_KEY_LENGTH, `API keys must be at least ${MIN_API_KEY_LENGTH} characters`);
 
 /**
  * The LLM (DESIGN §5 Encoder, Query): which provider, and which stages use it. Defaults: no LLM,
@@ -107,10 +117,25 @@ export const ConfigSchema = z.object({
   dataDir: z.string().default("./data"),
   modelDir: z.string().default("./models"),
   http: z
-    .object({ host: z.string().default("127.0.0.1"), port: num.int().min(0).max(65535).default(8787) })
-    .default({ host: "127.0.0.1", port: 8787 }),
+    .object({
+      host: z.string().default("127.0.0.1"),
+      port: num.int("must be a whole number").min(0).max(65535).default(8787),
+      /** Request body limit in bytes; larger bodies get 413. */
+      maxBodyBytes: num
+        .int("must be a whole number of bytes")
+        .min(1024, "must be at least 1024 bytes")
+        .default(DEFAULT_MAX_BODY_BYTES),
+      /** Failed authentications per client address per minute before 429 (0: no limit). */
+      authFailuresPerMinute: num.int("must be a whole number").min(0, "must be 0 (no limit) or more").default(20),
+    })
+    .default({ host: "127.0.0.1", port: 8787, maxBodyBytes: DEFAULT_MAX_BODY_BYTES, authFailuresPerMinute: 20 }),
   /** API key -> tenant. The tenant always comes from the credential, never from a body. */
-  apiKeys: z.record(z.string().min(8), z.string().min(1)).default({ "dev-key-change-me": "default" }),
+  apiKeys: z.record(ApiKeySchema, z.string().min(1)).default({ [DEFAULT_API_KEY]: "default" }),
+  /**
+   * HMAC secret of record-listing cursors, shared by every instance (MEMORY_CURSOR_SECRET). Unset:
+   * derived from the API keys (cursorSecretOf), which instances of one deployment share.
+   */
+  cursorSecret: z.string().min(16, "must be at least 16 characters").optional(),
   sensory: z
     .object({
       keepRate: num.gt(0).max(1).default(0.7),
@@ -215,6 +240,9 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_MODEL_DIR: ["modelDir"],
   MEMORY_HTTP_HOST: ["http", "host"],
   MEMORY_HTTP_PORT: ["http", "port"],
+  MEMORY_HTTP_MAX_BODY_BYTES: ["http", "maxBodyBytes"],
+  MEMORY_AUTH_FAILURES_PER_MINUTE: ["http", "authFailuresPerMinute"],
+  MEMORY_CURSOR_SECRET: ["cursorSecret"],
   MEMORY_KEEP_RATE: ["sensory", "keepRate"],
   MEMORY_COMPRESSOR: ["sensory", "compressor", "kind"],
   MEMORY_COMPRESSOR_DIR: ["sensory", "compressor", "modelDir"],
@@ -287,9 +315,50 @@ export const loadConfig = (overrides: Json = {}, env: NodeJS.ProcessEnv = proces
   if (env.MEMORY_API_KEYS) raw.apiKeys = parseApiKeys(env.MEMORY_API_KEYS);
   const merged = { ...raw, ...overrides };
   const parsed = ConfigSchema.safeParse(merged);
-  if (!parsed.success) {
-    const msg = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
-    throw new Error(`invalid configuration: ${msg}`);
-  }
+  if (!parsed.success) throw new Error(`invalid configuration: ${describeConfigIssues(parsed.error)}`);
   return { ...parsed.data, dataDir: resolve(parsed.data.dataDir), modelDir: resolve(parsed.data.modelDir) };
+};
+
+/**
+ * Config issues in words, e.g. `apiKeys: API keys must be at least 8 characters (a key of 2
+ * characters, tenant "a")`. zod reports a bad record key as "Invalid key in record" with the key in
+ * the path; the key is a secret, so the path stops at the record and the nested reason is given.
+ */
+export const describeConfigIssues = (error: z.ZodError): string =>
+  error.issues
+    .map((issue) => {
+      if (issue.code === "invalid_key") {
+        const key = String(issue.path[issue.path.length - 1]);
+        const where = issue.path.slice(0, -1).join(".");
+        const reasons = issue.issues.map((i) => i.message).join(", ");
+        return `${where}: ${reasons} (a key of ${key.length} characters)`;
+      }
+      return `${issue.path.join(".") || "(config)"}: ${issue.message}`;
+    })
+    .join("; ");
+
+/**
+ * The cursor HMAC secret: the configured one, else a SHA-256 of the sorted API keys, so every
+ * instance configured with the same keys accepts the others' cursors without extra setup (set
+ * MEMORY_CURSOR_SECRET where the query service does not see the public API keys).
+ */
+export const cursorSecretOf = (config: Pick<Config, "cursorSecret" | "apiKeys">): string =>
+  config.cursorSecret ??
+  createHash("sha256")
+    .update("memory-cursor-v1")
+    .update(JSON.stringify(Object.entries(config.apiKeys).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))), "utf8")
+    .digest("hex");
+
+const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|::1|\[::1\]|localhost)$/i;
+
+/** Whether a bind address only accepts local connections. */
+export const isLoopbackHost = (host: string): boolean => LOOPBACK.test(host.trim());
+
+/**
+ * What serving with the default public API key means on this address: "refuse" anywhere but
+ * loopback (anyone could read and write the default tenant), "warn" on loopback, "ok" without it.
+ */
+export const defaultKeyExposure = (config: Pick<Config, "apiKeys" | "http">): "ok" | "warn" | "refuse" => {
+  if (!Object.hasOwn(config.apiKeys, DEFAULT_API_KEY)) return "ok";
+  return isLoopbackHost(config.http.host) ? "warn" : "refuse";
 };

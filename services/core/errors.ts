@@ -10,7 +10,11 @@ export interface ValidationIssue {
 export const issuesFromZod = (error: z.ZodError): ValidationIssue[] =>
   error.issues.map((issue) => ({
     path: issue.path.map((p) => String(p)).join("."),
-    message: issue.message,
+    // zod says only "Invalid key in record" for a bad record key: say what is wrong with the key.
+    message:
+      issue.code === "invalid_key" && issue.issues.length > 0
+        ? `key ${issue.issues.map((i) => i.message).join("; ")}`
+        : issue.message,
   }));
 
 /**

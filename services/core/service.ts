@@ -1,32 +1,41 @@
 import { z } from "zod";
+import {
+  idSchema,
+  metadataSchema,
+  parseIsoDateOrDateTime,
+  textSchema,
+  timeFilterSchema,
+  timestampSchema,
+} from "./input-rules.ts";
 import type { RecordPage, RecordQuery } from "./ports.ts";
 import { type MemoryRecord, RecordTypeSchema, type Turn } from "./types.ts";
 
-/** A turn as a client sends it: tenant comes from the credential, not the body. */
+/**
+ * A turn as a client sends it: tenant comes from the credential, not the body. Ids and speaker
+ * follow the identifier rule, text has its control characters stripped, the timestamp is ISO 8601
+ * with an offset (services/core/input-rules.ts); toTurn normalises it to UTC.
+ */
 export const TurnInputSchema = z.object({
-  turnId: z.string().trim().min(1).optional(),
-  speaker: z.string().trim().min(1),
+  turnId: idSchema().optional(),
+  speaker: idSchema(),
   role: z.enum(["user", "assistant", "system", "other"]).default("user"),
-  text: z.string().min(1).max(100_000),
-  timestamp: z.string().refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 timestamp" }),
-  sessionId: z.string().trim().min(1).default("default"),
-  metadata: z.record(z.string(), z.string()).optional(),
+  text: textSchema(),
+  timestamp: timestampSchema(),
+  sessionId: idSchema().default("default"),
+  metadata: metadataSchema().optional(),
 });
 export type TurnInput = z.infer<typeof TurnInputSchema>;
 
 export const QueryRequestSchema = z.object({
   question: z.string().trim().min(1).max(4000),
-  conversation: z.string().trim().min(1).optional(),
+  conversation: idSchema().optional(),
   budget: z.number().int().min(50).max(32_000).optional(),
   /** ISO time: answer as of this moment (records valid then). */
-  asOf: z.string().optional(),
+  asOf: timeFilterSchema().optional(),
 });
 export type QueryRequest = z.infer<typeof QueryRequestSchema>;
 
-const isoToMs = z
-  .string()
-  .refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 date or timestamp" })
-  .transform((s) => Date.parse(s));
+const isoToMs = timeFilterSchema().transform((s) => parseIsoDateOrDateTime(s) as number);
 
 interface ListingFields {
   conversation?: string;
@@ -49,8 +58,8 @@ export const recordListingSchema = <L extends z.ZodType<number>, S extends z.Zod
 ) =>
   z
     .object({
-      conversation: z.string().trim().min(1).max(512).optional(),
-      entity: z.string().trim().min(1).max(512).optional(),
+      conversation: idSchema().optional(),
+      entity: idSchema().optional(),
       type: RecordTypeSchema.optional(),
       from: isoToMs.optional(),
       to: isoToMs.optional(),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { idSchema, metadataSchema, textSchema, timestampSchema } from "./input-rules.ts";
 
 /** tenant/conversation: the partition key of every stream event. */
 export const keyOf = (tenant: string, conversation: string): string => `${tenant}/${conversation}`;
@@ -8,16 +9,17 @@ const isoTime = z.string().refine((s) => !Number.isNaN(Date.parse(s)), { message
 
 export const RoleSchema = z.enum(["user", "assistant", "system", "other"]);
 
+/** A turn on the turns topic / engine inbox: the same rules as TurnInputSchema (input-rules.ts). */
 export const TurnSchema = z.object({
   tenant: nonEmpty,
-  conversation: nonEmpty,
-  turnId: nonEmpty,
-  speaker: nonEmpty,
+  conversation: idSchema(),
+  turnId: idSchema(),
+  speaker: idSchema(),
   role: RoleSchema.default("user"),
-  text: z.string().min(1).max(100_000),
-  timestamp: isoTime,
-  sessionId: nonEmpty,
-  metadata: z.record(z.string(), z.string()).optional(),
+  text: textSchema(),
+  timestamp: timestampSchema(),
+  sessionId: idSchema(),
+  metadata: metadataSchema().optional(),
 });
 export type Turn = z.infer<typeof TurnSchema>;
 

@@ -13,7 +13,7 @@ import { openSqlite } from "../core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
-import type { Config } from "../core/config.ts";
+import { type Config, cursorSecretOf } from "../core/config.ts";
 import type { Compressor, Embedder, EmbedderStats, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
 import { ExtractiveEncoder } from "../encoder/handler.ts";
 import { LlmEncoder } from "../encoder/llm-encoder.ts";
@@ -94,7 +94,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
     ? { compressor: options.compressor, close: async () => {} }
     : await openConfiguredCompressor(config.sensory.compressor, config.modelDir);
   const db = openSqlite(config.dataDir);
-  const graph = new SqliteGraphStore(db);
+  const graph = new SqliteGraphStore(db, { cursorSecret: cursorSecretOf(config) });
   const state = new SqliteStateStore(db);
   const vectors = new HnswVectorStore(db, config.dataDir, { compactDeletedRatio: config.vectors.compactDeletedRatio });
   const log = new DurableLog(db);

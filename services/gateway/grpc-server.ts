@@ -29,6 +29,7 @@ import { loadSync, type Options } from "@grpc/proto-loader";
 import { Counter, Histogram } from "prom-client";
 import { z } from "zod";
 import { issuesFromZod, isValidationError, type ValidationIssue } from "../core/errors.ts";
+import { idSchema } from "../core/input-rules.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
 import {
   type ContextItem,
@@ -291,7 +292,9 @@ export class UnsupportedOperation extends Error {
   override readonly name = "UnsupportedOperation";
 }
 
-const ConversationSchema = z.string().trim().min(1).max(512);
+/** The identifier rule of every front door (input-rules.ts), as HTTP applies it to path parameters. */
+const ConversationSchema = idSchema();
+const RecordIdSchema = idSchema();
 const blank = (s: string | undefined | null): string | undefined =>
   s === undefined || s === null || s === "" ? undefined : s;
 
@@ -334,10 +337,8 @@ export const parseQueryRequest = (m: Partial<QueryRequestWire>) => {
       asOf: blank(m.as_of),
     }),
   );
+  // as_of follows the HTTP rule (QueryRequestSchema): an ISO 8601 date or date-time with an offset.
   if (!parsed.success) throw new InvalidArgument("invalid query", protoIssues(parsed.error));
-  const asOf = parsed.data.asOf;
-  if (asOf !== undefined && Number.isNaN(Date.parse(asOf)))
-    throw new InvalidArgument("invalid query", [{ path: "as_of", message: "must be an ISO-8601 timestamp" }]);
   return parsed.data;
 };
 
@@ -630,9 +631,15 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       return { records: page.records.map(recordToWire), next_cursor: page.nextCursor ?? "" };
     }),
     GetRecord: unary<Partial<GetRecordRequestWire>, RecordWire>("GetRecord", async (tenant, req) => {
-      const id = blank(req.id?.trim());
-      if (id === undefined) throw new InvalidArgument("invalid request", [{ path: "id", message: "is required" }]);
-      const record = await service.getRecord(tenant, id);
+      const raw = blank(req.id?.trim());
+      if (raw === undefined) throw new InvalidArgument("invalid request", [{ path: "id", message: "is required" }]);
+      const id = RecordIdSchema.safeParse(raw);
+      if (!id.success)
+        throw new InvalidArgument(
+          "invalid request",
+          protoIssues(id.error).map((i) => ({ ...i, path: "id" })),
+        );
+      const record = await service.getRecord(tenant, id.data);
       if (!record)
         throw Object.assign(new Error("record not found"), { code: status.NOT_FOUND, details: "record not found" });
       return recordToWire(record);

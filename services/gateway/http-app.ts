@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -7,7 +7,9 @@ import { matchedRoutes } from "hono/route";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { isMemoryMaintenance, type MemoryMaintenance } from "../consolidator/types.ts";
+import { DEFAULT_MAX_BODY_BYTES } from "../core/config.ts";
 import { issuesFromZod, ValidationError, type ValidationIssue } from "../core/errors.ts";
+import { idSchema } from "../core/input-rules.ts";
 import {
   type MemoryService,
   QueryRequestSchema,
@@ -15,10 +17,13 @@ import {
   type TurnInput,
   TurnInputSchema,
 } from "../core/service.ts";
+import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
 import type { Metrics } from "./metrics.ts";
 
-/** Default request body limit: larger bodies get 413. */
-export const DEFAULT_MAX_BODY_BYTES = 5 * 1024 * 1024;
+/** Default request body limit (config http.maxBodyBytes): larger bodies get 413. */
+export { DEFAULT_MAX_BODY_BYTES };
+/** Default failed authentications per client address per minute before 429. */
+export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 20;
 /** Most turns one batch request may carry. */
 export const MAX_BATCH_TURNS = 1000;
 
@@ -28,8 +33,12 @@ export interface HttpAppDeps {
   apiKeys: Record<string, string>;
   metrics: Metrics;
   logger?: Logger;
-  /** Request body limit in bytes (default 5 MiB). */
+  /** Request body limit in bytes (default 5 MiB; config http.maxBodyBytes). */
   maxBodyBytes?: number;
+  /** Failed authentications per client address per minute before 429 (default 20; 0: no limit). */
+  authFailuresPerMinute?: number;
+  /** Clock of the failed-auth window (tests). */
+  now?: () => number;
   /**
    * Consolidation, version history and erasure (default: the service itself when it offers them,
    * as the embedded engine does). Without them those routes answer 501.
@@ -37,7 +46,7 @@ export interface HttpAppDeps {
   maintenance?: MemoryMaintenance;
 }
 
-export type HttpAppEnv = { Variables: { tenant: string } };
+export type HttpAppEnv = { Variables: { tenant: string; requestId: string; failure: unknown } };
 
 /** A rejected item of a batch: its position in `turns`, its turnId when it had one, and what is wrong. */
 export interface RejectedTurn {
@@ -46,7 +55,8 @@ export interface RejectedTurn {
   issues: ValidationIssue[];
 }
 
-const ConversationParamSchema = z.string().trim().min(1).max(512);
+const ConversationParamSchema = idSchema();
+const RecordIdParamSchema = idSchema();
 
 const BatchEnvelopeSchema = z.object({
   turns: z.array(z.unknown()).min(1).max(MAX_BATCH_TURNS),
@@ -79,16 +89,48 @@ const routeLabel = (c: Context): string => {
   return route ? route.path : "unmatched";
 };
 
-type JsonBody = { ok: true; value: unknown } | { ok: false };
+/** A client's x-request-id is kept when it is this tame (it goes into log lines and headers). */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** `application/json`, or a `+json` type, with any parameters (charset). */
+const JSON_CONTENT_TYPE = /^application\/([a-z0-9.-]+\+)?json\s*(;|$)/i;
+
+/** The socket peer of the request (@hono/node-server puts the IncomingMessage in env), else "unknown". */
+const clientAddressOf = (c: Context): string => {
+  const env = c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined;
+  return env?.incoming?.socket?.remoteAddress ?? "unknown";
+};
+
+type JsonBody = { ok: true; value: unknown } | { ok: false; response: Response };
+
+/** The JSON body of a POST: 415 unless it is declared JSON, 400 when it does not parse. */
 const readJson = async (c: Context): Promise<JsonBody> => {
+  if (!JSON_CONTENT_TYPE.test(c.req.header("content-type") ?? "")) {
+    return {
+      ok: false,
+      response: c.json(
+        {
+          error: "unsupported media type: send the body as JSON with Content-Type: application/json",
+          expected: "application/json",
+        },
+        415,
+      ),
+    };
+  }
   const text = await c.req.text();
   try {
     return { ok: true, value: JSON.parse(text) as unknown };
   } catch {
-    return { ok: false };
+    return { ok: false, response: c.json({ error: "invalid JSON body" }, 400) };
   }
 };
+
+/**
+ * hono reads `turns:batch` in a route as the static `turns` followed by a parameter named `batch`,
+ * so `/turnsX` and `/turns:anything` would reach the batch route: its handler checks the segment
+ * itself. `%3A` is the same colon percent-encoded, as some clients send it.
+ */
+const isBatchPath = (c: Context): boolean => /\/turns(:|%3A)batch$/i.test(new URL(c.req.url).pathname);
 
 /**
  * The HTTP front door (hono). Routes, status codes and shapes are documented in
@@ -99,6 +141,11 @@ const readJson = async (c: Context): Promise<JsonBody> => {
 export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
   const { service, metrics, logger } = deps;
   const maxBodyBytes = deps.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const authFailures = new AuthFailureLimiter({
+    limit: deps.authFailuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE,
+    windowMs: 60_000,
+    ...(deps.now ? { now: deps.now } : {}),
+  });
   // Keys are looked up by their SHA-256, in a Map: no prototype keys, no key material compared byte by byte.
   const tenantsByKeyHash = new Map<string, string>(
     Object.entries(deps.apiKeys).map(([key, tenant]) => [hashKey(key), tenant]),
@@ -106,11 +153,25 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   const app = new Hono<HttpAppEnv>();
 
+  // Request id (the client's x-request-id when tame, else a new UUID) on every response, in the
+  // body of every 5xx, and in the one log line written for every 5xx.
   app.use("*", async (c, next) => {
     const started = performance.now();
+    const incoming = c.req.header("x-request-id")?.trim();
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    c.set("requestId", requestId);
     await next();
+    c.res.headers.set("x-request-id", requestId);
     const method = KNOWN_METHODS.has(c.req.method) ? c.req.method : "OTHER";
-    metrics.httpRequest(routeLabel(c), method, c.res.status, (performance.now() - started) / 1000);
+    const route = routeLabel(c);
+    metrics.httpRequest(route, method, c.res.status, (performance.now() - started) / 1000);
+    if (c.res.status >= 500) {
+      const err = c.get("failure");
+      logger?.error(
+        { requestId, method: c.req.method, route, status: c.res.status, ...(err !== undefined ? { err } : {}) },
+        err !== undefined ? "HTTP request failed" : "HTTP request answered 5xx",
+      );
+    }
   });
 
   app.notFound((c) => c.json({ error: "not found" }, 404));
@@ -121,8 +182,8 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
       if (err.status === 413) return c.json({ error: "request body too large" }, 413);
       if (err.status < 500) return c.json({ error: err.message || "bad request" }, err.status);
     }
-    logger?.error({ err, method: c.req.method, route: routeLabel(c) }, "HTTP request failed");
-    return c.json({ error: "internal error" }, 500);
+    c.set("failure", err);
+    return c.json({ error: "internal error", requestId: c.get("requestId") }, 500);
   });
 
   // --- Unauthenticated: probes and metrics -------------------------------------------------------
@@ -147,10 +208,23 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
   // --- /v1: API key required -----------------------------------------------------------------------
 
   app.use("/v1/*", async (c, next) => {
+    // An address with too many failed authentications this minute is refused before its key is
+    // looked at, so guessing keys costs a minute per `authFailuresPerMinute` guesses.
+    const address = clientAddressOf(c);
+    const wait = authFailures.retryAfterSeconds(address);
+    if (wait > 0) {
+      return c.json({ error: "too many failed authentications; retry later", retryAfterSeconds: wait }, 429, {
+        "retry-after": String(wait),
+      });
+    }
     const key = apiKeyOf(c);
-    if (!key) return c.json({ error: "missing API key" }, 401, { "www-authenticate": 'Bearer realm="memory"' });
+    if (!key) {
+      authFailures.fail(address);
+      return c.json({ error: "missing API key" }, 401, { "www-authenticate": 'Bearer realm="memory"' });
+    }
     const tenant = tenantsByKeyHash.get(hashKey(key));
     if (tenant === undefined) {
+      authFailures.fail(address);
       return c.json({ error: "invalid API key" }, 401, { "www-authenticate": 'Bearer realm="memory"' });
     }
     c.set("tenant", tenant);
@@ -179,7 +253,7 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
   app.post("/v1/conversations/:conversation/turns", async (c) => {
     const conversation = conversationOf(c);
     const body = await readJson(c);
-    if (!body.ok) return c.json({ error: "invalid JSON body" }, 400);
+    if (!body.ok) return body.response;
     const turn = TurnInputSchema.safeParse(body.value);
     if (!turn.success) return c.json({ error: "invalid turn", issues: issuesFromZod(turn.error) }, 400);
     const result = await service.ingest(c.get("tenant"), conversation, [turn.data]);
@@ -194,9 +268,10 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
    * malformed (nothing is ingested then).
    */
   app.post("/v1/conversations/:conversation/turns:batch", async (c) => {
+    if (!isBatchPath(c)) return c.json({ error: "not found" }, 404);
     const conversation = conversationOf(c);
     const body = await readJson(c);
-    if (!body.ok) return c.json({ error: "invalid JSON body" }, 400);
+    if (!body.ok) return body.response;
     const envelope = BatchEnvelopeSchema.safeParse(body.value);
     if (!envelope.success) return c.json({ error: "invalid batch", issues: issuesFromZod(envelope.error) }, 400);
 
@@ -233,7 +308,7 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   app.post("/v1/query", async (c) => {
     const body = await readJson(c);
-    if (!body.ok) return c.json({ error: "invalid JSON body" }, 400);
+    if (!body.ok) return body.response;
     const req = QueryRequestSchema.safeParse(body.value);
     if (!req.success) return c.json({ error: "invalid query", issues: issuesFromZod(req.error) }, 400);
     // Query count and latency are recorded by the front door (the engine's observer does not see queries).
@@ -261,7 +336,21 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   const maintenance = deps.maintenance ?? (isMemoryMaintenance(service) ? service : undefined);
   const unsupported = (c: Context<HttpAppEnv>) =>
-    c.json({ error: "not supported by this runtime (no consolidation or erasure)" }, 501);
+    c.json(
+      { error: "not supported by this runtime (no consolidation or erasure)", requestId: c.get("requestId") },
+      501,
+    );
+
+  const recordIdOf = (c: Context<HttpAppEnv>): string => {
+    const parsed = RecordIdParamSchema.safeParse(c.req.param("id"));
+    if (!parsed.success) {
+      throw new ValidationError(
+        "invalid record id",
+        issuesFromZod(parsed.error).map((i) => ({ ...i, path: "id" })),
+      );
+    }
+    return parsed.data;
+  };
 
   app.post("/v1/consolidate", async (c) => {
     if (!maintenance) return unsupported(c);
@@ -271,7 +360,7 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   app.get("/v1/records/:id/history", async (c) => {
     if (!maintenance) return unsupported(c);
-    const history = await maintenance.history(c.get("tenant"), c.req.param("id"));
+    const history = await maintenance.history(c.get("tenant"), recordIdOf(c));
     if (!history) return c.json({ error: "record not found" }, 404);
     return c.json(history, 200);
   });
@@ -300,7 +389,7 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
   });
 
   app.get("/v1/records/:id", async (c) => {
-    const record = await service.getRecord(c.get("tenant"), c.req.param("id"));
+    const record = await service.getRecord(c.get("tenant"), recordIdOf(c));
     if (!record) return c.json({ error: "record not found" }, 404);
     return c.json(record, 200);
   });

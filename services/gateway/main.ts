@@ -10,8 +10,9 @@
  * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX.
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
+import { pino } from "pino";
 import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
-import { loadConfig } from "../core/config.ts";
+import { DEFAULT_API_KEY, defaultKeyExposure, loadConfig } from "../core/config.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
 import { createHttpApp } from "./http-app.ts";
@@ -21,22 +22,46 @@ import { Metrics } from "./metrics.ts";
 
 const log = jsonLogger("gateway");
 const config = loadConfig();
+// As `memory serve`: with the default key, anyone who reaches a public address owns the default tenant.
+const grpcHost = process.env.MEMORY_GRPC_HOST ?? config.http.host;
+const exposure = [config.http.host, grpcHost].map((host) =>
+  defaultKeyExposure({ ...config, http: { ...config.http, host } }),
+);
+if (exposure.includes("refuse")) {
+  log(
+    "error",
+    `refusing to serve on a non-loopback address with the default API key "${DEFAULT_API_KEY}"; set MEMORY_API_KEYS`,
+  );
+  process.exit(2);
+}
+if (exposure.includes("warn"))
+  log("warn", `the default API key "${DEFAULT_API_KEY}" is configured; set MEMORY_API_KEYS`);
 const metrics = new Metrics({ defaultLabels: { service: "gateway" } });
 const internalToken = process.env.MEMORY_INTERNAL_TOKEN;
 const queryAddr = process.env.MEMORY_QUERY_ADDR ?? "127.0.0.1:50052";
 const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
 const service = await KafkaMemoryService.open({ config, backend, log });
 
-const http = await startHttpServer(createHttpApp({ service, apiKeys: config.apiKeys, metrics }), {
-  host: config.http.host,
-  port: config.http.port,
-});
+const http = await startHttpServer(
+  createHttpApp({
+    service,
+    apiKeys: config.apiKeys,
+    metrics,
+    logger: pino({ name: "gateway-http" }),
+    maxBodyBytes: config.http.maxBodyBytes,
+    authFailuresPerMinute: config.http.authFailuresPerMinute,
+  }),
+  {
+    host: config.http.host,
+    port: config.http.port,
+  },
+);
 const grpc = await startGrpcServer({
   service,
   authenticate: apiKeyAuthenticator(config.apiKeys),
   metrics,
   log,
-  host: process.env.MEMORY_GRPC_HOST ?? config.http.host,
+  host: grpcHost,
   port: envInt("MEMORY_GRPC_PORT", 50051),
 });
 

@@ -6,8 +6,9 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { encodeCursor } from "../../services/core/adapters/sqlite/cursor.ts";
+import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
 import { isoSpan } from "../../services/core/adapters/sqlite/record-index.ts";
+import { ValidationError } from "../../services/core/errors.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
 import { lexicalText, queryTerms, rankBm25 } from "../../services/core/lexical.ts";
 import type { GraphStore, IndexBatch, RecordQuery } from "../../services/core/ports.ts";
@@ -349,12 +350,23 @@ export const runGraphStoreContract = (
       } while (cursor);
       assert.equal(pages, 3);
       assert.deepEqual(seen, [R2(B), R3(B), R1(B), R4(B), R5(B)]);
-      // The cursor is the reference shape: (said_at, id) of the last row, base64url JSON.
+      // The cursor is the reference shape: (said_at, id) of the last row, signed for the tenant
+      // (the contract's stores are built without a secret: the codec's default one).
+      const codec = new CursorCodec();
       const first = await store.listRecords(B, { limit: 2 });
-      assert.equal(first.nextCursor, encodeCursor({ saidAt: Date.parse("2023-05-08T09:01:00.000Z"), id: R3(B) }));
-      await assert.rejects(store.listRecords(B, { limit: 2, cursor: "!!not-a-cursor" }), /invalid cursor/);
+      assert.equal(first.nextCursor, codec.encode(B, { saidAt: Date.parse("2023-05-08T09:01:00.000Z"), id: R3(B) }));
+      // Forged, tampered or another tenant's cursors are a ValidationError naming `cursor` (400, not 500).
+      const forged = codec.encode(B, { saidAt: 0, id: "" }).replace(/\.[^.]*$/, ".AAAAAAAAAAAAAAAAAAAAAA");
+      const otherTenant = codec.encode(A, { saidAt: 0, id: "" });
+      for (const cursor of ["!!not-a-cursor", "e30", forged, otherTenant, `${first.nextCursor}x`]) {
+        await assert.rejects(
+          store.listRecords(B, { limit: 2, cursor }),
+          (err: unknown) => err instanceof ValidationError && err.issues[0]?.path === "cursor",
+          cursor,
+        );
+      }
       // A cursor past the end gives an empty last page without a next cursor.
-      const end = await store.listRecords(B, { limit: 2, cursor: encodeCursor({ saidAt: Date.now(), id: "" }) });
+      const end = await store.listRecords(B, { limit: 2, cursor: codec.encode(B, { saidAt: Date.now(), id: "" }) });
       assert.deepEqual(end, { records: [] });
     });
 

@@ -88,6 +88,30 @@ describe("HTTP API over the embedded engine (real embedder, real storage, real s
     assert.equal((await call(`/v1/records/${id?.id}`, "key-of-tenant-b-456")).status, 404);
   });
 
+  it("pages records with signed cursors: a forged, altered or other tenant's cursor is 400 naming cursor", async () => {
+    const first = await call("/v1/records?limit=1", "key-of-tenant-a-123");
+    const page = (await first.json()) as { nextCursor: string | null };
+    assert.ok(page.nextCursor, "more than one record, so a next cursor");
+    const next = await call(`/v1/records?limit=1&cursor=${encodeURIComponent(page.nextCursor)}`, "key-of-tenant-a-123");
+    assert.equal(next.status, 200);
+    const [payload, mac] = page.nextCursor.split(".");
+    const altered = `${Buffer.from(JSON.stringify([0, ""])).toString("base64url")}.${mac}`;
+    for (const [cursor, key] of [
+      ["not-issued-by-us", "key-of-tenant-a-123"],
+      [`${payload}.`, "key-of-tenant-a-123"],
+      [altered, "key-of-tenant-a-123"],
+      [page.nextCursor, "key-of-tenant-b-456"],
+    ] as const) {
+      const res = await call(`/v1/records?limit=1&cursor=${encodeURIComponent(cursor)}`, key);
+      assert.equal(res.status, 400, cursor);
+      const body = (await res.json()) as { issues: { path: string }[] };
+      assert.deepEqual(
+        body.issues.map((i) => i.path),
+        ["cursor"],
+      );
+    }
+  });
+
   it("rejects bad credentials and bad bodies with clear errors", async () => {
     assert.equal((await call("/v1/query", undefined, { question: "x" })).status, 401);
     assert.equal((await call("/v1/query", "wrong-key-000000", { question: "x" })).status, 401);

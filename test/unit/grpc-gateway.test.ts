@@ -4,6 +4,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
+import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
 import { isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
 import {
   internalAuthenticator,
@@ -124,6 +126,72 @@ describe("gRPC gateway", () => {
       issuesOf(id).map((i) => i.path),
       ["id"],
     );
+  });
+
+  it("applies the HTTP input rules: asOf, timestamps, control characters, id caps, forged cursors", async () => {
+    for (const asOf of ["garbage", "May 8", "9999-01-01T00:00:00Z"]) {
+      const r = await rejection(a.query({ question: "ok", asOf }));
+      assert.equal(r.code, status.INVALID_ARGUMENT, asOf);
+      assert.deepEqual(
+        issuesOf(r).map((i) => i.path),
+        ["as_of"],
+      );
+    }
+    const long = "x".repeat(MAX_ID_LENGTH + 1);
+    for (const conversation of [long, "c\u0000x"]) {
+      const q = await rejection(a.query({ question: "ok", conversation }));
+      assert.deepEqual(
+        issuesOf(q).map((i) => i.path),
+        ["conversation"],
+      );
+      const f = await rejection(a.flush(conversation));
+      assert.equal(f.code, status.INVALID_ARGUMENT);
+      const l = await rejection(a.listRecords({ limit: 5, conversation }));
+      assert.deepEqual(
+        issuesOf(l).map((i) => i.path),
+        ["conversation"],
+      );
+    }
+    const id = await rejection(a.getRecord(long));
+    assert.deepEqual(
+      issuesOf(id).map((i) => i.path),
+      ["id"],
+    );
+
+    const summary = await a.ingest([
+      turn("c1", "t1", { timestamp: "1" }),
+      turn("c1", "t2", { timestamp: "2023-05-08" }),
+      turn("c1", "t3", { speaker: "A\u0000na" }),
+      turn("c1", "t4", { text: " \n\t " }),
+      turn("c1", "t5", { text: "ok\u0000 text" }),
+    ]);
+    assert.deepEqual(
+      summary.rejected.map((r) => [r.index, r.issues.map((i) => i.path)]),
+      [
+        [0, ["timestamp"]],
+        [1, ["timestamp"]],
+        [2, ["speaker"]],
+        [3, ["text"]],
+      ],
+    );
+    assert.equal(fake.callsOf("ingest").at(-1)?.turns[0]?.text, "ok text");
+
+    // A store's cursor check (a ValidationError naming `cursor`) is INVALID_ARGUMENT, not INTERNAL.
+    try {
+      new CursorCodec("secret-of-the-test").decode("tenant-a", "forged");
+    } catch (err) {
+      fake.failWith = err as Error;
+    }
+    try {
+      const c = await rejection(a.listRecords({ limit: 5, cursor: "forged" }));
+      assert.equal(c.code, status.INVALID_ARGUMENT);
+      assert.deepEqual(
+        issuesOf(c).map((i) => i.path),
+        ["cursor"],
+      );
+    } finally {
+      fake.failWith = undefined;
+    }
   });
 
   it("client-streaming ingest: valid turns go to the service in stream order, invalid ones come back by index", async () => {

@@ -384,7 +384,9 @@ describe("http app: errors, probes, metrics", () => {
     const res = await call("/v1/query", { method: "POST", json: { question: "anything?" } });
     assert.equal(res.status, 500);
     const text = await res.text();
-    assert.deepEqual(JSON.parse(text), { error: "internal error" });
+    const body = JSON.parse(text) as { error: string; requestId: string };
+    assert.deepEqual(body, { error: "internal error", requestId: res.headers.get("x-request-id") });
+    assert.match(body.requestId, /^[0-9a-f-]{36}$/);
     assert.doesNotMatch(text, /exploded|secret|at /);
     assert.ok(logLines.some((l) => l.includes("database exploded")));
     assert.match(await metrics.render(), /memory_queries_total\{outcome="error"\} 1/);
@@ -395,7 +397,7 @@ describe("http app: errors, probes, metrics", () => {
     service.failWith = new ValidationError("invalid asOf", [
       { path: "asOf", message: "must be an ISO-8601 timestamp" },
     ]);
-    const res = await call("/v1/query", { method: "POST", json: { question: "when?", asOf: "soon" } });
+    const res = await call("/v1/query", { method: "POST", json: { question: "when?", asOf: "2023-05-08T00:00:00Z" } });
     assert.equal(res.status, 400);
     assert.deepEqual(await res.json(), {
       error: "invalid asOf",

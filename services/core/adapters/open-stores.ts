@@ -3,7 +3,7 @@
  * in the data folder; one writer process) or "neo4j" (the graph and the vectors in Neo4j, over
  * NEO4J_URI / NEO4J_USER / NEO4J_PASSWORD, shared by any number of processes).
  */
-import type { Config } from "../config.ts";
+import { type Config, cursorSecretOf } from "../config.ts";
 import type { GraphStore, VectorStore } from "../ports.ts";
 import { HnswVectorStore } from "./hnsw/vector-store.ts";
 import { openDriver } from "./neo4j/driver.ts";
@@ -41,7 +41,7 @@ export const openStores = async (config: Config, kind: StoreKind = storeKindFrom
     const database = process.env.NEO4J_DATABASE;
     const shared = { driver, ...(database ? { database } : {}) };
     try {
-      const graph = await Neo4jGraphStore.open(shared);
+      const graph = await Neo4jGraphStore.open({ ...shared, cursorSecret: cursorSecretOf(config) });
       const vectors = new Neo4jVectorStore(shared);
       await vectors.ensureSchema();
       return {
@@ -61,7 +61,7 @@ export const openStores = async (config: Config, kind: StoreKind = storeKindFrom
     }
   }
   const db = openSqlite(config.dataDir);
-  const graph = new SqliteGraphStore(db);
+  const graph = new SqliteGraphStore(db, { cursorSecret: cursorSecretOf(config) });
   const vectors = new HnswVectorStore(db, config.dataDir, { compactDeletedRatio: config.vectors.compactDeletedRatio });
   return {
     kind,

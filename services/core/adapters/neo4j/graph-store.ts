@@ -20,12 +20,15 @@ import type {
 } from "../../ports.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { walkVersionGraph } from "../../version-graph.ts";
-import { decodeCursor, encodeCursor } from "../sqlite/cursor.ts";
+import { CursorCodec } from "../sqlite/cursor.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
 import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 
-export type Neo4jGraphStoreOptions = Neo4jConnectionOptions;
+export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
+  /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
+  cursorSecret?: string;
+};
 
 /**
  * Full-text (Lucene) index names: one over Record.lex, one over Turn.lex (the shared lexical terms,
@@ -251,6 +254,7 @@ export class Neo4jGraphStore implements GraphStore {
   readonly driver: Driver;
   private readonly owns: boolean;
   private readonly database: string | undefined;
+  private readonly cursors: CursorCodec;
   private schemaReady: Promise<void> | undefined;
   private closed = false;
 
@@ -259,6 +263,7 @@ export class Neo4jGraphStore implements GraphStore {
     this.driver = driver;
     this.owns = owns;
     this.database = options.database;
+    this.cursors = new CursorCodec(options.cursorSecret);
   }
 
   /** A store with its schema in place. */
@@ -902,7 +907,7 @@ export class Neo4jGraphStore implements GraphStore {
     }
     if (!query.includeSuperseded) where.push("r.supersededBy IS NULL");
     if (query.cursor) {
-      const c = decodeCursor(query.cursor);
+      const c = this.cursors.decode(tenant, query.cursor);
       where.push("(r.saidAt > $cursorSaidAt OR (r.saidAt = $cursorSaidAt AND r.id > $cursorId))");
       params.cursorSaidAt = c.saidAt;
       params.cursorId = c.id;
@@ -916,7 +921,7 @@ export class Neo4jGraphStore implements GraphStore {
     const last = page[page.length - 1];
     const records = page.map((r) => JSON.parse(r.json) as MemoryRecord);
     return found.length > limit && last
-      ? { records, nextCursor: encodeCursor({ saidAt: num(last.saidAt), id: last.id }) }
+      ? { records, nextCursor: this.cursors.encode(tenant, { saidAt: num(last.saidAt), id: last.id }) }
       : { records };
   }
 

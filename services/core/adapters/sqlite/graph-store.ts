@@ -21,7 +21,7 @@ import type {
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { walkVersionGraph } from "../../version-graph.ts";
 import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
-import { decodeCursor, encodeCursor } from "./cursor.ts";
+import { CursorCodec } from "./cursor.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "./db.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "./record-index.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
@@ -63,6 +63,8 @@ interface RelationRow {
 export interface SqliteGraphStoreOptions {
   /** Close the database in close() (default false: whoever opened the shared handle closes it). */
   ownsDb?: boolean;
+  /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
+  cursorSecret?: string;
 }
 
 const ms = (iso: string): number => {
@@ -123,12 +125,14 @@ const TURN_COLUMNS =
 export class SqliteGraphStore implements GraphStore {
   readonly db: SqliteDatabase;
   private readonly ownsDb: boolean;
+  private readonly cursors: CursorCodec;
   private readonly statements = new Map<string, Statement>();
   private closed = false;
 
   constructor(db: SqliteDatabase, options: SqliteGraphStoreOptions = {}) {
     this.db = db;
     this.ownsDb = options.ownsDb ?? false;
+    this.cursors = new CursorCodec(options.cursorSecret);
     migrate(db, "graph", GRAPH_MIGRATIONS);
   }
 
@@ -687,7 +691,7 @@ export class SqliteGraphStore implements GraphStore {
     }
     if (!query.includeSuperseded) where.push("r.superseded_by IS NULL");
     if (query.cursor) {
-      const c = decodeCursor(query.cursor);
+      const c = this.cursors.decode(tenant, query.cursor);
       where.push("(r.said_at > ? OR (r.said_at = ? AND r.id > ?))");
       params.push(c.saidAt, c.saidAt, c.id);
     }
@@ -700,7 +704,7 @@ export class SqliteGraphStore implements GraphStore {
     const last = page[page.length - 1];
     const records = page.map((r) => JSON.parse(r.json) as MemoryRecord);
     return rows.length > limit && last
-      ? { records, nextCursor: encodeCursor({ saidAt: last.said_at, id: last.id }) }
+      ? { records, nextCursor: this.cursors.encode(tenant, { saidAt: last.said_at, id: last.id }) }
       : { records };
   }
 

@@ -81,6 +81,8 @@ export interface LoadBenchReport {
   /** Event-loop delay during the load phase, milliseconds. */
   eventLoop: { mean: number; p50: number; p99: number; max: number };
   progress: { turns: number; segments: number; records: number };
+  /** Failed requests by reason (acks include the closing flushes). */
+  failures: Record<string, number>;
 }
 
 export interface LoadBenchRun {
@@ -153,15 +155,24 @@ interface Sample {
   errors: number;
 }
 
+/** Failures seen, by message, so a run that errors says why. */
+const failures = new Map<string, number>();
+
 const timed = async (sample: Sample, call: () => Promise<Response>): Promise<void> => {
   const t0 = performance.now();
   try {
     const res = await call();
     await res.arrayBuffer();
     if (res.ok) sample.ms.push(performance.now() - t0);
-    else sample.errors++;
-  } catch {
+    else {
+      sample.errors++;
+      failures.set(`HTTP ${res.status}`, (failures.get(`HTTP ${res.status}`) ?? 0) + 1);
+    }
+  } catch (err) {
     sample.errors++;
+    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : "";
+    const why = `${err instanceof Error ? err.message : String(err)}${cause}`;
+    failures.set(why, (failures.get(why) ?? 0) + 1);
   }
 };
 
@@ -193,9 +204,11 @@ export const runLoadBench = async (options: LoadBenchOptions): Promise<LoadBench
       body: JSON.stringify(body),
     });
 
+  failures.clear();
   const ack: Sample = { ms: [], errors: 0 };
   const query: Sample = { ms: [], errors: 0 };
   const health: Sample = { ms: [], errors: 0 };
+  const flushes: Sample = { ms: [], errors: 0 };
   try {
     const loadBefore = loadavg();
     const lag = monitorEventLoopDelay({ resolution: 10 });
@@ -209,7 +222,8 @@ export const runLoadBench = async (options: LoadBenchOptions): Promise<LoadBench
         if (!open()) break;
         await timed(ack, () => post(`/v1/conversations/${encodeURIComponent(c.conversation)}/turns`, turn));
       }
-      await post(`/v1/conversations/${encodeURIComponent(c.conversation)}/flush`, {});
+      // The closing flush is not a timed ack, but a failed one is still an error of the run.
+      await timed(flushes, () => post(`/v1/conversations/${encodeURIComponent(c.conversation)}/flush`, {}));
     });
     const querying = Array.from({ length: queriers }, async (_, k) => {
       for (let j = 0; j < queriesPerClient && open(); j++) {
@@ -261,11 +275,12 @@ export const runLoadBench = async (options: LoadBenchOptions): Promise<LoadBench
       },
       loadSeconds,
       drainSeconds: drained ? (performance.now() - drainStarted) / 1000 : null,
-      ack: summarize(ack.ms, ack.errors),
+      ack: summarize(ack.ms, ack.errors + flushes.errors),
       query: summarize(query.ms, query.errors),
       healthz: summarize(health.ms, health.errors),
       eventLoop: eventLoopSummary(lag),
       progress: { ...opened.engine.progress },
+      failures: Object.fromEntries(failures),
     };
     const markdown = renderLoadMarkdown(report);
     const files =
@@ -304,6 +319,13 @@ export const renderLoadMarkdown = (r: LoadBenchReport): string => {
     ),
     "",
     `event-loop delay during load: mean ${fmt(r.eventLoop.mean, 1)} ms, p50 ${fmt(r.eventLoop.p50, 1)} ms, p99 ${fmt(r.eventLoop.p99, 1)} ms, max ${fmt(r.eventLoop.max, 1)} ms.`,
+    ...(Object.keys(r.failures).length > 0
+      ? [
+          `failed requests: ${Object.entries(r.failures)
+            .map(([why, n]) => `${n} × ${why}`)
+            .join("; ")}.`,
+        ]
+      : []),
     `load phase ${r.loadSeconds.toFixed(1)} s; pipeline caught up ${r.drainSeconds === null ? "not within the drain limit" : `${r.drainSeconds.toFixed(1)} s later`}; processed ${r.progress.turns} turns into ${r.progress.segments} segments and ${r.progress.records} records.`,
   ].join("\n")}\n`;
 };

@@ -88,10 +88,12 @@ describe("bench load: pure parts", () => {
       healthz: none,
       eventLoop: { mean: 1, p50: 1, p99: 2, max: 3 },
       progress: { turns: 1, segments: 0, records: 0 },
+      failures: { "fetch failed: other side closed": 2 },
     };
     const md = renderLoadMarkdown(report);
     assert.match(md, /\| ingest ack \| 2 \| 0 \| 2\.0 \|/);
     assert.match(md, /\| query \| 0 \| 0 \| – \|/);
     assert.match(md, /not within the drain limit/);
+    assert.match(md, /failed requests: 2 × fetch failed: other side closed\./);
   });
 });

@@ -54,7 +54,7 @@ const PATHOLOGICAL: Record<string, (n: number) => string> = {
 describe("o200k token counting: exact on ordinary text, linear on any text", () => {
   it("equals js-tiktoken on every LoCoMo turn (the sample, and the dev file when present)", () => {
     const texts = [...turnsOf(SAMPLE), ...(existsSync(DEV) ? turnsOf(DEV) : [])];
-    assert.ok(texts.length > 100);
+    assert.ok(texts.length > 10);
     for (const text of texts) assert.equal(countTokens(text), exact.encode(text).length, text);
     // Whole conversations too: pieces across turn boundaries (newlines, spaces) are the same.
     const joined = texts.slice(0, 400).join("\n");

@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Config } from "../core/config.ts";
 import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
+import { runLoadBench } from "./load.ts";
 import { DEFAULT_BUDGETS, parseBudgets, runBench } from "./run.ts";
 import type { DatasetSpec } from "./types.ts";
 
@@ -90,6 +91,32 @@ const runCompressor = async (config: Config, o: CompressorFlags): Promise<void> 
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
 };
 
+interface LoadFlags {
+  data: string;
+  ingesters: number;
+  queriers: number;
+  turns: number;
+  queries: number;
+  maxSeconds: number;
+  out: string;
+}
+
+const runLoad = async (config: Config, o: LoadFlags): Promise<void> => {
+  const { markdown, files } = await runLoadBench({
+    config,
+    data: o.data,
+    ingesters: o.ingesters,
+    queriers: o.queriers,
+    turnsPerClient: o.turns,
+    queriesPerClient: o.queries,
+    maxSeconds: o.maxSeconds,
+    out: o.out,
+    log: (line) => console.error(line),
+  });
+  console.log(markdown);
+  if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+};
+
 const common = (cmd: Command, defaultData: string): Command =>
   cmd
     .option("--data <file>", "dataset file", defaultData)
@@ -104,7 +131,7 @@ const common = (cmd: Command, defaultData: string): Command =>
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");
 
-/** `memory bench locomo|longmemeval|compressor`: retrieval quality, cost and speed against baselines. */
+/** `memory bench locomo|longmemeval|compressor|load`: retrieval quality, cost and speed against baselines. */
 export const registerBenchCommands = (program: Command, config: () => Config): void => {
   const bench = program
     .command("bench")
@@ -140,4 +167,17 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--repeats <n>", "interleaved rounds; the median round is reported", positive, 3)
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .action(async (o: CompressorFlags) => runCompressor(config(), o));
+  bench
+    .command("load")
+    .description(
+      "responsiveness under load: embedded engine behind the HTTP app, concurrent ingesting and querying clients; ack, query and /healthz latency and event-loop delay",
+    )
+    .option("--data <file>", "LoCoMo-format file", "../shared/data/locomo-dev.json")
+    .option("--ingesters <n>", "clients posting turns, each its own conversation", positive, 8)
+    .option("--queriers <n>", "clients asking questions", positive, 2)
+    .option("--turns <n>", "turns each ingesting client posts at most", positive, 150)
+    .option("--queries <n>", "questions each querying client asks at most", positive, 40)
+    .option("--max-seconds <n>", "wall-clock limit of the load phase", positive, 60)
+    .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
+    .action(async (o: LoadFlags) => runLoad(config(), o));
 };

@@ -5,6 +5,13 @@ export type InboxEntry =
   | { seq: number; kind: "turn"; tenant: string; conversation: string; turn: Turn }
   | { seq: number; kind: "flush"; tenant: string; conversation: string; reason: "session-end" | "idle" | "flush" };
 
+/** Work a stage started on: inbox or pending-segment seqs first..last, tried `attempts` times. */
+export interface Attempt {
+  first: number;
+  last: number;
+  attempts: number;
+}
+
 interface InboxRow {
   seq: number;
   tenant: string;
@@ -35,6 +42,9 @@ export class DurableLog {
         done INTEGER NOT NULL DEFAULT 0
       );
       CREATE TABLE IF NOT EXISTS runtime_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+      CREATE TABLE IF NOT EXISTS runtime_attempts (
+        name TEXT PRIMARY KEY, first INTEGER NOT NULL, last INTEGER NOT NULL, attempts INTEGER NOT NULL
+      );
     `);
   }
 
@@ -95,6 +105,41 @@ export class DurableLog {
         "INSERT INTO runtime_cursor (name, seq) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET seq = excluded.seq",
       )
       .run(name, seq);
+  }
+
+  /**
+   * The work a stage recorded as started under `name` and did not record as finished: what the
+   * process was doing when it stopped (crash, kill, hang), or undefined.
+   */
+  inFlight(name: string): Attempt | undefined {
+    return this.db.prepare("SELECT first, last, attempts FROM runtime_attempts WHERE name = ?").get(name) as
+      | Attempt
+      | undefined;
+  }
+
+  /**
+   * Records, durably and before the work starts, that a stage starts on the seqs [first, last].
+   * Returns the attempt count: one more than recorded when the same range is still in flight (the
+   * previous try never finished), else 1. Counts survive restarts, so a poison entry that crashes
+   * or hangs the process is recognised on the next run.
+   */
+  beginAttempt(name: string, first: number, last: number): number {
+    return this.db.transaction(() => {
+      const prev = this.inFlight(name);
+      const attempts = prev && prev.first === first && prev.last === last ? prev.attempts + 1 : 1;
+      this.db
+        .prepare(
+          `INSERT INTO runtime_attempts (name, first, last, attempts) VALUES (?, ?, ?, ?)
+           ON CONFLICT(name) DO UPDATE SET first = excluded.first, last = excluded.last, attempts = excluded.attempts`,
+        )
+        .run(name, first, last, attempts);
+      return attempts;
+    })();
+  }
+
+  /** The work recorded under `name` finished (or was set aside). */
+  endAttempt(name: string): void {
+    this.db.prepare("DELETE FROM runtime_attempts WHERE name = ?").run(name);
   }
 
   /**

@@ -1,3 +1,4 @@
+import { setImmediate as nextTick } from "node:timers/promises";
 import { runConsolidation } from "../consolidator/consolidator.ts";
 import { buildHistory } from "../consolidator/history.ts";
 import { ConsolidationScheduler, parseWindow, type TriggerReason } from "../consolidator/scheduler.ts";
@@ -54,6 +55,7 @@ import {
 } from "../segmenter/handler.ts";
 import { compressTurn } from "../sensory/handler.ts";
 import { BoundedQueue } from "./bounded-queue.ts";
+import { withinBudget } from "./budget.ts";
 import type { DurableLog, InboxEntry } from "./durable-log.ts";
 
 /** What the runtime reports as it works (the Prometheus Metrics class satisfies it). */
@@ -90,6 +92,18 @@ export interface EngineSettings {
   batchSize: number;
   clock?: () => number;
   /**
+   * Longest a turn's asynchronous processing (embedding, sensory compression) may take before the
+   * turn is dead-lettered and the pipeline goes on (default 30 s).
+   */
+  turnBudgetMs?: number;
+  /** Longest a segment's encoding (extractor or LLM) may take before it is dead-lettered (default 300 s). */
+  segmentBudgetMs?: number;
+  /**
+   * Unfinished attempts (the process stopped while on it) after which an inbox entry or a pending
+   * segment is dead-lettered on restart instead of tried again (default 3).
+   */
+  maxAttempts?: number;
+  /**
    * Sleep-time consolidation: candidate threshold, concurrency and the off-peak scheduler
    * (window / idle trigger). Absent: candidates with the defaults, no scheduler; consolidate() on demand works.
    */
@@ -113,6 +127,18 @@ interface KeyedEncoderState {
 const SEGMENTER = "segmenter";
 const ENCODER = "encoder";
 const INBOX_CURSOR = "inbox";
+/** Attempt records: the inbox batch in flight, the one entry in flight while isolating, the segment in flight. */
+const INBOX_BATCH = "inbox-batch";
+const INBOX_ENTRY = "inbox-entry";
+const SEGMENT = "segment";
+/** Cursor up to which the inbox is processed one entry at a time (the batch a crashed run left unfinished). */
+const ISOLATE_CURSOR = "inbox-isolate";
+
+export const DEFAULT_TURN_BUDGET_MS = 30_000;
+export const DEFAULT_SEGMENT_BUDGET_MS = 300_000;
+export const DEFAULT_MAX_ATTEMPTS = 3;
+
+type TurnEntry = Extract<InboxEntry, { kind: "turn" }>;
 
 interface Progress {
   turns: number;
@@ -447,10 +473,25 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     return s;
   }
 
+  /**
+   * Stage A reads the inbox in batches. Each batch is recorded as in flight before it starts and
+   * cleared after; a batch still recorded at start-up is one a previous run died on (crash, kill,
+   * hang), so it is gone through one entry at a time, each entry's attempts counted durably, and an
+   * entry that has stopped the process maxAttempts times is dead-lettered instead of tried again.
+   */
   private async runStageA(): Promise<void> {
+    const log = this.parts.log;
     try {
+      const crashed = log.inFlight(INBOX_BATCH);
+      if (crashed) {
+        log.setCursor(ISOLATE_CURSOR, Math.max(crashed.last, log.cursor(ISOLATE_CURSOR)));
+        log.endAttempt(INBOX_BATCH);
+      }
+      let isolateUntil = log.cursor(ISOLATE_CURSOR);
       while (!this.stopping) {
-        const batch = this.parts.log.readInbox(this.parts.log.cursor(INBOX_CURSOR), this.settings.batchSize);
+        const cursor = log.cursor(INBOX_CURSOR);
+        const isolating = cursor < isolateUntil;
+        const batch = log.readInbox(cursor, isolating ? 1 : this.settings.batchSize);
         if (batch.length === 0) {
           this.notifyDrain();
           await new Promise<void>((resolve) => {
@@ -459,50 +500,112 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
           this.wake = undefined;
           continue;
         }
-        await this.processInbox(batch);
+        const first = (batch[0] as InboxEntry).seq;
+        const last = (batch[batch.length - 1] as InboxEntry).seq;
+        const name = isolating ? INBOX_ENTRY : INBOX_BATCH;
+        const attempts = log.beginAttempt(name, first, last);
+        if (isolating && attempts > this.maxAttempts) await this.setAside(batch[0] as InboxEntry, attempts - 1);
+        else await this.processInbox(batch);
+        log.endAttempt(name);
+        if (!isolating) isolateUntil = log.cursor(ISOLATE_CURSOR);
+        // Between batches the event loop serves requests (acks, queries, probes).
+        await nextTick();
       }
     } catch (err) {
       this.fail(err);
     }
   }
 
+  private get maxAttempts(): number {
+    return this.settings.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  }
+
+  /** An inbox entry that stopped the process `attempts` times: dead-lettered, the cursor moves past it. */
+  private async setAside(entry: InboxEntry, attempts: number): Promise<void> {
+    await this.deadLetter(
+      "sensory+segmenter",
+      entry,
+      `set aside after ${attempts} unfinished attempts: the process stopped (crash, kill or hang) while processing it`,
+    );
+    this.parts.log.setCursor(INBOX_CURSOR, entry.seq);
+    this.notifyDrain();
+  }
+
+  private async deadLetter(stage: string, entry: InboxEntry, error: string): Promise<void> {
+    await this.parts.graph.putDeadLetter({
+      stage,
+      key: keyOf(entry.tenant, entry.conversation),
+      error,
+      payload: JSON.stringify(entry),
+      at: new Date(this.clock()).toISOString(),
+    });
+    this.parts.observer?.stageEvent(stage, "dlq");
+  }
+
+  /**
+   * Embeddings of the batch's turns, by seq; a turn whose embedding fails or exceeds the budget
+   * gets its error instead. The batch is embedded in one call; only when that fails is each turn
+   * embedded alone, to find the one at fault.
+   */
+  private async embedTurns(turns: readonly TurnEntry[]): Promise<Map<number, Float32Array | Error>> {
+    const out = new Map<number, Float32Array | Error>();
+    if (turns.length === 0) return out;
+    const budget = this.settings.turnBudgetMs ?? DEFAULT_TURN_BUDGET_MS;
+    const embed = (entries: readonly TurnEntry[]) =>
+      withinBudget(
+        this.parts.embedder.embed(entries.map((e) => turnEmbeddingText(e.turn.speaker, e.turn.text))),
+        budget * entries.length,
+        "embedding",
+      );
+    try {
+      const vectors = await embed(turns);
+      for (const [i, e] of turns.entries()) out.set(e.seq, vectors[i] as Float32Array);
+    } catch (batchErr) {
+      if (turns.length === 1) out.set((turns[0] as TurnEntry).seq, asError(batchErr));
+      else
+        for (const e of turns) {
+          try {
+            out.set(e.seq, (await embed([e]))[0] as Float32Array);
+          } catch (err) {
+            out.set(e.seq, asError(err));
+          }
+        }
+    }
+    return out;
+  }
+
   private async processInbox(batch: InboxEntry[]): Promise<void> {
     const started = performance.now();
-    const turns = batch.filter((e): e is Extract<InboxEntry, { kind: "turn" }> => e.kind === "turn");
-    const vectors =
-      turns.length > 0
-        ? await this.parts.embedder.embed(turns.map((e) => turnEmbeddingText(e.turn.speaker, e.turn.text)))
-        : [];
-    const vectorOf = new Map(turns.map((e, i) => [e.seq, vectors[i] as Float32Array]));
+    const turns = batch.filter((e): e is TurnEntry => e.kind === "turn");
+    const vectorOf = await this.embedTurns(turns);
+    const turnBudget = this.settings.turnBudgetMs ?? DEFAULT_TURN_BUDGET_MS;
     const touched = new Set<string>();
     const released: Segment[] = [];
-    for (const entry of batch) {
+    for (const [i, entry] of batch.entries()) {
+      // Between entries the event loop serves requests: a batch is many turns of CPU work.
+      if (i > 0) await nextTick();
       const state = await this.segState(entry.tenant, entry.conversation);
       if (entry.seq <= state.lastSeq) continue;
       const now = this.clock();
       let out: ReturnType<typeof segmenterStep>;
       try {
         if (entry.kind === "turn") {
-          const sensory = await compressTurn(entry.turn, this.parts.compressor, this.settings.keepRate);
-          out = segmenterStep(
-            state,
-            { kind: "turn", turn: sensory, embedding: vectorOf.get(entry.seq) as Float32Array, nowMs: now },
-            this.settings.segmenter,
+          const embedding = vectorOf.get(entry.seq);
+          if (!(embedding instanceof Float32Array)) throw embedding ?? new Error("no embedding");
+          const sensory = await withinBudget(
+            compressTurn(entry.turn, this.parts.compressor, this.settings.keepRate),
+            turnBudget,
+            "sensory compression",
           );
+          out = segmenterStep(state, { kind: "turn", turn: sensory, embedding, nowMs: now }, this.settings.segmenter);
           this.progress.turns++;
         } else {
           out = segmenterStep(state, { kind: "flush", reason: entry.reason, nowMs: now }, this.settings.segmenter);
         }
       } catch (err) {
-        // A poison entry is set aside with its reason; the conversation keeps flowing.
-        await this.parts.graph.putDeadLetter({
-          stage: "sensory+segmenter",
-          key: keyOf(entry.tenant, entry.conversation),
-          error: err instanceof Error ? err.message : String(err),
-          payload: JSON.stringify(entry),
-          at: new Date(now).toISOString(),
-        });
-        this.parts.observer?.stageEvent("sensory+segmenter", "dlq");
+        // A poison entry (it throws, or exceeds its budget) is set aside with its reason; the
+        // conversation keeps flowing.
+        await this.deadLetter("sensory+segmenter", entry, asError(err).message);
         out = { state, segments: [] };
       }
       const next: KeyedSegmenterState = { ...out.state, lastSeq: entry.seq };
@@ -539,6 +642,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
           this.inflightB--;
           this.notifyDrain();
         }
+        // Between segments the event loop serves requests: encoding and indexing are CPU work.
+        await nextTick();
       }
     } catch (err) {
       this.fail(err);
@@ -552,9 +657,28 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       this.parts.log.markDone(seq);
       return;
     }
+    // Counted durably before the work: a segment that stops the process maxAttempts times is set aside on restart.
+    const attempts = this.parts.log.beginAttempt(SEGMENT, seq, seq);
+    if (attempts > this.maxAttempts) {
+      await this.parts.graph.putDeadLetter({
+        stage: "encoder+indexer",
+        key,
+        error: `set aside after ${attempts - 1} unfinished attempts: the process stopped (crash, kill or hang) while processing it`,
+        payload: JSON.stringify(segment),
+        at: new Date(this.clock()).toISOString(),
+      });
+      this.parts.observer?.stageEvent("encoder+indexer", "dlq");
+      this.parts.log.markDone(seq);
+      this.parts.log.endAttempt(SEGMENT);
+      return;
+    }
     const started = performance.now();
     try {
-      const { records, context, cost } = await this.parts.encoder.encode(segment, state.context);
+      const { records, context, cost } = await withinBudget(
+        this.parts.encoder.encode(segment, state.context),
+        this.settings.segmentBudgetMs ?? DEFAULT_SEGMENT_BUDGET_MS,
+        "segment encoding",
+      );
       this.addConstructionCost(segment.tenant, cost);
       await indexSegment(
         {
@@ -591,6 +715,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       this.parts.observer?.stageEvent("encoder+indexer", "dlq");
     }
     this.parts.log.markDone(seq);
+    this.parts.log.endAttempt(SEGMENT);
   }
 
   private addConstructionCost(tenant: string, cost: LlmCost): void {
@@ -605,3 +730,5 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     this.notifyDrain();
   }
 }
+
+const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

@@ -25,6 +25,15 @@ import { EmbeddedEngine, type EngineSettings, type PipelineObserver } from "./en
 
 export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
 
+/**
+ * Texts per forward pass of the embedded engine's embedder. onnxruntime-node (1.30) runs
+ * session.run on the main thread (a setImmediate, then a synchronous run), so each pass holds the
+ * event loop; the loop turns between passes. Passes of 8 texts instead of 32 keep acks and /healthz
+ * waiting a quarter as long behind one, for little throughput (CPU inference gains little from
+ * larger batches).
+ */
+export const EMBEDDED_EMBED_BATCH = 8;
+
 export interface OpenOptions {
   embedder?: Embedder;
   compressor?: Compressor;
@@ -88,7 +97,9 @@ export const engineSettingsFrom = (config: Config): EngineSettings => ({
 
 /** The embedded default: SQLite + HNSW in the data folder, the ONNX embedder from the model folder. */
 export const openEmbeddedEngine = async (config: Config, options: OpenOptions = {}): Promise<OpenedEngine> => {
-  const embedder = options.embedder ?? (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR)));
+  const embedder =
+    options.embedder ??
+    (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), { batchSize: EMBEDDED_EMBED_BATCH }));
   // The configured compressor (statistical unless an ONNX token classifier is configured or present).
   const compressor = options.compressor
     ? { compressor: options.compressor, close: async () => {} }

@@ -12,17 +12,43 @@ export const cleanText = (text: string): string =>
     .replace(/\s+/g, " ")
     .trim();
 
-/** Sentences of a text, by Intl.Segmenter; empty pieces and pure punctuation dropped. */
+/**
+ * Longest sentence the extractor analyses as one; longer runs (no sentence end in 100,000
+ * characters of pasted text) are cut at the last space before the bound, or hard at it. Name, date
+ * and vocative passes are super-linear in a sentence's length, so this keeps each one bounded;
+ * real sentences are far shorter (LoCoMo's longest is about 150 characters).
+ */
+export const MAX_SENTENCE_CHARS = 300;
+
+/** Pieces of at most `max` characters, cut at the last space before the bound when there is one. */
+export const boundSentence = (sentence: string, max = MAX_SENTENCE_CHARS): string[] => {
+  const out: string[] = [];
+  let rest = sentence;
+  while (rest.length > max) {
+    const space = rest.lastIndexOf(" ", max);
+    const cut = space > 0 ? space : max;
+    out.push(rest.slice(0, cut).trim());
+    rest = rest.slice(cut).trim();
+  }
+  if (rest.length > 0) out.push(rest);
+  return out;
+};
+
+/** Sentences of a text, by Intl.Segmenter; empty pieces and pure punctuation dropped; each bounded. */
 export const splitSentences = (text: string): string[] => {
   const out: string[] = [];
   for (const s of segmenter.segment(cleanText(text))) {
     const t = s.segment.trim();
-    if (/[\p{L}\p{N}]/u.test(t)) out.push(t);
+    if (/[\p{L}\p{N}]/u.test(t)) for (const piece of boundSentence(t)) out.push(piece);
   }
   return out;
 };
 
-const PHOTO = /\[shared an? (?:photo|image|picture)\s*:?\s*([^\]]*)\]/gi;
+/**
+ * The caption is bounded: with `[^\]]*`, every unclosed "[shared a photo:" would scan to the end of
+ * the text, quadratic on a turn repeating it. Real captions are one short sentence.
+ */
+const PHOTO = /\[shared an? (?:photo|image|picture)\s*:?\s*([^\]]{0,500})\]/gi;
 
 /** Split "[shared a photo: <caption>]" annotations (added by the caller) out of a turn text. */
 export const extractPhotos = (text: string): { body: string; captions: string[] } => {

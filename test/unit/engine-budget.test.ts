@@ -1,0 +1,114 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { loadConfig } from "../../services/core/config.ts";
+import type { CompressionResult, Compressor, Embedder } from "../../services/core/ports.ts";
+import type { TurnInput } from "../../services/core/service.ts";
+import { BudgetExceededError, withinBudget } from "../../services/embedded/budget.ts";
+import { openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
+
+/** Never returns on a turn marked SLOW, like a model stuck on an input. */
+class StuckCompressor implements Compressor {
+  readonly id = "stuck";
+  private readonly inner = new StatisticalCompressor();
+  compress(text: string, keepRate: number): Promise<CompressionResult> {
+    if (text.includes("SLOW")) return new Promise(() => undefined);
+    return this.inner.compress(text, keepRate);
+  }
+}
+
+/** Throws on any batch holding a text marked BADVEC, like an embedder that chokes on one input. */
+const chokingEmbedder = (): Embedder => {
+  const inner = new HashingEmbedder();
+  return {
+    id: inner.id,
+    get dimension() {
+      return inner.dimension;
+    },
+    stats: () => inner.stats(),
+    embed: async (texts) => {
+      if (texts.some((t) => t.includes("BADVEC"))) throw new Error("embedder cannot handle this input");
+      return inner.embed(texts);
+    },
+  };
+};
+
+const turns = (texts: readonly string[]): TurnInput[] =>
+  texts.map((text, i) => ({
+    turnId: `t${i}`,
+    speaker: i % 2 ? "Ana" : "Ben",
+    role: "user" as const,
+    text,
+    timestamp: new Date(Date.UTC(2024, 4, 6, 10, i)).toISOString(),
+    sessionId: "s1",
+  }));
+
+const normal = (i: number): string => `Ben planted ${i} tomatoes in the Riverside garden on Monday.`;
+
+describe("per-turn processing budget and poison isolation in the embedded runtime", () => {
+  const dirs: string[] = [];
+  const dataDir = () => {
+    const d = mkdtempSync(join(tmpdir(), "memory-budget-"));
+    dirs.push(d);
+    return d;
+  };
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("withinBudget passes results and errors through, and rejects with the budget after the limit", async () => {
+    assert.equal(await withinBudget(Promise.resolve(7), 1000, "x"), 7);
+    await assert.rejects(withinBudget(Promise.reject(new Error("boom")), 1000, "x"), /boom/);
+    await assert.rejects(withinBudget(new Promise(() => undefined), 20, "sensory compression"), (err: Error) => {
+      assert.ok(err instanceof BudgetExceededError);
+      assert.match(err.message, /sensory compression exceeded its processing budget of 20 ms/);
+      return true;
+    });
+  });
+
+  it("a turn whose compression never returns is dead-lettered after the budget; the later turns flow", async () => {
+    const o = await openEmbeddedEngine(loadConfig({ dataDir: dataDir() }), {
+      embedder: new HashingEmbedder(),
+      compressor: new StuckCompressor(),
+      settings: { turnBudgetMs: 100 },
+    });
+    try {
+      const texts = [normal(0), normal(1), "SLOW turn", normal(3), normal(4)];
+      await o.engine.ingest("t", "c", turns(texts));
+      await o.engine.flush("t", "c");
+      await o.engine.drain();
+      assert.equal(o.engine.progress.turns, 4);
+      const letters = await o.engine.deadLetters(10);
+      assert.equal(letters.length, 1);
+      assert.match(letters[0]?.error ?? "", /exceeded its processing budget of 100 ms/);
+      assert.match(letters[0]?.payload ?? "", /SLOW turn/);
+      assert.equal((await o.engine.health()).ok, true);
+    } finally {
+      await o.close();
+    }
+  });
+
+  it("a turn the embedder fails on is dead-lettered alone; its batch-mates are embedded one by one", async () => {
+    const o = await openEmbeddedEngine(loadConfig({ dataDir: dataDir() }), {
+      embedder: chokingEmbedder(),
+      compressor: new StatisticalCompressor(),
+      settings: { batchSize: 8 },
+    });
+    try {
+      await o.engine.ingest("t", "c", turns([normal(0), normal(1), "BADVEC turn", normal(3)]));
+      await o.engine.flush("t", "c");
+      await o.engine.drain();
+      assert.equal(o.engine.progress.turns, 3);
+      const letters = await o.engine.deadLetters(10);
+      assert.equal(letters.length, 1);
+      assert.match(letters[0]?.error ?? "", /embedder cannot handle/);
+      assert.equal((await o.engine.health()).ok, true, "the engine keeps running");
+    } finally {
+      await o.close();
+    }
+  });
+});

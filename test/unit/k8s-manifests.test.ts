@@ -187,7 +187,11 @@ describe("k8s manifests", { skip }, () => {
         const secrets = [...env.values()].filter((v) => v.startsWith("<secret:")).sort();
         const expected: Record<string, string[]> = {
           gateway: ["<secret:memory-api-keys/keys>", "<secret:memory-internal-token/token>"],
-          query: ["<secret:memory-internal-token/token>", "<secret:memory-llm/api-key>", "<secret:memory-neo4j/password>"],
+          query: [
+            "<secret:memory-internal-token/token>",
+            "<secret:memory-llm/api-key>",
+            "<secret:memory-neo4j/password>",
+          ],
           indexer: ["<secret:memory-neo4j/password>"],
           encoder: ["<secret:memory-llm/api-key>"],
         };
@@ -213,7 +217,10 @@ describe("k8s manifests", { skip }, () => {
           from: [
             {
               podSelector: {
-                matchLabels: { "app.kubernetes.io/part-of": "streaming-memory", "app.kubernetes.io/component": "gateway" },
+                matchLabels: {
+                  "app.kubernetes.io/part-of": "streaming-memory",
+                  "app.kubernetes.io/component": "gateway",
+                },
               },
             },
           ],
@@ -264,10 +271,12 @@ describe("k8s manifests", { skip }, () => {
     for (const overlay of ["dev", "prod"])
       for (const d of ours(overlay)) assert.equal(d.spec.replicas, undefined, `${overlay}: ${d.metadata.name}`);
     assert.deepEqual(of("dev", "ScaledObject"), [], "dev runs one replica of each stage");
-    assert.deepEqual(of("prod", "HorizontalPodAutoscaler").map((h) => h.spec.scaleTargetRef.name).sort(), [
-      "memory-gateway",
-      "memory-query",
-    ]);
+    assert.deepEqual(
+      of("prod", "HorizontalPodAutoscaler")
+        .map((h) => h.spec.scaleTargetRef.name)
+        .sort(),
+      ["memory-gateway", "memory-query"],
+    );
   });
 
   it("declares the topics with the services' partitions, compaction and replication", () => {
@@ -304,7 +313,10 @@ describe("k8s manifests", { skip }, () => {
         `${d.metadata.name}: no PodDisruptionBudget`,
       );
       const spread = d.spec.template.spec.topologySpreadConstraints ?? [];
-      assert.deepEqual(spread.map((s: Obj) => s.topologyKey).sort(), ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]);
+      assert.deepEqual(spread.map((s: Obj) => s.topologyKey).sort(), [
+        "kubernetes.io/hostname",
+        "topology.kubernetes.io/zone",
+      ]);
     }
     assert.deepEqual(of("dev", "PodDisruptionBudget"), []);
   });

@@ -43,6 +43,9 @@ RUN if [ "$WITH_LOCAL_LLM" = "true" ]; then \
   && arch="$(node -p process.arch)" \
   && find node_modules/onnxruntime-node/bin/napi-v6 -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} + \
   && find node_modules/onnxruntime-node/bin/napi-v6/linux -mindepth 1 -maxdepth 1 ! -name "$arch" -exec rm -rf {} + \
+  # @qdrant/js-client-rest declares typescript as a (non-optional) peer, so npm installs the
+  # compiler; nothing imports it at run time.
+  && rm -rf node_modules/typescript node_modules/@typescript \
   && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/src \
     node_modules/better-sqlite3/build/Release/obj* node_modules/better-sqlite3/build/Release/.deps \
   && npm cache clean --force

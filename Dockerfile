@@ -20,9 +20,10 @@ COPY scripts/prod-manifest.mjs scripts/
 
 # --- build: dev dependencies + tsc --------------------------------------------------------------
 FROM toolchain AS build
-# Locked versions, node-llama-cpp left out (see scripts/prod-manifest.mjs for why plain `npm ci`
-# cannot take the repository's lock file).
-RUN node scripts/prod-manifest.mjs . --dev && npm ci
+# Locked versions (see scripts/prod-manifest.mjs for why plain `npm ci` cannot take the
+# repository's lock file); node-llama-cpp only for its type declarations, no install scripts: the
+# compiler needs no native addon.
+RUN node scripts/prod-manifest.mjs . --dev --local-llm-types && npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
 COPY schemas schemas
 COPY services services

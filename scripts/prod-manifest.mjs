@@ -2,7 +2,7 @@
 // Writes the package.json + package-lock.json of the production image into a folder, so that
 // `npm ci` there installs exactly the locked versions (used by the Dockerfile and by the CI
 // rehearsal test/integration/prod-install.test.ts):
-//   node scripts/prod-manifest.mjs <dest> [--dev] [--with-local-llm]
+//   node scripts/prod-manifest.mjs <dest> [--dev] [--with-local-llm | --local-llm-types]
 // Why not `npm ci --omit=dev` on the repository's own lock file: node-llama-cpp (the local-LLM
 // runtime) lists prebuilt binaries for every platform as optional dependencies, the registry this
 // project installs from lacks some of them, so they are missing from package-lock.json and `npm ci`
@@ -10,7 +10,9 @@
 // (~700 MB of CUDA/Vulkan llama.cpp builds), so node-llama-cpp is removed from the manifest and the
 // lock is pruned to what the remaining dependencies reach: every version and integrity hash still
 // comes from the committed lock file. --dev keeps the devDependencies (the build stage compiles
-// with them); --with-local-llm keeps node-llama-cpp (then use `npm install`, not `npm ci`).
+// with them); --with-local-llm keeps node-llama-cpp (then use `npm install`, not `npm ci`);
+// --local-llm-types keeps node-llama-cpp without its prebuilt binaries, for the compiler only
+// (its type declarations; install with `npm ci --ignore-scripts`: that package cannot run).
 // Plain Node ESM, no dependencies.
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -62,8 +64,21 @@ export const pruneLock = (lock, rootDeps) => {
   return Object.fromEntries(Object.entries(packages).filter(([path]) => keep.has(path)));
 };
 
-export const productionManifest = (pkg, lock, { dev = false, withLocalLlm = false } = {}) => {
-  const drop = withLocalLlm ? [] : LOCAL_LLM_PACKAGES;
+export const productionManifest = (pkg, lock, { dev = false, withLocalLlm = false, localLlmTypes = false } = {}) => {
+  const drop = withLocalLlm || localLlmTypes ? [] : LOCAL_LLM_PACKAGES;
+  if (localLlmTypes) {
+    // The platform binaries are node-llama-cpp's optional dependencies: without them in its lock
+    // entry, the pruned lock no longer names the packages the registry lacks.
+    const packages = { ...lock.packages };
+    for (const name of LOCAL_LLM_PACKAGES) {
+      const entry = packages[`node_modules/${name}`];
+      if (entry) {
+        const { optionalDependencies: _binaries, ...rest } = entry;
+        packages[`node_modules/${name}`] = rest;
+      }
+    }
+    lock = { ...lock, packages };
+  }
   const omit = (deps = {}) => Object.fromEntries(Object.entries(deps).filter(([n]) => !drop.includes(n)));
   const out = { ...pkg, dependencies: omit(pkg.dependencies) };
   if (!dev) delete out.devDependencies;
@@ -81,7 +96,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const args = process.argv.slice(2);
   const dest = args.find((a) => !a.startsWith("--"));
   if (!dest) {
-    console.error("usage: node scripts/prod-manifest.mjs <dest> [--dev] [--with-local-llm]");
+    console.error("usage: node scripts/prod-manifest.mjs <dest> [--dev] [--with-local-llm | --local-llm-types]");
     process.exit(2);
   }
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
@@ -89,6 +104,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const out = productionManifest(pkg, lock, {
     dev: args.includes("--dev"),
     withLocalLlm: args.includes("--with-local-llm"),
+    localLlmTypes: args.includes("--local-llm-types"),
   });
   mkdirSync(dest, { recursive: true });
   writeFileSync(join(dest, "package.json"), `${JSON.stringify(out.pkg, null, 2)}\n`);

@@ -1,11 +1,12 @@
 /**
- * The production image's install steps, rehearsed without Docker (the Dockerfile's deps + build
- * stages): scripts/prod-manifest.mjs writes the pruned manifest into a clean folder, `npm ci
- * --omit=dev` installs it (locked versions, no dev dependencies, no node-llama-cpp), scripts/build.mjs
- * compiles services/ into its dist/. Then the compiled services start there with plain `node`
- * (no tsx, no repository node_modules) against the infra/ servers, and a smoke test goes through
- * the gateway: ingest turns, flush, wait for the pipeline to drain, query, check the answer.
- * The installed folder is kept in .tools/prod-install/<lock hash>/ for the next run; set
+ * The production image's install steps, rehearsed without Docker (the Dockerfile's build + deps
+ * stages): in one clean folder the build stage (pruned manifest with dev dependencies, `npm ci
+ * --ignore-scripts`, scripts/build.mjs); in another the deps stage (pruned manifest, `npm ci
+ * --omit=dev`: locked versions, no dev dependencies, no node-llama-cpp) receiving the compiled
+ * dist/. Then the compiled services start there with plain `node` (no tsx, no repository
+ * node_modules) against the infra/ servers, and a smoke test goes through the gateway: ingest
+ * turns, flush, wait for the pipeline to drain, query, check the answer.
+ * The installed folders are kept in .tools/prod-install/<lock hash>[-build]/ for the next run; set
  * PROD_INSTALL_FRESH=1 to install again, PROD_INSTALL_NATIVE=build to compile the native addons
  * there instead of reusing the repository's binaries of the same versions (see below).
  */
@@ -39,6 +40,8 @@ const lockHash = createHash("sha256")
   .slice(0, 12);
 const APP = join(ROOT, ".tools", "prod-install", lockHash);
 const MARKER = join(APP, ".installed");
+const BUILD = join(ROOT, ".tools", "prod-install", `${lockHash}-build`);
+const BUILD_MARKER = join(BUILD, ".installed");
 /** Dependencies with a native addon built by their install script (onnxruntime-node ships its binaries). */
 const NATIVE = ["better-sqlite3", "hnswlib-node"];
 
@@ -105,7 +108,7 @@ const waitStarted = async (procs: Proc[], ms: number): Promise<void> => {
 
 const tails = (procs: Proc[]): string => procs.map((p) => `--- ${p.name}\n${p.log.slice(-10).join("\n")}`).join("\n");
 
-test("the production install (npm ci --omit=dev + build) starts every service and answers a query", {
+test("the production install (npm ci --omit=dev + compiled dist/) starts every service and answers a query", {
   skip,
   timeout: 25 * 60_000,
 }, async () => {
@@ -136,11 +139,33 @@ test("the production install (npm ci --omit=dev + build) starts every service an
     }
     writeFileSync(MARKER, `${new Date().toISOString()}\n`);
   }
+  // Folders of earlier lock files are stale: remove them.
+  const installs = join(ROOT, ".tools", "prod-install");
+  for (const name of existsSync(installs) ? readdirSync(installs) : [])
+    if (!name.startsWith(lockHash)) rmSync(join(installs, name), { recursive: true, force: true });
+  // The image's build stage: dev dependencies (node-llama-cpp for its types only), then tsc, in a
+  // folder holding only what the Dockerfile copies.
+  if (process.env.PROD_INSTALL_FRESH === "1" || !existsSync(BUILD_MARKER)) {
+    rmSync(BUILD, { recursive: true, force: true });
+    sh(
+      process.execPath,
+      [join(ROOT, "scripts", "prod-manifest.mjs"), BUILD, "--dev", "--local-llm-types"],
+      ROOT,
+      60_000,
+    );
+    sh("npm", ["ci", "--ignore-scripts", "--prefer-offline", "--no-audit", "--no-fund"], BUILD, 10 * 60_000);
+    writeFileSync(BUILD_MARKER, `${new Date().toISOString()}\n`);
+  }
+  for (const path of ["services", "schemas", "tsconfig.json", "tsconfig.build.json", "scripts/build.mjs"]) {
+    rmSync(join(BUILD, path), { recursive: true, force: true });
+    cpSync(join(ROOT, path), join(BUILD, path), { recursive: true });
+  }
+  sh(process.execPath, [join(BUILD, "scripts", "build.mjs"), "--out", join(APP, "dist")], BUILD, 5 * 60_000);
+
   const installed = JSON.parse(readFileSync(join(APP, "package.json"), "utf8")) as Record<string, unknown>;
   assert.equal(installed.devDependencies, undefined, "no dev dependencies in the image");
   assert.ok(!existsSync(join(APP, "node_modules", "tsx")), "tsx is a dev dependency");
   assert.ok(!existsSync(join(APP, "node_modules", "node-llama-cpp")), "the local LLM runtime is left out");
-  sh(process.execPath, [join(ROOT, "scripts", "build.mjs"), "--out", join(APP, "dist")], ROOT, 5 * 60_000);
 
   // 2. Start the compiled services on a run-unique topic prefix against the infra/ servers.
   const prefix = runPrefix("prod-install");

@@ -222,8 +222,15 @@ test("the production install (npm ci --omit=dev + compiled dist/) starts every s
     const q = await httpJson<QueryResult>(http, key, "POST", "/v1/query", { question: "What is the cat's name?" });
     assert.equal(q.status, 200, JSON.stringify(q.body));
     assert.match(JSON.stringify(q.body.items), /Pixel/, "the answer context names the cat");
-    const ready = await fetch(`${http}/readyz`);
-    assert.equal(ready.status, 200);
+    // The probe paths k8s/ uses, served by the compiled services.
+    assert.equal((await fetch(`${http}/readyz`)).status, 200, "gateway /readyz");
+    assert.equal((await fetch(`${http}/healthz`)).status, 200, "gateway /healthz");
+    for (const p of procs.filter((x) => x.name !== "gateway")) {
+      const metrics = String(p.started?.metrics);
+      assert.equal((await fetch(`${metrics}/healthz`)).status, 200, `${p.name} /healthz`);
+      if (p.name === "query") assert.equal((await fetch(`${metrics}/readyz`)).status, 200, "query /readyz");
+      else assert.match(await (await fetch(`${metrics}/metrics`)).text(), /memory_consumer_lag\{/, `${p.name} lag`);
+    }
   } finally {
     for (const p of [...procs].reverse()) if (!p.exited) p.child.kill("SIGTERM");
     const end = Date.now() + 30_000;

@@ -10,6 +10,7 @@ import type {
   RecordHistory,
 } from "../consolidator/types.ts";
 import { ValidationError } from "../core/errors.ts";
+import { parseConversationKey } from "../core/keys.ts";
 import {
   type Compressor,
   costOfError,
@@ -360,8 +361,15 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
 
   /** Keyed stage state of the tenant (or conversation), durable and in memory. */
   private async eraseState(tenant: string, conversation: string | undefined): Promise<number> {
-    const matches = (key: string): boolean =>
-      conversation !== undefined ? key === keyOf(tenant, conversation) : key.startsWith(`${tenant}/`);
+    // Parsed, not prefix-matched: tenant `acme` must not match the keys of tenant `acme/eu`.
+    const matches = (key: string): boolean => {
+      const parsed = parseConversationKey(key);
+      return (
+        parsed !== undefined &&
+        parsed.tenant === tenant &&
+        (conversation ?? parsed.conversation) === parsed.conversation
+      );
+    };
     let n = 0;
     for (const stage of [SEGMENTER, ENCODER]) {
       for (const key of await this.parts.state.keys(stage)) {

@@ -181,7 +181,7 @@ describe("SqliteGraphStore persistence", () => {
         CREATE VIRTUAL TABLE turns_fts USING fts5(text, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'porter unicode61');
         INSERT INTO records_fts (rowid, text, tenant, conversation) SELECT seq, text, tenant, conversation FROM records;
         INSERT INTO turns_fts (rowid, text, tenant, conversation) SELECT seq, text, tenant, conversation FROM turns;
-        DELETE FROM migrations WHERE component = 'graph' AND version = 3;
+        DELETE FROM migrations WHERE component = 'graph' AND version >= 3;
       `);
       await a.close();
       const b = SqliteGraphStore.open(dir);

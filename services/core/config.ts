@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
+import { TenantNameSchema } from "./tenant-name.ts";
 
 const num = z.coerce.number();
 
@@ -109,8 +110,11 @@ export const ConfigSchema = z.object({
   http: z
     .object({ host: z.string().default("127.0.0.1"), port: num.int().min(0).max(65535).default(8787) })
     .default({ host: "127.0.0.1", port: 8787 }),
-  /** API key -> tenant. The tenant always comes from the credential, never from a body. */
-  apiKeys: z.record(z.string().min(8), z.string().min(1)).default({ "dev-key-change-me": "default" }),
+  /**
+   * API key -> tenant. The tenant always comes from the credential, never from a body; its name
+   * must follow the tenant-name alphabet (services/core/tenant-name.ts).
+   */
+  apiKeys: z.record(z.string().min(8), TenantNameSchema).default({ "dev-key-change-me": "default" }),
   sensory: z
     .object({
       keepRate: num.gt(0).max(1).default(0.7),

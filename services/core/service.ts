@@ -1,10 +1,17 @@
 import { z } from "zod";
 import type { RecordPage, RecordQuery } from "./ports.ts";
+import { isServerTurnId, RESERVED_TURN_ID_MESSAGE } from "./turn-ids.ts";
 import { type MemoryRecord, RecordTypeSchema, type Turn } from "./types.ts";
 
 /** A turn as a client sends it: tenant comes from the credential, not the body. */
 export const TurnInputSchema = z.object({
-  turnId: z.string().trim().min(1).optional(),
+  /** Absent: the service assigns one, with a prefix client ids may not use (services/core/turn-ids.ts). */
+  turnId: z
+    .string()
+    .trim()
+    .min(1)
+    .refine((id) => !isServerTurnId(id), { message: RESERVED_TURN_ID_MESSAGE })
+    .optional(),
   speaker: z.string().trim().min(1),
   role: z.enum(["user", "assistant", "system", "other"]).default("user"),
   text: z.string().min(1).max(100_000),

@@ -28,7 +28,15 @@ import {
 import { loadSync, type Options } from "@grpc/proto-loader";
 import { Counter, Histogram } from "prom-client";
 import { z } from "zod";
-import { issuesFromZod, isValidationError, type ValidationIssue } from "../core/errors.ts";
+import {
+  ConflictError,
+  conflictMessage,
+  isConflictError,
+  issuesFromZod,
+  isValidationError,
+  type ValidationIssue,
+} from "../core/errors.ts";
+import { ingestAroundConflicts } from "../core/ingest-conflicts.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
 import {
   type ContextItem,
@@ -438,6 +446,7 @@ export const toGrpcFailure = (err: unknown): GrpcFailure => {
       issues.length > 0 ? `${err.message} (${issues.map((i) => `${i.path}: ${i.message}`).join("; ")})` : err.message;
     return { code: status.INVALID_ARGUMENT, details, metadata: issuesMetadata(issues) };
   }
+  if (isConflictError(err)) return { code: status.ALREADY_EXISTS, details: err.message };
   if (err instanceof UnsupportedOperation) return { code: status.UNIMPLEMENTED, details: err.message };
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === "number" && PASS_THROUGH.has(code))
@@ -534,7 +543,8 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       return;
     }
     const summary: IngestSummaryWire = { accepted: 0, turn_ids: [], rejected: [] };
-    let pending: { conversation: string; turns: TurnInput[] } | undefined;
+    let pending: { conversation: string; turns: TurnInput[]; indices: number[] } | undefined;
+    const conflictIds: string[] = [];
     let chain: Promise<void> = Promise.resolve();
     let failed: unknown;
     let index = 0;
@@ -548,9 +558,18 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       chain = chain.then(async () => {
         if (failed !== undefined) return;
         try {
-          const r = await service.ingest(tenant, batch.conversation, batch.turns);
+          // A turn whose id exists with other content is rejected (ALREADY_EXISTS in words); the others go in.
+          const r = await ingestAroundConflicts(service, tenant, batch.conversation, batch.turns);
           summary.accepted += r.accepted;
           summary.turn_ids.push(...r.turnIds);
+          for (const x of r.conflicts) {
+            conflictIds.push(x.turnId);
+            summary.rejected.push({
+              index: batch.indices[x.index] ?? -1,
+              turn_id: x.turnId,
+              issues: [{ path: "turn_id", message: conflictMessage(x.turnId) }],
+            });
+          }
         } catch (err) {
           failed = err;
         }
@@ -581,8 +600,9 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
         return;
       }
       if (pending && pending.conversation !== parsed.conversation) dispatch();
-      pending ??= { conversation: parsed.conversation, turns: [] };
+      pending ??= { conversation: parsed.conversation, turns: [], indices: [] };
       pending.turns.push(parsed.turn);
+      pending.indices.push(i);
       if (pending.turns.length >= INGEST_CHUNK) dispatch();
     });
     call.on("error", (err) => {
@@ -594,6 +614,9 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       void chain.then(() => {
         if (failed !== undefined) return finish(fail("Ingest", failed));
         if (index === 0) return finish(toGrpcFailure(new InvalidArgument("no turns in the stream", [])));
+        summary.rejected.sort((a, b) => a.index - b.index);
+        if (summary.accepted === 0 && conflictIds.length > 0)
+          return finish(toGrpcFailure(new ConflictError(conflictIds.map((turnId, index) => ({ index, turnId })))));
         if (summary.accepted === 0) {
           const issues = summary.rejected.flatMap((r) =>
             r.issues.map((x) => ({ ...x, path: `turns.${r.index}.${x.path}` })),

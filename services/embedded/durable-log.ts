@@ -92,9 +92,10 @@ export class DurableLog {
       assigned.forEach((t, index) => {
         const content = turnContent(t);
         const row = existing.get(tenant, conversation, t.turnId);
-        const before = inCall.get(t.turnId) ?? (row ? turnContent(JSON.parse(row.json) as Turn) : undefined);
+        // The stored turn wins; without one, the first turn of the call with that id.
+        const before = row ? turnContent(JSON.parse(row.json) as Turn) : inCall.get(t.turnId);
         if (before !== undefined && before !== content) conflicts.push({ index, turnId: t.turnId });
-        if (!inCall.has(t.turnId)) inCall.set(t.turnId, content);
+        else if (!inCall.has(t.turnId)) inCall.set(t.turnId, content);
       });
       if (conflicts.length > 0) throw new ConflictError(conflicts);
       this.appendTurns(assigned);

@@ -3,11 +3,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
+import { status } from "@grpc/grpc-js";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { ConflictError, ValidationError } from "../../services/core/errors.ts";
 import type { TurnInput } from "../../services/core/service.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { isServiceError, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
+import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { Metrics } from "../../services/gateway/metrics.ts";
 
@@ -179,5 +182,38 @@ describe("turn ids: a reserved namespace for assigned ids, 409 on a reused id wi
     await p.engine.erase("acme", "c");
     assert.deepEqual((await p.post("/v1/conversations/c/turns", A, turn("again"))).body.turnIds, ["@1"]);
     await p.opened.close();
+  });
+
+  it("gRPC: a conflicting turn of the stream is rejected naming turn_id, the others ingested; all in conflict is ALREADY_EXISTS", async () => {
+    const o = await open();
+    const server = await startGrpcServer({
+      service: o.engine,
+      authenticate: apiKeyAuthenticator(KEYS),
+      metrics: new Metrics({ defaultMetrics: false }),
+      port: 0,
+    });
+    const client = new MemoryGrpcClient({ address: server.address, apiKey: A, deadlineMs: 5000 });
+    try {
+      const t = (turnId: string, text: string) => ({ conversation: "c", turnId, ...turn(text) });
+      assert.equal((await client.ingest([t("k1", "original")])).accepted, 1);
+      const mixed = await client.ingest([t("k1", "changed"), t("k9", "new"), t("k1", "original")]);
+      assert.equal(mixed.accepted, 2);
+      assert.deepEqual(mixed.turn_ids, ["k9", "k1"]);
+      assert.deepEqual(
+        mixed.rejected.map((r) => [r.index, r.turn_id, r.issues[0]?.path]),
+        [[0, "k1", "turn_id"]],
+      );
+      const err = await client.ingest([t("k9", "changed too")]).then(
+        () => assert.fail("expected ALREADY_EXISTS"),
+        (e: unknown) => e,
+      );
+      assert.ok(isServiceError(err));
+      assert.equal(err.code, status.ALREADY_EXISTS);
+      assert.match(err.details, /"k9"/);
+    } finally {
+      client.close();
+      await server.close();
+      await o.opened.close();
+    }
   });
 });

@@ -394,8 +394,23 @@ export const apiKeyAuthenticator = (apiKeys: Record<string, string>): Authentica
   };
 };
 
-/** Metadata key with which the gateway names the (already authenticated) tenant to the query service. */
+/**
+ * Metadata key with which the gateway names the (already authenticated) tenant to the query
+ * service. gRPC metadata values are printable ASCII, tenant names are Unicode: the value is the
+ * name percent-encoded (encodeURIComponent), decoded by internalAuthenticator.
+ */
 export const TENANT_METADATA_KEY = "x-memory-tenant";
+
+export const encodeTenantMetadata = (tenant: string): string => encodeURIComponent(tenant);
+
+/** The tenant of a metadata value; a value that is not percent-encoding is taken as it is (older gateways). */
+export const decodeTenantMetadata = (value: string): string => {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+};
 
 /**
  * Internal services behind the gateway: the tenant the gateway resolved, in `x-memory-tenant`;
@@ -408,7 +423,8 @@ export const internalAuthenticator = (token?: string): Authenticator => {
       const got = bearerOf(md);
       if (!got || !timingSafeEqual(Buffer.from(sha256(got)), expected)) return undefined;
     }
-    return first(md, TENANT_METADATA_KEY);
+    const value = first(md, TENANT_METADATA_KEY);
+    return value === undefined ? undefined : decodeTenantMetadata(value);
   };
 };
 

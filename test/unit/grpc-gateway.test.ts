@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import { isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
+import { GrpcQueryBackend, isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
 import {
   internalAuthenticator,
   type RunningGrpcServer,
@@ -275,6 +275,16 @@ describe("internal authenticator (query service)", () => {
       assert.equal(noTenant.code, status.UNAUTHENTICATED);
       const wrong = await rejection(bad.query({ question: "hi" }, bad.metadata({ [TENANT_METADATA_KEY]: "tenant-x" })));
       assert.equal(wrong.code, status.UNAUTHENTICATED);
+      // Tenant names are Unicode, metadata values ASCII: the gateway's backend percent-encodes them.
+      const backend = new GrpcQueryBackend(server.address, { internalToken: "internal-token" });
+      try {
+        for (const tenant of ["acme/eu", "Zürich 🦊 50%", "東京:%2F"]) {
+          await backend.listRecords(tenant, { limit: 1 });
+          assert.equal(fake.callsOf("listRecords").at(-1)?.tenant, tenant);
+        }
+      } finally {
+        await backend.close();
+      }
     } finally {
       ok.close();
       bad.close();

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { z } from "zod";
+import { TenantNameSchema } from "./tenant-name.ts";
 
 const num = z.coerce.number();
 
@@ -129,8 +130,11 @@ export const ConfigSchema = z.object({
       authFailuresPerMinute: num.int("must be a whole number").min(0, "must be 0 (no limit) or more").default(20),
     })
     .default({ host: "127.0.0.1", port: 8787, maxBodyBytes: DEFAULT_MAX_BODY_BYTES, authFailuresPerMinute: 20 }),
-  /** API key -> tenant. The tenant always comes from the credential, never from a body. */
-  apiKeys: z.record(ApiKeySchema, z.string().min(1)).default({ [DEFAULT_API_KEY]: "default" }),
+  /**
+   * API key -> tenant. The tenant always comes from the credential, never from a body; its name
+   * must follow the tenant-name alphabet (services/core/tenant-name.ts).
+   */
+  apiKeys: z.record(ApiKeySchema, TenantNameSchema).default({ [DEFAULT_API_KEY]: "default" }),
   /**
    * HMAC secret of record-listing cursors, shared by every instance (MEMORY_CURSOR_SECRET). Unset:
    * derived from the API keys (cursorSecretOf), which instances of one deployment share.

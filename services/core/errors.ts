@@ -36,3 +36,34 @@ export class ValidationError extends Error {
 }
 
 export const isValidationError = (err: unknown): err is ValidationError => err instanceof ValidationError;
+
+/** One turn of an ingest call whose id is already taken in its conversation by a turn with other content. */
+export interface TurnIdConflict {
+  /** Position of the turn in the call's `turns`. */
+  index: number;
+  turnId: string;
+}
+
+/**
+ * A turn id already exists in the conversation with DIFFERENT content (the same id with the same
+ * content is an idempotent retry, not a conflict). Nothing of the call was ingested. A front door
+ * maps it to HTTP 409 / gRPC ALREADY_EXISTS naming the ids; batch routes set the conflicting turns
+ * aside as rejected and ingest the others.
+ */
+export class ConflictError extends Error {
+  override readonly name = "ConflictError";
+  readonly conflicts: TurnIdConflict[];
+
+  constructor(conflicts: readonly TurnIdConflict[]) {
+    super(
+      `turn id${conflicts.length > 1 ? "s" : ""} ${conflicts.map((c) => JSON.stringify(c.turnId)).join(", ")} already exist${conflicts.length > 1 ? "" : "s"} in this conversation with different content`,
+    );
+    this.conflicts = [...conflicts];
+  }
+}
+
+export const isConflictError = (err: unknown): err is ConflictError => err instanceof ConflictError;
+
+/** What a front door tells the client about one conflicting turn id. */
+export const conflictMessage = (turnId: string): string =>
+  `turn id ${JSON.stringify(turnId)} already exists in this conversation with different content`;

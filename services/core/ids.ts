@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { hashInput } from "./keys.ts";
 
 export const sha256 = (s: string): string => createHash("sha256").update(s).digest("hex");
 
@@ -11,19 +12,11 @@ export const normaliseText = (text: string): string =>
     .replace(/[\s.!?]+$/u, "")
     .trim();
 
+/** Unambiguous as it is: tenant names hold no control characters (config.ts), so no NUL. */
 export const recordId = (tenant: string, text: string): string => sha256(`${tenant}\u0000${normaliseText(text)}`);
 
-/** Deterministic segment id: the same turns always give the same segment. */
+/** Deterministic segment id: the same turns always give the same segment (parts joined by keys.hashInput). */
 export const segmentId = (tenant: string, conversation: string, firstTurnId: string, lastTurnId: string): string =>
-  sha256(`${tenant}\u0000${conversation}\u0000${firstTurnId}\u0000${lastTurnId}`).slice(0, 32);
+  sha256(hashInput([tenant, conversation, firstTurnId, lastTurnId])).slice(0, 32);
 
-/** Raw turns are unique per conversation, so their row id joins both. */
-export const turnRowId = (conversation: string, turnId: string): string => `${conversation}::${turnId}`;
-
-export const isTurnRowId = (id: string): boolean => id.includes("::");
-
-export const parseTurnRowId = (rowId: string): { conversation: string; turnId: string } => {
-  const i = rowId.lastIndexOf("::");
-  if (i < 0) throw new Error(`not a turn row id: ${rowId}`);
-  return { conversation: rowId.slice(0, i), turnId: rowId.slice(i + 2) };
-};
+export { isTurnRowId, parseTurnRowId, turnRowId } from "./keys.ts";

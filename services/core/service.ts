@@ -8,6 +8,7 @@ import {
   timestampSchema,
 } from "./input-rules.ts";
 import type { RecordPage, RecordQuery } from "./ports.ts";
+import { isServerTurnId, RESERVED_TURN_ID_MESSAGE } from "./turn-ids.ts";
 import { type MemoryRecord, RecordTypeSchema, type Turn } from "./types.ts";
 
 /**
@@ -16,7 +17,10 @@ import { type MemoryRecord, RecordTypeSchema, type Turn } from "./types.ts";
  * with an offset (services/core/input-rules.ts); toTurn normalises it to UTC.
  */
 export const TurnInputSchema = z.object({
-  turnId: idSchema().optional(),
+  /** Absent: the service assigns one, with a prefix client ids may not use (services/core/turn-ids.ts). */
+  turnId: idSchema()
+    .refine((id) => !isServerTurnId(id), { message: RESERVED_TURN_ID_MESSAGE })
+    .optional(),
   speaker: idSchema(),
   role: z.enum(["user", "assistant", "system", "other"]).default("user"),
   text: textSchema(),

@@ -1,8 +1,12 @@
 import { z } from "zod";
 import { idSchema, metadataSchema, textSchema, timestampSchema } from "./input-rules.ts";
+import { conversationKey } from "./keys.ts";
 
-/** tenant/conversation: the partition key of every stream event. */
-export const keyOf = (tenant: string, conversation: string): string => `${tenant}/${conversation}`;
+/**
+ * tenant/conversation: the partition key of every stream event, and the key of its stage state and
+ * dead letters; unambiguous whatever the names hold (services/core/keys.ts).
+ */
+export const keyOf = (tenant: string, conversation: string): string => conversationKey(tenant, conversation);
 
 const nonEmpty = z.string().trim().min(1);
 const isoTime = z.string().refine((s) => !Number.isNaN(Date.parse(s)), { message: "must be an ISO-8601 timestamp" });

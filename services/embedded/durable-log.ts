@@ -1,4 +1,6 @@
 import type Database from "better-sqlite3";
+import { ConflictError, type TurnIdConflict } from "../core/errors.ts";
+import { SERVER_TURN_ID_PREFIX, turnContent } from "../core/turn-ids.ts";
 import type { Segment, Turn } from "../core/types.ts";
 
 export type InboxEntry =
@@ -45,6 +47,10 @@ export class DurableLog {
       CREATE TABLE IF NOT EXISTS runtime_attempts (
         name TEXT PRIMARY KEY, first INTEGER NOT NULL, last INTEGER NOT NULL, attempts INTEGER NOT NULL
       );
+      CREATE TABLE IF NOT EXISTS turn_id_counters (
+        tenant TEXT NOT NULL, conversation TEXT NOT NULL, last INTEGER NOT NULL,
+        PRIMARY KEY (tenant, conversation)
+      );
     `);
   }
 
@@ -56,6 +62,55 @@ export class DurableLog {
     return this.db.transaction(() =>
       turns.map((t) => insert.run(t.tenant, t.conversation, t.turnId, JSON.stringify(t)).changes > 0),
     )();
+  }
+
+  /**
+   * Ingest of one conversation's turns, in one transaction: the turns flagged in `assign` get the
+   * next server ids of the conversation (`@<n>`, from its durable counter, skipping any id already
+   * in the inbox); a turn whose id is already in the inbox (or earlier in the call) with other
+   * content is a conflict, and then nothing is appended and ConflictError names every conflict.
+   * The same id with the same content is an idempotent retry: accepted, stored once.
+   */
+  appendConversationTurns(
+    tenant: string,
+    conversation: string,
+    turns: readonly Turn[],
+    assign: readonly boolean[],
+  ): Turn[] {
+    const existing = this.db.prepare<[string, string, string], { json: string }>(
+      "SELECT json FROM inbox WHERE tenant = ? AND conversation = ? AND turn_id = ?",
+    );
+    const lastAssigned = this.db.prepare<[string, string], { last: number }>(
+      "SELECT last FROM turn_id_counters WHERE tenant = ? AND conversation = ?",
+    );
+    const saveCounter = this.db.prepare(
+      `INSERT INTO turn_id_counters (tenant, conversation, last) VALUES (?, ?, ?)
+       ON CONFLICT (tenant, conversation) DO UPDATE SET last = excluded.last`,
+    );
+    return this.db.transaction(() => {
+      let last = lastAssigned.get(tenant, conversation)?.last ?? 0;
+      const assigned = turns.map((t, i): Turn => {
+        if (!assign[i]) return t;
+        let id: string;
+        do id = `${SERVER_TURN_ID_PREFIX}${++last}`;
+        while (existing.get(tenant, conversation, id) !== undefined);
+        return { ...t, turnId: id };
+      });
+      if (assign.some(Boolean)) saveCounter.run(tenant, conversation, last);
+      const conflicts: TurnIdConflict[] = [];
+      const inCall = new Map<string, string>();
+      assigned.forEach((t, index) => {
+        const content = turnContent(t);
+        const row = existing.get(tenant, conversation, t.turnId);
+        // The stored turn wins; without one, the first turn of the call with that id.
+        const before = row ? turnContent(JSON.parse(row.json) as Turn) : inCall.get(t.turnId);
+        if (before !== undefined && before !== content) conflicts.push({ index, turnId: t.turnId });
+        else if (!inCall.has(t.turnId)) inCall.set(t.turnId, content);
+      });
+      if (conflicts.length > 0) throw new ConflictError(conflicts);
+      this.appendTurns(assigned);
+      return assigned;
+    })();
   }
 
   appendFlush(tenant: string, conversation: string, reason: "session-end" | "idle" | "flush"): void {
@@ -180,22 +235,32 @@ export class DurableLog {
     return (this.db.prepare("SELECT COUNT(*) AS n FROM pending_segments WHERE done = 0").get() as { n: number }).n;
   }
 
-  /** Erasure: the tenant's inbox entries and pending segments. Returns how many rows went. */
+  /**
+   * Erasure: the tenant's inbox entries and pending segments (and its turn-id counters, which name
+   * its conversations). Returns how many inbox and pending rows went.
+   */
   deleteTenant(tenant: string): number {
-    return this.db.transaction(
-      () =>
+    return this.db.transaction(() => {
+      this.db.prepare("DELETE FROM turn_id_counters WHERE tenant = ?").run(tenant);
+      return (
         this.db.prepare("DELETE FROM inbox WHERE tenant = ?").run(tenant).changes +
-        this.db.prepare("DELETE FROM pending_segments WHERE tenant = ?").run(tenant).changes,
-    )();
+        this.db.prepare("DELETE FROM pending_segments WHERE tenant = ?").run(tenant).changes
+      );
+    })();
   }
 
-  /** Erasure of one conversation: its inbox entries and pending segments. Returns how many rows went. */
+  /**
+   * Erasure of one conversation: its inbox entries and pending segments (and its turn-id counter).
+   * Returns how many inbox and pending rows went.
+   */
   deleteConversation(tenant: string, conversation: string): number {
-    return this.db.transaction(
-      () =>
+    return this.db.transaction(() => {
+      this.db.prepare("DELETE FROM turn_id_counters WHERE tenant = ? AND conversation = ?").run(tenant, conversation);
+      return (
         this.db.prepare("DELETE FROM inbox WHERE tenant = ? AND conversation = ?").run(tenant, conversation).changes +
         this.db.prepare("DELETE FROM pending_segments WHERE tenant = ? AND conversation = ?").run(tenant, conversation)
-          .changes,
-    )();
+          .changes
+      );
+    })();
   }
 }

@@ -11,6 +11,7 @@ import type {
   RecordHistory,
 } from "../consolidator/types.ts";
 import { ValidationError } from "../core/errors.ts";
+import { parseConversationKey } from "../core/keys.ts";
 import {
   type Compressor,
   costOfError,
@@ -33,6 +34,7 @@ import {
   type TurnInput,
   toTurn,
 } from "../core/service.ts";
+import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import {
   type DeadLetter,
@@ -223,16 +225,22 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
 
   async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
     this.assertRunning();
-    const base = this.parts.log.lastInboxSeq();
-    const full = turns.map((t, i) => {
-      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, `t${base + i + 1}`));
+    assertClientTurnIds(turns);
+    const checked = turns.map((t, i) => {
+      // A placeholder id for the schema; the log assigns the real one with the conversation's counter.
+      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, SERVER_TURN_ID_PREFIX));
       if (!parsed.success) {
         const fields = parsed.error.issues.map((x) => `${x.path.join(".")}: ${x.message}`).join("; ");
         throw ValidationError.fromZod(parsed.error, `invalid turn at index ${i}: ${fields}`);
       }
       return parsed.data;
     });
-    this.parts.log.appendTurns(full);
+    const full = this.parts.log.appendConversationTurns(
+      tenant,
+      conversation,
+      checked,
+      turns.map((t) => t.turnId === undefined),
+    );
     this.lastActivityMs = this.clock();
     this.wake?.();
     return { accepted: full.length, turnIds: full.map((t) => t.turnId) };
@@ -391,8 +399,15 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
 
   /** Keyed stage state of the tenant (or conversation), durable and in memory. */
   private async eraseState(tenant: string, conversation: string | undefined): Promise<number> {
-    const matches = (key: string): boolean =>
-      conversation !== undefined ? key === keyOf(tenant, conversation) : key.startsWith(`${tenant}/`);
+    // Parsed, not prefix-matched: tenant `acme` must not match the keys of tenant `acme/eu`.
+    const matches = (key: string): boolean => {
+      const parsed = parseConversationKey(key);
+      return (
+        parsed !== undefined &&
+        parsed.tenant === tenant &&
+        (conversation ?? parsed.conversation) === parsed.conversation
+      );
+    };
     let n = 0;
     for (const stage of [SEGMENTER, ENCODER]) {
       for (const key of await this.parts.state.keys(stage)) {

@@ -11,6 +11,7 @@ import type { ContextItem, QueryPlan, QueryRequest, QueryResult, RouteName, Turn
 import type { Entity, MemoryRecord, RecordType, Source } from "../core/types.ts";
 import {
   type ContextItemWire,
+  encodeTenantMetadata,
   type FlushReplyWire,
   type IngestRequestWire,
   type IngestSummaryWire,
@@ -310,7 +311,7 @@ export class GrpcQueryBackend implements QueryBackend {
   }
 
   private md(tenant: string): Metadata {
-    return this.client.metadata({ [TENANT_METADATA_KEY]: tenant });
+    return this.client.metadata({ [TENANT_METADATA_KEY]: encodeTenantMetadata(tenant) });
   }
 
   private async mapErrors<T>(run: () => Promise<T>): Promise<T> {

@@ -28,7 +28,15 @@ import {
 import { loadSync, type Options } from "@grpc/proto-loader";
 import { Counter, Histogram } from "prom-client";
 import { z } from "zod";
-import { issuesFromZod, isValidationError, type ValidationIssue } from "../core/errors.ts";
+import {
+  ConflictError,
+  conflictMessage,
+  isConflictError,
+  issuesFromZod,
+  isValidationError,
+  type ValidationIssue,
+} from "../core/errors.ts";
+import { ingestAroundConflicts } from "../core/ingest-conflicts.ts";
 import { idSchema } from "../core/input-rules.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
 import {
@@ -387,8 +395,23 @@ export const apiKeyAuthenticator = (apiKeys: Record<string, string>): Authentica
   };
 };
 
-/** Metadata key with which the gateway names the (already authenticated) tenant to the query service. */
+/**
+ * Metadata key with which the gateway names the (already authenticated) tenant to the query
+ * service. gRPC metadata values are printable ASCII, tenant names are Unicode: the value is the
+ * name percent-encoded (encodeURIComponent), decoded by internalAuthenticator.
+ */
 export const TENANT_METADATA_KEY = "x-memory-tenant";
+
+export const encodeTenantMetadata = (tenant: string): string => encodeURIComponent(tenant);
+
+/** The tenant of a metadata value; a value that is not percent-encoding is taken as it is (older gateways). */
+export const decodeTenantMetadata = (value: string): string => {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+};
 
 /**
  * Internal services behind the gateway: the tenant the gateway resolved, in `x-memory-tenant`;
@@ -401,7 +424,8 @@ export const internalAuthenticator = (token?: string): Authenticator => {
       const got = bearerOf(md);
       if (!got || !timingSafeEqual(Buffer.from(sha256(got)), expected)) return undefined;
     }
-    return first(md, TENANT_METADATA_KEY);
+    const value = first(md, TENANT_METADATA_KEY);
+    return value === undefined ? undefined : decodeTenantMetadata(value);
   };
 };
 
@@ -439,6 +463,7 @@ export const toGrpcFailure = (err: unknown): GrpcFailure => {
       issues.length > 0 ? `${err.message} (${issues.map((i) => `${i.path}: ${i.message}`).join("; ")})` : err.message;
     return { code: status.INVALID_ARGUMENT, details, metadata: issuesMetadata(issues) };
   }
+  if (isConflictError(err)) return { code: status.ALREADY_EXISTS, details: err.message };
   if (err instanceof UnsupportedOperation) return { code: status.UNIMPLEMENTED, details: err.message };
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === "number" && PASS_THROUGH.has(code))
@@ -535,7 +560,8 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       return;
     }
     const summary: IngestSummaryWire = { accepted: 0, turn_ids: [], rejected: [] };
-    let pending: { conversation: string; turns: TurnInput[] } | undefined;
+    let pending: { conversation: string; turns: TurnInput[]; indices: number[] } | undefined;
+    const conflictIds: string[] = [];
     let chain: Promise<void> = Promise.resolve();
     let failed: unknown;
     let index = 0;
@@ -549,9 +575,18 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       chain = chain.then(async () => {
         if (failed !== undefined) return;
         try {
-          const r = await service.ingest(tenant, batch.conversation, batch.turns);
+          // A turn whose id exists with other content is rejected (ALREADY_EXISTS in words); the others go in.
+          const r = await ingestAroundConflicts(service, tenant, batch.conversation, batch.turns);
           summary.accepted += r.accepted;
           summary.turn_ids.push(...r.turnIds);
+          for (const x of r.conflicts) {
+            conflictIds.push(x.turnId);
+            summary.rejected.push({
+              index: batch.indices[x.index] ?? -1,
+              turn_id: x.turnId,
+              issues: [{ path: "turn_id", message: conflictMessage(x.turnId) }],
+            });
+          }
         } catch (err) {
           failed = err;
         }
@@ -582,8 +617,9 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
         return;
       }
       if (pending && pending.conversation !== parsed.conversation) dispatch();
-      pending ??= { conversation: parsed.conversation, turns: [] };
+      pending ??= { conversation: parsed.conversation, turns: [], indices: [] };
       pending.turns.push(parsed.turn);
+      pending.indices.push(i);
       if (pending.turns.length >= INGEST_CHUNK) dispatch();
     });
     call.on("error", (err) => {
@@ -595,6 +631,9 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
       void chain.then(() => {
         if (failed !== undefined) return finish(fail("Ingest", failed));
         if (index === 0) return finish(toGrpcFailure(new InvalidArgument("no turns in the stream", [])));
+        summary.rejected.sort((a, b) => a.index - b.index);
+        if (summary.accepted === 0 && conflictIds.length > 0)
+          return finish(toGrpcFailure(new ConflictError(conflictIds.map((turnId, index) => ({ index, turnId })))));
         if (summary.accepted === 0) {
           const issues = summary.rejected.flatMap((r) =>
             r.issues.map((x) => ({ ...x, path: `turns.${r.index}.${x.path}` })),

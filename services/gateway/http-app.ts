@@ -8,7 +8,14 @@ import type { Logger } from "pino";
 import { z } from "zod";
 import { isMemoryMaintenance, type MemoryMaintenance } from "../consolidator/types.ts";
 import { DEFAULT_MAX_BODY_BYTES } from "../core/config.ts";
-import { issuesFromZod, ValidationError, type ValidationIssue } from "../core/errors.ts";
+import {
+  ConflictError,
+  conflictMessage,
+  issuesFromZod,
+  ValidationError,
+  type ValidationIssue,
+} from "../core/errors.ts";
+import { ingestAroundConflicts } from "../core/ingest-conflicts.ts";
 import { idSchema } from "../core/input-rules.ts";
 import {
   type MemoryService,
@@ -48,10 +55,14 @@ export interface HttpAppDeps {
 
 export type HttpAppEnv = { Variables: { tenant: string; requestId: string; failure: unknown } };
 
-/** A rejected item of a batch: its position in `turns`, its turnId when it had one, and what is wrong. */
+/**
+ * A rejected item of a batch: its position in `turns`, its turnId when it had one, and what is
+ * wrong; `status: 409` when its turnId already exists in the conversation with different content.
+ */
 export interface RejectedTurn {
   index: number;
   turnId?: string;
+  status?: 409;
   issues: ValidationIssue[];
 }
 
@@ -178,6 +189,10 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   app.onError((err, c) => {
     if (err instanceof ValidationError) return c.json({ error: err.message, issues: err.issues }, 400);
+    if (err instanceof ConflictError) {
+      const issues = err.conflicts.map((x) => ({ path: "turnId", message: conflictMessage(x.turnId) }));
+      return c.json({ error: err.message, issues }, 409);
+    }
     if (err instanceof HTTPException) {
       if (err.status === 413) return c.json({ error: "request body too large" }, 413);
       if (err.status < 500) return c.json({ error: err.message || "bad request" }, err.status);
@@ -275,12 +290,12 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     const envelope = BatchEnvelopeSchema.safeParse(body.value);
     if (!envelope.success) return c.json({ error: "invalid batch", issues: issuesFromZod(envelope.error) }, 400);
 
-    const valid: TurnInput[] = [];
+    const valid: { index: number; turn: TurnInput }[] = [];
     const rejected: RejectedTurn[] = [];
     envelope.data.turns.forEach((raw, index) => {
       const turn = TurnInputSchema.safeParse(raw);
       if (turn.success) {
-        valid.push(turn.data);
+        valid.push({ index, turn: turn.data });
         return;
       }
       const turnId =
@@ -291,7 +306,24 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     });
 
     if (valid.length === 0) return c.json({ error: "no valid turns", accepted: 0, turnIds: [], rejected }, 400);
-    const result = await service.ingest(c.get("tenant"), conversation, valid);
+    const result = await ingestAroundConflicts(
+      service,
+      c.get("tenant"),
+      conversation,
+      valid.map((v) => v.turn),
+    );
+    for (const x of result.conflicts) {
+      const index = (valid[x.index] as { index: number }).index;
+      rejected.push({
+        index,
+        turnId: x.turnId,
+        status: 409,
+        issues: [{ path: "turnId", message: conflictMessage(x.turnId) }],
+      });
+    }
+    rejected.sort((a, b) => a.index - b.index);
+    if (result.conflicts.length === valid.length)
+      return c.json({ error: "no turns ingested: turn ids in conflict", accepted: 0, turnIds: [], rejected }, 409);
     return c.json({ accepted: result.accepted, turnIds: result.turnIds, rejected }, rejected.length === 0 ? 202 : 207);
   });
 

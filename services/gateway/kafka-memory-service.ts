@@ -1,7 +1,7 @@
 /**
  * The distributed runtime's MemoryService, behind the gateway's HTTP and gRPC front doors:
- * - ingest: every turn is completed (tenant from the credential, conversation, a generated id when
- *   it has none), validated with TurnSchema, and produced to memory.turns.v1 through the schema
+ * - ingest: every turn is completed (tenant from the credential, conversation, `@` + a random UUID
+ *   when it has no id: the reserved namespace of services/core/turn-ids.ts), validated with TurnSchema, and produced to memory.turns.v1 through the schema
  *   registry's Avro codec, keyed tenant/conversation, by an idempotent producer with acks=all. The
  *   call resolves once Kafka has acknowledged every turn: an accepted turn is durable.
  * - flush: the control message (null value, header `memory-control: flush`) on the turns topic, so
@@ -28,6 +28,7 @@ import {
   type TurnInput,
   toTurn,
 } from "../core/service.ts";
+import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { keyOf, type MemoryRecord, type Turn, TurnSchema } from "../core/types.ts";
 import type { QueryBackend } from "./grpc-client.ts";
 
@@ -103,8 +104,10 @@ export class KafkaMemoryService implements MemoryService {
 
   async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
     this.assertOpen();
+    assertClientTurnIds(turns);
     const full = turns.map((t, i) => {
-      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, `t-${randomUUID()}`));
+      // The gateway keeps no per-conversation counter: a random id in the reserved namespace.
+      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, `${SERVER_TURN_ID_PREFIX}${randomUUID()}`));
       if (!parsed.success) {
         const fields = parsed.error.issues.map((x) => `${x.path.join(".")}: ${x.message}`).join("; ");
         throw ValidationError.fromZod(parsed.error, `invalid turn at index ${i}: ${fields}`);

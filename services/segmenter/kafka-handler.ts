@@ -6,6 +6,7 @@
  */
 import type { TopicCodec } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageHandler, type StageInput } from "../core/adapters/kafka/stage-runtime.ts";
+import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder } from "../core/ports.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import { keyOf, type Segment, type SensoryTurn } from "../core/types.ts";
@@ -27,9 +28,9 @@ export interface SegmenterStageDeps {
 type StageStateCodec = NonNullable<StageHandler<SensoryTurn, Segment, SegmenterState>["state"]>["codec"];
 
 const splitKey = (key: string): { tenant: string; conversation: string } => {
-  const i = key.indexOf("/");
-  if (i <= 0) throw new PoisonError(`key "${key}" is not tenant/conversation`);
-  return { tenant: key.slice(0, i), conversation: key.slice(i + 1) };
+  const parsed = parseConversationKey(key);
+  if (!parsed) throw new PoisonError(`key "${key}" is not tenant/conversation`);
+  return parsed;
 };
 
 const textOf = (t: SensoryTurn): string => turnEmbeddingText(t.speaker, t.text);

@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
 import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
-import { isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
+import { GrpcQueryBackend, isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
 import {
   internalAuthenticator,
   type RunningGrpcServer,
@@ -343,6 +343,16 @@ describe("internal authenticator (query service)", () => {
       assert.equal(noTenant.code, status.UNAUTHENTICATED);
       const wrong = await rejection(bad.query({ question: "hi" }, bad.metadata({ [TENANT_METADATA_KEY]: "tenant-x" })));
       assert.equal(wrong.code, status.UNAUTHENTICATED);
+      // Tenant names are Unicode, metadata values ASCII: the gateway's backend percent-encodes them.
+      const backend = new GrpcQueryBackend(server.address, { internalToken: "internal-token" });
+      try {
+        for (const tenant of ["acme/eu", "Zürich 🦊 50%", "東京:%2F"]) {
+          await backend.listRecords(tenant, { limit: 1 });
+          assert.equal(fake.callsOf("listRecords").at(-1)?.tenant, tenant);
+        }
+      } finally {
+        await backend.close();
+      }
     } finally {
       ok.close();
       bad.close();

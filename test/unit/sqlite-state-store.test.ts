@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { openSqlite, schemaVersion } from "../../services/core/adapters/sqlite/db.ts";
+import { STATE_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import { SqliteStateStore } from "../../services/core/adapters/sqlite/state-store.ts";
 
 interface OpenSegment {
@@ -17,7 +18,7 @@ describe("SqliteStateStore", () => {
     const db = openSqlite(dir);
     try {
       const store = new SqliteStateStore(db);
-      assert.equal(schemaVersion(db, "state"), 1);
+      assert.equal(schemaVersion(db, "state"), STATE_MIGRATIONS.length);
       assert.equal(await store.get("segmenter", "t/c"), undefined);
       await store.put<OpenSegment>("segmenter", "t/c", { turns: ["1"], tokens: 5 });
       await store.put<OpenSegment>("segmenter", "t/a", { turns: [], tokens: 0 });

@@ -9,11 +9,8 @@ export interface TurnKey {
 export const turnKeysOf = (rowIds: readonly string[]): TurnKey[] => {
   const keys: TurnKey[] = [];
   for (const id of rowIds) {
-    try {
-      keys.push(parseTurnRowId(id));
-    } catch {
-      // not a turn row id: nothing to return for it
-    }
+    const key = parseTurnRowId(id);
+    if (key) keys.push(key);
   }
   return keys;
 };

@@ -5,9 +5,11 @@
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
+import fc from "fast-check";
 import { kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import type { QueryResult, TurnInput } from "../../../services/core/service.ts";
+import { TenantNameSchema } from "../../../services/core/tenant-name.ts";
 import { MemoryGrpcClient } from "../../../services/gateway/grpc-client.ts";
 import { runPrefix } from "../pipeline/helpers.ts";
 import {
@@ -150,5 +152,112 @@ test("two tenants with overlapping content never see each other's records (HTTP 
     for (const c of clients) c.close();
     await dep?.stop();
     await cleanUp(kafka, prefix, [tenants.a, tenants.b]);
+  }
+});
+
+/**
+ * Names that once shared keys: tenant `acme`'s conversation `eu/c1` and tenant `acme/eu`'s `c1` were
+ * one partition key, one segmenter state, one dead-letter key. Plus two seeded generated pairs of
+ * the same shape (tenant B = tenant A + separator + x, A's conversation = x + separator + B's).
+ */
+test("tenants whose names nest (acme vs acme/eu, generated names) never share data; assigned ids are '@' + UUID", {
+  skip,
+  timeout: 420_000,
+}, async () => {
+  const prefix = runPrefix("dist-names");
+  const run = randomUUID().slice(0, 8);
+  const unit = fc.constantFrom("a", "b", "/", ":", "%", "2", "F", ".", "é", "🦊");
+  const name = fc.string({ unit, minLength: 1, maxLength: 6 });
+  const generated = fc.sample(fc.record({ x: name, convB: name, sep: fc.constantFrom("/", ":", "::", "%2F", "%") }), {
+    seed: 20261201,
+    numRuns: 2,
+  });
+  const pairs = [
+    { a: `acme-${run}`, b: `acme-${run}/eu`, convA: "eu/c1", convB: "c1" },
+    ...generated.map((g, i) => ({
+      a: `g${i}-${run}`,
+      b: `g${i}-${run}${g.sep}${g.x}`,
+      convA: `${g.x}${g.sep}${g.convB}`,
+      convB: g.convB,
+    })),
+  ];
+  const words = ["pineapple", "walrus", "quokka", "marmot", "ocelot", "narwhal"];
+  const sides = pairs.flatMap((p, i) => [
+    { tenant: p.a, conversation: p.convA, key: newKey(), word: words[2 * i] as string },
+    { tenant: p.b, conversation: p.convB, key: newKey(), word: words[2 * i + 1] as string },
+  ]);
+  for (const s of sides) assert.ok(TenantNameSchema.safeParse(s.tenant).success, s.tenant);
+  const apiKeys = Object.fromEntries(sides.map((s) => [s.key, s.tenant]));
+  const kafka = kafkaClient(loadConfig({}, sharedEnv(prefix, apiKeys)), "tenant-names-test");
+  const path = (c: string) => encodeURIComponent(c).replace(/\./g, "%2E");
+  let dep: Deployment | undefined;
+  try {
+    dep = await startDeployment(prefix, apiKeys);
+    const d = dep;
+    for (const s of sides) {
+      const r = await httpJson<{ turnIds: string[] }>(
+        d.http,
+        s.key,
+        "POST",
+        `/v1/conversations/${path(s.conversation)}/turns:batch`,
+        {
+          turns: [
+            { ...own(s.word), turnId: "own-1" },
+            { ...own(s.word), turnId: undefined, text: `The vault keeps ${s.word} safe.` },
+          ],
+        },
+      );
+      assert.equal(r.status, 202, JSON.stringify(r.body));
+      // The gateway keeps no counter: an assigned id is the reserved prefix and a UUID.
+      assert.match(r.body.turnIds[1] ?? "", /^@[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+      assert.equal(
+        (await httpJson(d.http, s.key, "POST", `/v1/conversations/${path(s.conversation)}/flush`)).status,
+        202,
+      );
+    }
+    const reserved = await httpJson<{ issues: { path: string }[] }>(
+      d.http,
+      sides[0]?.key as string,
+      "POST",
+      "/v1/conversations/c/turns",
+      {
+        ...own("x"),
+        turnId: "@1",
+      },
+    );
+    assert.equal(reserved.status, 400);
+    assert.equal(reserved.body.issues[0]?.path, "turnId");
+    await waitDrained(kafka, prefix, 180_000).catch((err: unknown) => {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}\n${tails(d)}`);
+    });
+
+    for (const s of sides) {
+      const others = sides.filter((o) => o !== s).map((o) => o.word);
+      const records = await listAllHttp(d.http, s.key);
+      assert.ok(
+        records.some((r) => r.text.includes(s.word)),
+        `${JSON.stringify(s.tenant)} has its own records`,
+      );
+      for (const r of records) {
+        assert.equal(r.source.tenant, s.tenant);
+        assert.equal(r.source.conversation, s.conversation);
+        for (const w of others)
+          assert.ok(!r.text.includes(w), `${JSON.stringify(s.tenant)} lists another tenant's record`);
+      }
+      const q = await httpJson<QueryResult>(d.http, s.key, "POST", "/v1/query", {
+        question: "What is the secret code word for the vault?",
+        budget: 2000,
+      });
+      assert.equal(q.status, 200);
+      assert.match(q.body.context, new RegExp(s.word));
+      for (const w of others) assert.doesNotMatch(q.body.context, new RegExp(w));
+    }
+  } finally {
+    await dep?.stop();
+    await cleanUp(
+      kafka,
+      prefix,
+      sides.map((s) => s.tenant),
+    );
   }
 });

@@ -1,5 +1,6 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import { sha256, turnRowId } from "../../ids.ts";
+import { conversationKey, parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
@@ -152,11 +153,8 @@ const uniq = (values: readonly string[]): string[] => [...new Set(values)];
 /** SQLite's BINARY collation: UTF-8 byte order (the order of code points). */
 const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
 
-/** Tenant of a dead letter from its partition key `tenant/conversation` ("" when the key has no tenant). */
-const tenantOfKey = (key: string): string => {
-  const i = key.indexOf("/");
-  return i > 0 ? key.slice(0, i) : "";
-};
+/** Tenant of a dead letter from its partition key (keys.conversationKey; "" when the key names no tenant). */
+const tenantOfKey = (key: string): string => parseConversationKey(key)?.tenant ?? "";
 
 const lexicalScope = (row: { items: unknown; totalLength: unknown } | undefined): LexicalScope => ({
   items: num(row?.items ?? 0),
@@ -854,7 +852,7 @@ export class Neo4jGraphStore implements GraphStore {
       }
       await tx.run("MATCH (d:DeadLetter {tenant: $tenant, key: $key}) DETACH DELETE d", {
         tenant,
-        key: `${tenant}/${conversation}`,
+        key: conversationKey(tenant, conversation),
       });
       return { records: ids, turns, restored };
     });

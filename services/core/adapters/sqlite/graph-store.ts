@@ -1,5 +1,6 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { turnRowId } from "../../ids.ts";
+import { conversationKey, parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
@@ -78,11 +79,8 @@ const jsonList = (values: readonly string[]): string => JSON.stringify(values);
 
 const uniq = (values: readonly string[]): string[] => [...new Set(values)];
 
-/** Tenant of a dead letter from its partition key `tenant/conversation` (null when the key has no tenant). */
-const tenantOfKey = (key: string): string | null => {
-  const i = key.indexOf("/");
-  return i > 0 ? key.slice(0, i) : null;
-};
+/** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
+const tenantOfKey = (key: string): string | null => parseConversationKey(key)?.tenant ?? null;
 
 const toStoredTurn = (r: TurnRow): StoredTurn => ({
   tenant: r.tenant,
@@ -621,7 +619,7 @@ export class SqliteGraphStore implements GraphStore {
       for (const table of ["records", "segments", "turns"]) {
         this.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
       }
-      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, `${tenant}/${conversation}`);
+      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, conversationKey(tenant, conversation));
       return { records: ids, turns, restored };
     })();
   }

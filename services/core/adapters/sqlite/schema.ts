@@ -1,5 +1,6 @@
 import { lexicalText } from "../../lexical.ts";
 import type { Migration, SqliteDatabase } from "./db.ts";
+import { rekeyDeadLetters, rekeyStageState } from "./rekey.ts";
 
 /** Re-indexes every record and raw turn under the shared lexical terms (services/core/lexical.ts). */
 const backfillLexical = (db: SqliteDatabase): void => {
@@ -203,6 +204,12 @@ INSERT INTO records_fts (records_fts) VALUES ('optimize');
 INSERT INTO turns_fts (turns_fts) VALUES ('optimize');
 `,
   },
+  {
+    version: 5,
+    name: "dead letters keyed by the unambiguous tenant/conversation key",
+    sql: "",
+    backfill: rekeyDeadLetters,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [
@@ -217,5 +224,11 @@ CREATE TABLE stage_state (
   PRIMARY KEY (stage, key)
 );
 `,
+  },
+  {
+    version: 2,
+    name: "stage state keyed by the unambiguous tenant/conversation key",
+    sql: "",
+    backfill: rekeyStageState,
   },
 ];

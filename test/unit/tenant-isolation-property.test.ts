@@ -1,6 +1,7 @@
 /**
  * Property: whatever the tenant and conversation names (separators `/` `:` `::` `%`, escapes that
- * look like encoded separators, NUL, accents, CJK, emoji), no tenant reads another's data through any
+ * look like encoded separators, accents, CJK, emoji; NUL is generated too, and names holding it are
+ * dropped because the API refuses them), no tenant reads another's data through any
  * route of the HTTP app over the embedded engine, and erasing one tenant's conversation or the
  * whole tenant leaves the other's data whole. Half of the cases are built adversarially: tenant B is
  * tenant A + separator + x, and A's conversation is x + separator + B's conversation, the shape
@@ -14,6 +15,7 @@ import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
+import { idSchema } from "../../services/core/input-rules.ts";
 import { TenantNameSchema } from "../../services/core/tenant-name.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
@@ -25,8 +27,11 @@ const CHARS = ["a", "b", "c", "/", ":", "%", "2", "F", ".", "-", " ", "é", "e\u
 
 const unit = fc.constantFrom(...CHARS);
 const validTenant = (s: string) => TenantNameSchema.safeParse(s).success;
-/** Conversation names the HTTP path can carry: trimmed, not a dot segment (URLs resolve `.`/`..`). */
-const validConversation = (s: string) => s.length > 0 && s.trim() === s && s !== "." && s !== "..";
+/**
+ * Conversation names the API takes (the id rule: no control characters, so a NUL is a 400 — tested
+ * in http-validation) and the HTTP path can carry: trimmed, not a dot segment (URLs resolve `.`/`..`).
+ */
+const validConversation = (s: string) => idSchema().safeParse(s).success && s.trim() === s && s !== "." && s !== "..";
 
 const tenantName = fc.string({ unit, minLength: 1, maxLength: 10 }).filter(validTenant);
 const conversationName = fc.string({ unit, minLength: 1, maxLength: 10 }).filter(validConversation);

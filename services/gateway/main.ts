@@ -78,6 +78,7 @@ const http = await startHttpServer(
 const grpc = await startGrpcServer({
   service,
   authenticate: apiKeyAuthenticator(config.apiKeys),
+  authFailuresPerMinute: config.http.authFailuresPerMinute,
   metrics,
   log,
   host: grpcHost,

@@ -49,6 +49,7 @@ import {
   TurnInputSchema,
 } from "../core/service.ts";
 import type { MemoryRecord, Source } from "../core/types.ts";
+import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
 import type { Metrics } from "./metrics.ts";
 
 export const PROTO_PATH = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "schemas", "memory.proto");
@@ -479,6 +480,11 @@ export type GrpcLog = (level: "info" | "warn" | "error", msg: string, fields?: R
 export interface GrpcServiceDeps {
   service: MemoryService;
   authenticate: Authenticator;
+  /**
+   * Failed authentications per client address per minute before calls from it are refused with
+   * RESOURCE_EXHAUSTED and a `retry-after` trailer (as HTTP's 429); absent or 0: no limit.
+   */
+  authFailuresPerMinute?: number;
   metrics?: Metrics;
   log?: GrpcLog;
 }
@@ -512,10 +518,38 @@ class GrpcMetrics {
   }
 }
 
+/** The client address of a gRPC peer ("ipv4:127.0.0.1:5000", "ipv6:[::1]:5000", "unix:..."), without the port. */
+export const peerAddressOf = (peer: string): string => {
+  const rest = peer.replace(/^(ipv4|ipv6|unix):/, "");
+  const v6 = /^\[([^\]]+)\]/.exec(rest);
+  if (v6?.[1]) return v6[1];
+  const colon = rest.lastIndexOf(":");
+  return colon > 0 && /^\d+$/.test(rest.slice(colon + 1)) ? rest.slice(0, colon) : rest;
+};
+
 /** memory.v1.Memory handlers over a MemoryService. */
 export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServiceImplementation => {
-  const { service, authenticate, log } = deps;
+  const { service, log } = deps;
   const gm = deps.metrics ? new GrpcMetrics(deps.metrics) : undefined;
+  const authFailures = new AuthFailureLimiter({ limit: deps.authFailuresPerMinute ?? 0 });
+
+  /**
+   * The caller's tenant, or why the call is refused. An address with too many failed
+   * authentications this minute is refused before its key is looked at, as on HTTP.
+   */
+  const authorize = (call: { metadata: Metadata; getPeer(): string }): string | GrpcFailure => {
+    const address = peerAddressOf(call.getPeer());
+    const wait = authFailures.retryAfterSeconds(address);
+    if (wait > 0) {
+      const metadata = new Metadata();
+      metadata.set("retry-after", String(wait));
+      return { code: status.RESOURCE_EXHAUSTED, details: "too many failed authentications; retry later", metadata };
+    }
+    const tenant = deps.authenticate(call.metadata);
+    if (tenant !== undefined) return tenant;
+    authFailures.fail(address);
+    return { code: status.UNAUTHENTICATED, details: "missing or invalid API key" };
+  };
 
   const fail = (method: string, err: unknown): GrpcFailure => {
     const f = toGrpcFailure(err);
@@ -528,10 +562,10 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
     (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
       const started = performance.now();
       const done = (code: status): void => gm?.observe(method, { code }, (performance.now() - started) / 1000);
-      const tenant = authenticate(call.metadata);
-      if (tenant === undefined) {
-        done(status.UNAUTHENTICATED);
-        callback({ code: status.UNAUTHENTICATED, details: "missing or invalid API key" });
+      const tenant = authorize(call);
+      if (typeof tenant !== "string") {
+        done(tenant.code);
+        callback(tenant);
         return;
       }
       run(tenant, call.request).then(
@@ -553,10 +587,10 @@ export const memoryServiceImplementation = (deps: GrpcServiceDeps): UntypedServi
   ): void => {
     const started = performance.now();
     const done = (code: status): void => gm?.observe("Ingest", { code }, (performance.now() - started) / 1000);
-    const tenant = authenticate(call.metadata);
-    if (tenant === undefined) {
-      done(status.UNAUTHENTICATED);
-      callback({ code: status.UNAUTHENTICATED, details: "missing or invalid API key" });
+    const tenant = authorize(call);
+    if (typeof tenant !== "string") {
+      done(tenant.code);
+      callback(tenant);
       return;
     }
     const summary: IngestSummaryWire = { accepted: 0, turn_ids: [], rejected: [] };

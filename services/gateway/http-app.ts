@@ -39,6 +39,8 @@ export interface HttpAppDeps {
   /** API key -> tenant (Config.apiKeys). */
   apiKeys: Record<string, string>;
   metrics: Metrics;
+  /** Serve `GET /metrics` on this app (default true; false where a separate metrics port serves it). */
+  serveMetrics?: boolean;
   logger?: Logger;
   /** Request body limit in bytes (default 5 MiB; config http.maxBodyBytes). */
   maxBodyBytes?: number;
@@ -215,10 +217,14 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     }
   });
 
-  app.get("/metrics", async (c) => {
-    const body = await metrics.render();
-    return c.body(body, 200, { "content-type": metrics.contentType });
-  });
+  // Off where the process serves /metrics on a port of its own (the gateway with
+  // MEMORY_METRICS_PORT): its tenant labels are not for the public port.
+  if (deps.serveMetrics !== false) {
+    app.get("/metrics", async (c) => {
+      const body = await metrics.render();
+      return c.body(body, 200, { "content-type": metrics.contentType });
+    });
+  }
 
   // --- /v1: API key required -----------------------------------------------------------------------
 

@@ -225,11 +225,19 @@ test("the production install (npm ci --omit=dev + compiled dist/) starts every s
     // The probe paths k8s/ uses, served by the compiled services.
     assert.equal((await fetch(`${http}/readyz`)).status, 200, "gateway /readyz");
     assert.equal((await fetch(`${http}/healthz`)).status, 200, "gateway /healthz");
+    // With MEMORY_METRICS_PORT set, tenant-labelled metrics are on that port only, not the public one.
+    assert.equal((await fetch(`${http}/metrics`)).status, 404, "gateway public /metrics");
+    assert.match(
+      await (await fetch(`${String(gateway.started?.metrics)}/metrics`)).text(),
+      /memory_http_requests_total/,
+      "gateway metrics port",
+    );
     for (const p of procs.filter((x) => x.name !== "gateway")) {
       const metrics = String(p.started?.metrics);
       assert.equal((await fetch(`${metrics}/healthz`)).status, 200, `${p.name} /healthz`);
-      if (p.name === "query") assert.equal((await fetch(`${metrics}/readyz`)).status, 200, "query /readyz");
-      else assert.match(await (await fetch(`${metrics}/metrics`)).text(), /memory_consumer_lag\{/, `${p.name} lag`);
+      assert.equal((await fetch(`${metrics}/readyz`)).status, 200, `${p.name} /readyz`);
+      if (p.name !== "query")
+        assert.match(await (await fetch(`${metrics}/metrics`)).text(), /memory_consumer_lag\{/, `${p.name} lag`);
     }
   } finally {
     for (const p of [...procs].reverse()) if (!p.exited) p.child.kill("SIGTERM");

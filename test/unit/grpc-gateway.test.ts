@@ -9,6 +9,7 @@ import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
 import { GrpcQueryBackend, isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
 import {
   internalAuthenticator,
+  peerAddressOf,
   type RunningGrpcServer,
   startGrpcServer,
   TENANT_METADATA_KEY,
@@ -357,5 +358,49 @@ describe("internal authenticator (query service)", () => {
       ok.close();
       bad.close();
     }
+  });
+});
+
+describe("failed-authentication limit (gRPC, as HTTP's 429)", () => {
+  const fake = new FakeMemoryService();
+  let server: RunningGrpcServer;
+
+  before(async () => {
+    const { apiKeyAuthenticator } = await import("../../services/gateway/grpc-server.ts");
+    server = await startGrpcServer({
+      service: fake,
+      authenticate: apiKeyAuthenticator({ [KEY_A]: "tenant-a" }),
+      authFailuresPerMinute: 3,
+      port: 0,
+    });
+  });
+  after(async () => {
+    await server?.close();
+  });
+
+  it("refuses an address with RESOURCE_EXHAUSTED and retry-after after too many failures, even with a good key", async () => {
+    const guesser = new MemoryGrpcClient({ address: server.address, apiKey: "guess-0000000", deadlineMs: 5000 });
+    const good = new MemoryGrpcClient({ address: server.address, apiKey: KEY_A, deadlineMs: 5000 });
+    try {
+      for (let i = 0; i < 3; i++)
+        assert.equal((await rejection(guesser.query({ question: "hi" }))).code, status.UNAUTHENTICATED);
+      const refused = await rejection(guesser.ingest([turn("c1", "t1")]));
+      assert.equal(refused.code, status.RESOURCE_EXHAUSTED);
+      assert.ok(Number(refused.metadata.get("retry-after")[0]) >= 1, "retry-after trailer");
+      // Same address (127.0.0.1): the limit is per address, before the key is looked at.
+      assert.equal((await rejection(good.query({ question: "hi" }))).code, status.RESOURCE_EXHAUSTED);
+      assert.equal(fake.calls.length, 0, "the service was never called");
+    } finally {
+      guesser.close();
+      good.close();
+    }
+  });
+});
+
+describe("peerAddressOf", () => {
+  it("drops the port of IPv4 and IPv6 peers", () => {
+    assert.equal(peerAddressOf("ipv4:127.0.0.1:5000"), "127.0.0.1");
+    assert.equal(peerAddressOf("ipv6:[::1]:5000"), "::1");
+    assert.equal(peerAddressOf("unix:/tmp/s.sock"), "/tmp/s.sock");
   });
 });

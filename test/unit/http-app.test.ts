@@ -20,7 +20,7 @@ interface ErrorBody {
   issues?: Issue[];
 }
 
-const setup = (opts: { maxBodyBytes?: number } = {}) => {
+const setup = (opts: { maxBodyBytes?: number; serveMetrics?: boolean } = {}) => {
   const service = new FakeMemoryService();
   const metrics = new Metrics({ defaultMetrics: false });
   const logLines: string[] = [];
@@ -96,6 +96,12 @@ describe("http app: auth", () => {
     assert.equal((await app.request("/healthz")).status, 200);
     assert.equal((await app.request("/readyz")).status, 200);
     assert.equal((await app.request("/metrics")).status, 200);
+  });
+
+  it("leaves /metrics to a separate port when told to (the gateway with MEMORY_METRICS_PORT)", async () => {
+    const { app } = setup({ serveMetrics: false });
+    assert.equal((await app.request("/metrics")).status, 404);
+    assert.equal((await app.request("/healthz")).status, 200);
   });
 });
 

@@ -152,9 +152,9 @@ describe("k8s manifests", { skip }, () => {
           assert.ok(ports.has(c[probe].httpGet.port), `${d.metadata.name}: ${probe} port ${c[probe].httpGet.port}`);
         }
         assert.equal(c.livenessProbe.httpGet.path, "/healthz");
-        // Stages serve /healthz only (process.ts); the gateway and the query service serve /readyz.
+        // Every process serves /readyz (stages: process.ts, ready once the consumer joined).
         const stage = (STAGES as readonly string[]).includes(component(d));
-        assert.equal(c.readinessProbe.httpGet.path, stage ? "/healthz" : "/readyz", d.metadata.name);
+        assert.equal(c.readinessProbe.httpGet.path, "/readyz", d.metadata.name);
         // Kafka transaction timeout (stage-runtime.ts) is 60 s; gRPC deadline 30 s.
         assert.ok(spec.terminationGracePeriodSeconds > (stage ? 60 : 30), `${d.metadata.name}: grace period`);
       }
@@ -229,6 +229,13 @@ describe("k8s manifests", { skip }, () => {
       ]);
       for (const s of of(overlay, "Service").filter((x) => x.spec.clusterIP !== "None"))
         for (const p of s.spec.ports) assert.notEqual(p.targetPort, "metrics", `${s.metadata.name} exposes metrics`);
+      // The gateway serves /metrics on its own port (MEMORY_METRICS_PORT), not on the public one.
+      const gwEnv = new Map(
+        ours(overlay)
+          .find((d) => component(d) === "gateway")
+          ?.spec.template.spec.containers[0].env.map((e: Obj) => [e.name, e.value]),
+      );
+      assert.equal(gwEnv.get("MEMORY_METRICS_PORT"), "9100");
     }
   });
 

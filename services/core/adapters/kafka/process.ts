@@ -1,7 +1,7 @@
 /**
  * What every stage process shares (services/<stage>/main.ts stays a thin wiring file): the Kafka
- * client, idempotent topic creation, schema registration, the stage runtime, a /metrics + /healthz
- * endpoint, JSON log lines on stdout, and graceful shutdown on SIGTERM / SIGINT.
+ * client, idempotent topic creation, schema registration, the stage runtime, a /metrics + /healthz +
+ * /readyz endpoint, JSON log lines on stdout, and graceful shutdown on SIGTERM / SIGINT.
  */
 
 import { Kafka, logLevel } from "kafkajs";
@@ -163,6 +163,8 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     observer,
   });
 
+  let started = false;
+  let stopping: Promise<void> | undefined;
   let http: RunningHttpServer | undefined;
   http = await startHttpServer(
     {
@@ -177,13 +179,17 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
             { status: ok ? 200 : 503 },
           );
         }
+        if (path === "/readyz") {
+          // Ready once the consumer has joined and restored its state, until it fails or stops.
+          const ready = started && stopping === undefined && runtime.failure === undefined;
+          return Response.json({ ready, stage }, { status: ready ? 200 : 503 });
+        }
         return new Response("not found", { status: 404 });
       },
     },
     { host: process.env.MEMORY_METRICS_HOST ?? "127.0.0.1", port: opts.metricsPort },
   );
 
-  let stopping: Promise<void> | undefined;
   const shutdown = (code: number, why: string): Promise<void> => {
     stopping ??= (async () => {
       log("info", "stopping", { why });
@@ -206,6 +212,7 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
   watchdog.unref();
 
   await runtime.start();
+  started = true;
   log("info", "started", {
     input: handler.input.topic,
     output: handler.output?.topic,

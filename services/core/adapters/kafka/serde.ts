@@ -8,6 +8,7 @@
  * schemas of services/core/types.ts. A value that cannot be decoded or fails validation is not
  * an exception: decode() says why, and the runtime turns it into a dead letter.
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -191,19 +192,39 @@ export const openPipelineCodecs = async (serdes: RegistrySerdes, topics: TopicNa
 });
 
 /** A dead letter for a message: original key and bytes (base64), the stage and the reason. */
+/**
+ * Most original value bytes a dead letter carries. Base64 grows them by a third, so a value near
+ * the broker's 1 MB message limit would make a dead letter over it: the transaction would fail
+ * and block the partition it was meant to free. A longer value keeps its head, and the error says
+ * how long it was, its sha256 and where the whole value stays (the source offset).
+ */
+export const DLQ_PAYLOAD_MAX_BYTES = 256 * 1024;
+/** Most characters of a dead letter's error and key (a key is the producer's: it may be anything). */
+export const DLQ_TEXT_MAX_CHARS = 16 * 1024;
+
+const capText = (s: string): string =>
+  s.length <= DLQ_TEXT_MAX_CHARS ? s : `${s.slice(0, DLQ_TEXT_MAX_CHARS)}… (${s.length} characters)`;
+
 export const deadLetter = (
   stage: string,
   source: { topic: string; partition: number; offset: string; key: string; value: Buffer | null },
   reason: string,
   attempts = 1,
-): DlqEntry => ({
-  stage,
-  key: source.key,
-  error: reason,
-  payload: source.value ? source.value.toString("base64") : "",
-  at: new Date().toISOString(),
-  sourceTopic: source.topic,
-  sourcePartition: source.partition,
-  sourceOffset: source.offset,
-  attempts,
-});
+): DlqEntry => {
+  const value = source.value;
+  const truncated = value !== null && value.length > DLQ_PAYLOAD_MAX_BYTES;
+  const error = truncated
+    ? `${capText(reason)} [payload: the first ${DLQ_PAYLOAD_MAX_BYTES} of ${value.length} bytes; sha256 ${createHash("sha256").update(value).digest("hex")}; the whole value is at ${source.topic}/${source.partition}@${source.offset}]`
+    : capText(reason);
+  return {
+    stage,
+    key: capText(source.key),
+    error,
+    payload: value ? (truncated ? value.subarray(0, DLQ_PAYLOAD_MAX_BYTES) : value).toString("base64") : "",
+    at: new Date().toISOString(),
+    sourceTopic: source.topic,
+    sourcePartition: source.partition,
+    sourceOffset: source.offset,
+    attempts,
+  };
+};

@@ -25,6 +25,45 @@ import type { Admin, Consumer, IHeaders, Kafka, KafkaMessage, Message, Producer 
 import { type DlqEntry, deadLetter, type StageStateEnvelope, type TopicCodec } from "./serde.ts";
 import { CONTROL_HEADER, type ControlKind, isControlKind } from "./topics.ts";
 
+/**
+ * Most key + value bytes one send of a transaction carries. kafkajs puts a send's messages for one
+ * partition into one record batch, and the broker refuses a batch over its message limit (1 MB by
+ * default); a chunk's outputs, dead letters and changelog entries can together pass that, so they
+ * go in several sends of one transaction, in order.
+ */
+export const SEND_MAX_BYTES = 512 * 1024;
+
+type TopicMessages = { topic: string; messages: Message[] };
+
+const sizeOf = (m: Message): number => {
+  const bytes = (v: Message["key"] | Message["value"]): number =>
+    v == null ? 0 : typeof v === "string" ? Buffer.byteLength(v) : v.length;
+  return bytes(m.key) + bytes(m.value) + 64;
+};
+
+/** Consecutive groups of the messages, each at most maxBytes (a larger single message goes alone), order kept. */
+export const splitBySize = (topicMessages: readonly TopicMessages[], maxBytes: number): TopicMessages[][] => {
+  const parts: TopicMessages[][] = [];
+  let part: TopicMessages[] = [];
+  let size = 0;
+  for (const { topic, messages } of topicMessages) {
+    for (const m of messages) {
+      const n = sizeOf(m);
+      if (size > 0 && size + n > maxBytes) {
+        parts.push(part);
+        part = [];
+        size = 0;
+      }
+      const last = part.at(-1);
+      if (last?.topic === topic) last.messages.push(m);
+      else part.push({ topic, messages: [m] });
+      size += n;
+    }
+  }
+  if (part.length > 0) parts.push(part);
+  return parts;
+};
+
 /** A handler error that no retry can fix (e.g. a key that does not match its value): straight to the DLQ. */
 export class PoisonError extends Error {
   override readonly name = "PoisonError";
@@ -501,7 +540,7 @@ export class StageRuntime<I, O, S> {
     if (topicMessages.length === 0 && !offsets) return;
     const tx = await ctx.producer.transaction();
     try {
-      if (topicMessages.length > 0) await tx.sendBatch({ topicMessages });
+      for (const part of splitBySize(topicMessages, SEND_MAX_BYTES)) await tx.sendBatch({ topicMessages: part });
       if (offsets)
         await tx.sendOffsets({
           consumerGroupId: this.opts.groupId,

@@ -1,7 +1,7 @@
 // HTTP fuzz (issue 11): generated requests against every route of schemas/openapi.yaml (+ probes,
 // metrics, unknown paths, odd methods) on the real HTTP app over an embedded engine (hashing
 // embedder, temp data folder) in a child process on 127.0.0.1. Seeded and bounded: every run sends
-// the same ~600 requests, each with a 15 s bound. Whatever the input: no 5xx, an answer in time,
+// the same ~680 requests, each with a 30 s bound. Whatever the input: no 5xx, an answer in time,
 // error bodies of the documented shape; validation errors name the field; afterwards /healthz is
 // 200 and an ingest + flush + query still returns the ingested text.
 //

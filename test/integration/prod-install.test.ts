@@ -11,7 +11,7 @@
  * there instead of reusing the repository's binaries of the same versions (see below).
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -25,11 +25,14 @@ import {
   listAllHttp,
   MODEL_DIR,
   newKey,
+  type Proc,
   ROOT,
   STAGES,
   sharedEnv,
   skip,
+  spawnLogged,
   waitDrained,
+  waitStarted,
 } from "./distributed/helpers.ts";
 import { runPrefix, sleep } from "./pipeline/helpers.ts";
 
@@ -57,54 +60,9 @@ const sh = (cmd: string, args: string[], cwd: string, timeoutMs: number): void =
   console.log(`# ${cmd} ${args.join(" ")}: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 };
 
-interface Proc {
-  name: string;
-  child: ChildProcess;
-  log: string[];
-  started?: Record<string, unknown>;
-  exited: boolean;
-}
-
 /** A compiled service: `node dist/services/<name>/main.js` in the installed folder, nothing else. */
-const startCompiled = (name: string, env: NodeJS.ProcessEnv): Proc => {
-  const child = spawn(process.execPath, [join("dist", "services", name, "main.js")], {
-    cwd: APP,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const proc: Proc = { name, child, log: [], exited: false };
-  let buf = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    buf += chunk.toString();
-    for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (!line.includes('"committed"')) proc.log.push(line);
-      try {
-        const e = JSON.parse(line) as Record<string, unknown>;
-        if (e.msg === "started") proc.started = e;
-      } catch {
-        // not a JSON line
-      }
-    }
-  });
-  child.stderr?.on("data", (chunk: Buffer) => proc.log.push(chunk.toString()));
-  child.on("exit", () => {
-    proc.exited = true;
-  });
-  return proc;
-};
-
-const waitStarted = async (procs: Proc[], ms: number): Promise<void> => {
-  const end = Date.now() + ms;
-  while (procs.some((p) => !p.started)) {
-    const dead = procs.find((p) => p.exited);
-    if (dead) throw new Error(`${dead.name} exited before it started:\n${dead.log.slice(-20).join("\n")}`);
-    if (Date.now() > end)
-      throw new Error(`timed out waiting for ${procs.filter((p) => !p.started).map((p) => p.name)}`);
-    await sleep(200);
-  }
-};
+const startCompiled = (name: string, env: NodeJS.ProcessEnv): Proc =>
+  spawnLogged(name, [join("dist", "services", name, "main.js")], APP, env);
 
 const tails = (procs: Proc[]): string => procs.map((p) => `--- ${p.name}\n${p.log.slice(-10).join("\n")}`).join("\n");
 

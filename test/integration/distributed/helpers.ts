@@ -48,14 +48,12 @@ export interface Proc {
   exited: boolean;
 }
 
-const spawnService = (name: string, main: string, env: NodeJS.ProcessEnv): Proc => {
-  // DIST_TEST_NODE_ARGS: extra node arguments for the service processes (e.g. a profiler, --import <file>).
-  const extra = (process.env.DIST_TEST_NODE_ARGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, ["--import", "tsx", ...extra, join(ROOT, main)], {
-    cwd: ROOT,
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+/**
+ * Spawns a service process whose stdout is JSON log lines: keeps its log (less the per-commit
+ * lines) and the fields of its "started" line.
+ */
+export const spawnLogged = (name: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv): Proc => {
+  const child = spawn(process.execPath, [...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
   const proc: Proc = { name, child, log: [], exited: false };
   let buf = "";
   child.stdout?.on("data", (chunk: Buffer) => {
@@ -81,7 +79,14 @@ const spawnService = (name: string, main: string, env: NodeJS.ProcessEnv): Proc 
   return proc;
 };
 
-const waitStarted = async (procs: readonly Proc[], ms: number): Promise<void> => {
+const spawnService = (name: string, main: string, env: NodeJS.ProcessEnv): Proc => {
+  // DIST_TEST_NODE_ARGS: extra node arguments for the service processes (e.g. a profiler, --import <file>).
+  const extra = (process.env.DIST_TEST_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  return spawnLogged(name, ["--import", "tsx", ...extra, join(ROOT, main)], ROOT, env);
+};
+
+/** Waits until every process logged "started"; fails with the log tails when one exits or time runs out. */
+export const waitStarted = async (procs: readonly Proc[], ms: number): Promise<void> => {
   const end = Date.now() + ms;
   while (procs.some((p) => !p.started)) {
     const dead = procs.find((p) => p.exited);

@@ -33,11 +33,18 @@ const LOCAL_TOOLS = ["yaml2json", "promrules"];
 
 const log = (msg) => console.error(`[k8s-validate] ${msg}`);
 
-const goAvailable = () => spawnSync("go", ["version"], { stdio: "ignore" }).status === 0;
+/** The go binary: $GO, else `go` on the PATH, else the usual install folder (a PATH without it). */
+export const GO =
+  process.env.GO ??
+  (spawnSync("go", ["version"], { stdio: "ignore" }).status !== 0 && existsSync("/usr/local/go/bin/go")
+    ? "/usr/local/go/bin/go"
+    : "go");
+
+const goAvailable = () => spawnSync(GO, ["version"], { stdio: "ignore" }).status === 0;
 
 const goInstall = (args, cwd = ROOT) => {
   const started = Date.now();
-  const r = spawnSync("go", ["install", ...args], {
+  const r = spawnSync(GO, ["install", ...args], {
     cwd,
     stdio: ["ignore", "inherit", "inherit"],
     env: { ...process.env, GOBIN: BIN, GOFLAGS: "-trimpath" },

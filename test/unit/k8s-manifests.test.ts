@@ -24,7 +24,13 @@ const STAGE_INPUT = { sensory: "turns", segmenter: "sensory", encoder: "segments
 const TOPICS = KafkaConfigSchema.parse(undefined).topics;
 
 const toolsCached = ["kustomize", "kubeconform", "yaml2json"].every((t) => existsSync(join(ROOT, ".tools", "bin", t)));
-const goPresent = spawnSync("go", ["version"], { stdio: "ignore" }).status === 0;
+// As scripts/k8s-validate.mjs finds it: $GO, `go` on the PATH, else the usual install folder.
+const GO =
+  process.env.GO ??
+  (spawnSync("go", ["version"], { stdio: "ignore" }).status !== 0 && existsSync("/usr/local/go/bin/go")
+    ? "/usr/local/go/bin/go"
+    : "go");
+const goPresent = spawnSync(GO, ["version"], { stdio: "ignore" }).status === 0;
 const skip =
   !toolsCached && !goPresent && process.env.CI !== "true"
     ? "go is not installed and .tools/bin is empty: cannot build kustomize / kubeconform (README Kubernetes)"

@@ -10,7 +10,7 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { cpus, loadavg } from "node:os";
+import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import {
   DEFAULT_BATCH,
@@ -26,7 +26,7 @@ import { OnnxCompressor, splitWords } from "../sensory/onnx-compressor.ts";
 import { compressorModelDir } from "../sensory/onnx-compressor-config.ts";
 import { StatisticalCompressor } from "../sensory/statistical-compressor.ts";
 import { locomoCases } from "./datasets.ts";
-import { gitState, select, writeReportFiles } from "./run.ts";
+import { runEnvironment, select, writeReportFiles } from "./run.ts";
 import { fmt, fmtInt, markdownTable } from "./table.ts";
 
 export const COMPRESSOR_SYSTEMS = ["statistical", "onnx", "onnx-batched"] as const;
@@ -296,10 +296,7 @@ export const runCompressorBench = async (options: CompressorBenchOptions): Promi
         keepRate,
         repeats,
         model,
-        ...gitState(),
-        date: new Date().toISOString(),
-        node: process.version,
-        cpus: cpus().length,
+        ...runEnvironment(),
         loadAverage: { before: loadBefore, after: loadAfter },
         wallSeconds: (performance.now() - started) / 1000,
       },

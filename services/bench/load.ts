@@ -8,7 +8,7 @@
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type IntervalHistogram, monitorEventLoopDelay } from "node:perf_hooks";
 import type { Config } from "../core/config.ts";
@@ -18,7 +18,7 @@ import { openEmbeddedEngine } from "../embedded/open.ts";
 import { createHttpApp } from "../gateway/http-app.ts";
 import { startHttpServer } from "../gateway/http-server.ts";
 import { Metrics } from "../gateway/metrics.ts";
-import { gitState, writeReportFiles } from "./run.ts";
+import { runEnvironment, writeReportFiles } from "./run.ts";
 import { percentile } from "./scoring.ts";
 import { fmt, fmtInt, markdownTable } from "./table.ts";
 
@@ -267,10 +267,7 @@ export const runLoadBench = async (options: LoadBenchOptions): Promise<LoadBench
         turnsPerClient,
         queriesPerClient,
         maxSeconds,
-        ...gitState(),
-        date: new Date().toISOString(),
-        node: process.version,
-        cpus: cpus().length,
+        ...runEnvironment(),
         loadAverage: { before: loadBefore, after: loadAfter },
       },
       loadSeconds,

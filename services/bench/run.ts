@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
 import { join, resolve } from "node:path";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import type { Config } from "../core/config.ts";
@@ -74,6 +75,15 @@ export const gitState = (): { gitCommit: string | null; gitDirty: boolean | null
   const status = commit ? git(["status", "--porcelain", "--untracked-files=no"]) : null;
   return { gitCommit: commit, gitDirty: status === null ? null : status.length > 0 };
 };
+
+/** Where and when a bench ran (commit, date, Node, CPUs): the same fields in every bench's report. */
+export const runEnvironment = (): {
+  gitCommit: string | null;
+  gitDirty: boolean | null;
+  date: string;
+  node: string;
+  cpus: number;
+} => ({ ...gitState(), date: new Date().toISOString(), node: process.version, cpus: cpus().length });
 
 /** Writes `<out>/<name>-<date stamp>.md` and `.json`; returns the two paths. */
 export const writeReportFiles = (

@@ -680,7 +680,7 @@ describe("HTTP fuzz: huge and pathological strings in every field", { timeout: 6
   });
 });
 
-describe("HTTP fuzz: validation contract of issue 11 (rules added on the h-valid branch)", { timeout: 300_000 }, () => {
+describe("HTTP fuzz: the validation contract of issue 11", { timeout: 300_000 }, () => {
   let server: FuzzServer;
   let target: Target;
   before(async () => {

@@ -54,8 +54,8 @@ import {
   type SegmenterConfig,
   type SegmenterState,
   segmenterStep,
-} from "../segmenter/handler.ts";
-import { compressTurn } from "../sensory/handler.ts";
+} from "../segmenter/segment-state.ts";
+import { compressTurn } from "../sensory/compress-turn.ts";
 import { BoundedQueue } from "./bounded-queue.ts";
 import { withinBudget } from "./budget.ts";
 import type { DurableLog, InboxEntry } from "./durable-log.ts";
@@ -150,7 +150,7 @@ interface Progress {
 
 /**
  * The embedded runtime: every stage in one process. Ingest appends to a durable inbox and returns;
- * stage A (sensory + segmenter) reads the inbox in order, stage B (encoder + indexer) takes closed
+ * the ingest loop (sensory + segmenter) reads the inbox in order, the encode loop (encoder + indexer) takes closed
  * segments through a bounded queue, so a slow indexer holds the segmenter back (backpressure).
  * Durable hand-offs and per-key sequence numbers make a restart resume where it stopped, with no
  * turn lost and no record written twice.
@@ -161,10 +161,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
   private readonly encStates = new Map<string, KeyedEncoderState>();
   private readonly clock: () => number;
   private wake: (() => void) | undefined;
-  private stageA: Promise<void> | undefined;
-  private stageB: Promise<void> | undefined;
+  private ingestLoop: Promise<void> | undefined;
+  private encodeLoop: Promise<void> | undefined;
   private stopping = false;
-  private inflightB = 0;
+  private inflightEncodes = 0;
   private idleTimer: NodeJS.Timeout | undefined;
   private drainWaiters: (() => void)[] = [];
   private failure: Error | undefined;
@@ -190,9 +190,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
   /** Starts the stages; segments left pending by a previous run are indexed first. */
   async start(): Promise<void> {
     const leftover = this.parts.log.pending();
-    this.stageB = this.runStageB();
+    this.encodeLoop = this.runEncodeLoop();
     for (const p of leftover) await this.queue.push(p);
-    this.stageA = this.runStageA();
+    this.ingestLoop = this.runIngestLoop();
     const tick = Math.min(this.settings.segmenter.idleTimeoutMs, 60_000);
     this.idleTimer = setInterval(() => this.flushIdle(), tick);
     this.idleTimer.unref();
@@ -294,7 +294,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     const lag = this.parts.log.lastInboxSeq() - this.parts.log.cursor(INBOX_CURSOR);
     return {
       ok: this.failure === undefined,
-      ready: this.stageA !== undefined && !this.stopping && this.failure === undefined,
+      ready: this.ingestLoop !== undefined && !this.stopping && this.failure === undefined,
       details: {
         embedder: this.parts.embedder.id,
         compressor: this.parts.compressor.id,
@@ -430,9 +430,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     if (!this.failure) await this.drain();
     this.stopping = true;
     this.wake?.();
-    await this.stageA;
+    await this.ingestLoop;
     this.queue.close();
-    await this.stageB;
+    await this.encodeLoop;
   }
 
   private assertRunning(): void {
@@ -444,7 +444,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     return (
       this.parts.log.cursor(INBOX_CURSOR) >= this.parts.log.lastInboxSeq() &&
       this.queue.size === 0 &&
-      this.inflightB === 0
+      this.inflightEncodes === 0
     );
   }
 
@@ -489,12 +489,12 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
   }
 
   /**
-   * Stage A reads the inbox in batches. Each batch is recorded as in flight before it starts and
+   * The ingest loop (sensory + segmenter) reads the inbox in batches. Each batch is recorded as in flight before it starts and
    * cleared after; a batch still recorded at start-up is one a previous run died on (crash, kill,
    * hang), so it is gone through one entry at a time, each entry's attempts counted durably, and an
    * entry that has stopped the process maxAttempts times is dead-lettered instead of tried again.
    */
-  private async runStageA(): Promise<void> {
+  private async runIngestLoop(): Promise<void> {
     const log = this.parts.log;
     try {
       const crashed = log.inFlight(INBOX_BATCH);
@@ -645,16 +645,16 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     this.notifyDrain();
   }
 
-  private async runStageB(): Promise<void> {
+  private async runEncodeLoop(): Promise<void> {
     try {
       for (;;) {
         const item = await this.queue.pop();
         if (!item) break;
-        this.inflightB++;
+        this.inflightEncodes++;
         try {
           await this.processSegment(item.seq, item.segment);
         } finally {
-          this.inflightB--;
+          this.inflightEncodes--;
           this.notifyDrain();
         }
         // Between segments the event loop serves requests: encoding and indexing are CPU work.

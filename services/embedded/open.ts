@@ -15,7 +15,7 @@ import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import { type Config, cursorSecretOf } from "../core/config.ts";
 import type { Compressor, Embedder, EmbedderStats, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
-import { ExtractiveEncoder } from "../encoder/handler.ts";
+import { ExtractiveEncoder } from "../encoder/encode-segment.ts";
 import { LlmEncoder } from "../encoder/llm-encoder.ts";
 import { LlmPlanner } from "../query/llm-planner.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";

@@ -6,7 +6,7 @@
 import { metricsPortFromEnv, runStageProcess } from "../core/adapters/kafka/process.ts";
 import { createLlm, metricsUsageSink } from "../core/adapters/llm-factory.ts";
 import { loadConfig } from "../core/config.ts";
-import { ExtractiveEncoder } from "./handler.ts";
+import { ExtractiveEncoder } from "./encode-segment.ts";
 import { encoderStage } from "./kafka-handler.ts";
 import { LlmEncoder } from "./llm-encoder.ts";
 

@@ -10,7 +10,13 @@ import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder } from "../core/ports.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import { keyOf, type Segment, type SensoryTurn } from "../core/types.ts";
-import { initialSegmenterState, isIdle, type SegmenterConfig, type SegmenterState, segmenterStep } from "./handler.ts";
+import {
+  initialSegmenterState,
+  isIdle,
+  type SegmenterConfig,
+  type SegmenterState,
+  segmenterStep,
+} from "./segment-state.ts";
 
 /** Version of the JSON shape of SegmenterState in the changelog. */
 export const SEGMENTER_STATE_VERSION = 1;

@@ -3,7 +3,7 @@ import type { TopicCodec } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
 import type { Compressor } from "../core/ports.ts";
 import { keyOf, type SensoryTurn, type Turn } from "../core/types.ts";
-import { compressTurn } from "./handler.ts";
+import { compressTurn } from "./compress-turn.ts";
 
 export interface SensoryStageDeps {
   input: TopicCodec<Turn>;

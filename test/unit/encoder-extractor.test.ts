@@ -9,8 +9,8 @@ import {
   MemoryRecordSchema,
   type Segment,
 } from "../../services/core/types.ts";
+import { encoderStateKey, encodeSegment, initialEncoderState } from "../../services/encoder/encode-segment.ts";
 import { emptyContext, extractRecords } from "../../services/encoder/extractor.ts";
-import { encoderStateKey, encodeSegment, initialEncoderState } from "../../services/encoder/handler.ts";
 
 const DAY = "2023-01-20T16:04:00.000Z";
 

@@ -3,10 +3,14 @@ import { describe, it } from "node:test";
 import { lexicalText, queryTerms } from "../../services/core/lexical.ts";
 import { turnEmbeddingText } from "../../services/core/turn-text.ts";
 import type { Segment } from "../../services/core/types.ts";
-import { encodeSegment } from "../../services/encoder/handler.ts";
+import { encodeSegment } from "../../services/encoder/encode-segment.ts";
 import { boundSentence, extractPhotos, MAX_SENTENCE_CHARS, splitSentences } from "../../services/encoder/sentences.ts";
 import { packContext } from "../../services/query/pack.ts";
-import { defaultSegmenterConfig, initialSegmenterState, segmenterStep } from "../../services/segmenter/handler.ts";
+import {
+  defaultSegmenterConfig,
+  initialSegmenterState,
+  segmenterStep,
+} from "../../services/segmenter/segment-state.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 
 /** 100,000-character turns (the API's largest) of the shapes that made a pass super-linear. */

@@ -15,7 +15,7 @@ import {
   isIdle,
   type SegmenterState,
   segmenterStep,
-} from "../../services/segmenter/handler.ts";
+} from "../../services/segmenter/segment-state.ts";
 import { axis, near, seededRandom } from "../helpers/seeded.ts";
 
 const DIM = 16;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { compressTurn } from "../../services/sensory/handler.ts";
+import { compressTurn } from "../../services/sensory/compress-turn.ts";
 import { compressStatistically, StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 
 describe("statistical compressor", () => {

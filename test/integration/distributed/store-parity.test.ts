@@ -25,7 +25,7 @@ import type { GraphStore, ScoredId, VectorStore } from "../../../services/core/p
 import { DurableLog } from "../../../services/embedded/durable-log.ts";
 import { EmbeddedEngine } from "../../../services/embedded/engine.ts";
 import { EMBEDDER_DIR, engineSettingsFrom } from "../../../services/embedded/open.ts";
-import { ExtractiveEncoder } from "../../../services/encoder/handler.ts";
+import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { DeterministicPlanner } from "../../../services/query/planner.ts";
 import { DEFAULT_QUERY_SETTINGS, runQuery } from "../../../services/query/query.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";

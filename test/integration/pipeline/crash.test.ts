@@ -47,16 +47,16 @@ import {
   type SensoryTurn,
   type Turn,
 } from "../../../services/core/types.ts";
+import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { emptyContext } from "../../../services/encoder/extractor.ts";
-import { ExtractiveEncoder } from "../../../services/encoder/handler.ts";
 import { DEFAULT_GATE } from "../../../services/segmenter/gate.ts";
 import {
   initialSegmenterState,
   type SegmenterConfig,
   type SegmenterState,
   segmenterStep,
-} from "../../../services/segmenter/handler.ts";
-import { compressTurn } from "../../../services/sensory/handler.ts";
+} from "../../../services/segmenter/segment-state.ts";
+import { compressTurn } from "../../../services/sensory/compress-turn.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
 import {
   deleteSubjects,

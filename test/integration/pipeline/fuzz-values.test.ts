@@ -42,14 +42,18 @@ import { SqliteGraphStore } from "../../../services/core/adapters/sqlite/graph-s
 import { CachingEmbedder } from "../../../services/core/caching-embedder.ts";
 import { turnEmbeddingText } from "../../../services/core/turn-text.ts";
 import { keyOf, type RecordsEvent, type Segment, type SensoryTurn, type Turn } from "../../../services/core/types.ts";
+import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { emptyContext } from "../../../services/encoder/extractor.ts";
-import { ExtractiveEncoder } from "../../../services/encoder/handler.ts";
 import { encoderStage } from "../../../services/encoder/kafka-handler.ts";
 import { indexerStage } from "../../../services/indexer/kafka-handler.ts";
 import { DEFAULT_GATE } from "../../../services/segmenter/gate.ts";
-import { initialSegmenterState, type SegmenterConfig, segmenterStep } from "../../../services/segmenter/handler.ts";
 import { segmenterStage } from "../../../services/segmenter/kafka-handler.ts";
-import { compressTurn } from "../../../services/sensory/handler.ts";
+import {
+  initialSegmenterState,
+  type SegmenterConfig,
+  segmenterStep,
+} from "../../../services/segmenter/segment-state.ts";
+import { compressTurn } from "../../../services/sensory/compress-turn.ts";
 import { sensoryStage } from "../../../services/sensory/kafka-handler.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
 import { collect, deleteSubjects, deleteTopics, runPrefix, skip, testConfig } from "./helpers.ts";

@@ -20,9 +20,10 @@ export const bm25Query = (text: string): string | undefined => {
 };
 
 /**
- * BM25 over units with an in-memory SQLite FTS5 table, the same tokenizer as the engine's lexical
- * index (porter over unicode61). Rank order is FTS5's bm25(), best first; units that share no word
- * with the question are not returned.
+ * The plain BM25 baseline: units in an in-memory SQLite FTS5 table with FTS5's own `porter
+ * unicode61` tokenizer (no stop words dropped) and ranking, FTS5's bm25(), best first. It is not
+ * the engine's lexical route, which scores its own terms (core/lexical.ts) the same way in every
+ * store. Units that share no word with the question are not returned.
  */
 export class Bm25Index {
   private readonly db: Database.Database;

@@ -5,17 +5,10 @@
  * job, preference with negation, favourites) and time order. No I/O, no clock.
  */
 import { NO_LLM_COST } from "../core/ports.ts";
+import type { Slot } from "../core/text/slots.ts";
+import { analyse, type Statement } from "../core/text/statement.ts";
 import type { MemoryRecord, RecordType } from "../core/types.ts";
-import {
-  analyse,
-  coverage,
-  isSubset,
-  jaccard,
-  type Slot,
-  type Statement,
-  sameValue,
-  trigramDice,
-} from "./statement.ts";
+import { coverage, isSubset, jaccard, sameValue, trigramDice } from "./similarity.ts";
 import type { CandidateView, ConsolidationDecider, DecisionBatch, PairDecision } from "./types.ts";
 
 export interface RuleSettings {

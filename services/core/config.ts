@@ -16,7 +16,7 @@ export const MIN_API_KEY_LENGTH = 8;
 const ApiKeySchema = z.string().min(MIN_API_KEY_LENGTH, `API keys must be at least ${MIN_API_KEY_LENGTH} characters`);
 
 /**
- * The LLM (DESIGN §5 Encoder, Query): which provider, and which stages use it. Defaults: no LLM,
+ * The LLM (docs/design.md §5, Encoder and Query): which provider, and which stages use it. Defaults: no LLM,
  * the deterministic extractor and planner. The API key comes from MEMORY_LLM_API_KEY.
  */
 export const LlmConfigSchema = z
@@ -57,7 +57,7 @@ export const LlmConfigSchema = z
   });
 
 /**
- * The distributed runtime (DESIGN §2, §3): Kafka, the schema registry and the topic names.
+ * The distributed runtime (docs/design.md §2, §3): Kafka, the schema registry and the topic names.
  * A topic's name is prefix + its versioned name (MEMORY_TOPIC_PREFIX isolates test runs);
  * each name can be replaced as a whole (MEMORY_TOPIC_TURNS, ...).
  */

@@ -112,7 +112,7 @@ export const ValiditySchema = z.object({
   supersededBy: z.string().optional(),
 });
 
-/** A self-contained memory record (DESIGN §4). */
+/** A self-contained memory record (docs/design.md §4). */
 export const MemoryRecordSchema = z.object({
   id: z.string(),
   type: RecordTypeSchema,

@@ -1,6 +1,6 @@
 /** Sentence classification (phatic, question) and record typing. */
+import { PHATIC_WORDS, PREFERENCE_WORDS, RELATION_WORDS, STOP_WORDS } from "../core/text/lexicon.ts";
 import type { RecordType, TimeRange } from "../core/types.ts";
-import { PHATIC_WORDS, PREFERENCE_WORDS, RELATION_WORDS, STOP_WORDS } from "./lexicon.ts";
 import { hasFutureCue, hasPastCue, words } from "./tense.ts";
 
 /** Words that carry content: not stop words, not phatic, not a known name, not a bare number. */

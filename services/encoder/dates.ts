@@ -15,8 +15,8 @@
  *   March 2023 is May 2022.
  */
 import { casual, type ParsedResult, type Parser } from "chrono-node";
+import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
 import type { TimeRange } from "../core/types.ts";
-import { DATE_PREPOSITIONS } from "./lexicon.ts";
 import { hasFutureCue, hasPastCue } from "./tense.ts";
 
 export type Granularity = "day" | "weekend" | "week" | "month" | "year";

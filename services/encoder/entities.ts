@@ -2,8 +2,8 @@
  * Named-entity spotting by capitalisation, with small cue-word rules for the kind, and aliases by
  * prefix ("Mel" -> "Melanie"). No gazetteer; the only gender source is the kinship table.
  */
+import { KIN_FEMALE, KIN_MALE, KIN_NEUTRAL, MONTHS, PHATIC_WORDS, STOP_WORDS, WEEKDAYS } from "../core/text/lexicon.ts";
 import type { Entity } from "../core/types.ts";
-import { KIN_FEMALE, KIN_MALE, KIN_NEUTRAL, MONTHS, PHATIC_WORDS, STOP_WORDS, WEEKDAYS } from "./lexicon.ts";
 
 export type EntityKind = Entity["kind"];
 export type Gender = "f" | "m";

@@ -2,19 +2,21 @@
  * Deterministic record extractor (no LLM): segment + disambiguation context -> self-contained
  * records + the next context. Pure and deterministic: no clock, no randomness, no I/O.
  *
- * Record text format: "<Speaker> (<YYYY-MM-DD said>): <statement>" where the statement has first
- * and second person resolved to names, he/she resolved when one clear referent exists, and every
- * date expression replaced by an absolute one ("on 2023-01-19", "in December 2022", "in the week
- * of 2023-02-20"). A question of the other speaker that the turn answers is kept as context:
- * "<Speaker> (<date>), asked by <Asker> "<resolved question>": <statement>".
+ * Record text: "<Speaker> (<YYYY-MM-DD said>): <statement>" (core/text/record-text.ts writes and
+ * parses it) where the statement has first and second person resolved to names, he/she resolved
+ * when one clear referent exists, and every date expression replaced by an absolute one ("on
+ * 2023-01-19", "in December 2022", "in the week of 2023-02-20"). A question of the other speaker
+ * that the turn answers is kept as context: "<Speaker> (<date>), asked by <Asker> "<resolved
+ * question>": <statement>".
  */
 import { recordId } from "../core/ids.ts";
+import { KIN_FEMALE, KIN_MALE, KIN_NEUTRAL, KIN_PLURAL } from "../core/text/lexicon.ts";
+import { recordText } from "../core/text/record-text.ts";
 import type { DisambiguationContext, Entity, MemoryRecord, Segment, SegmentTurn } from "../core/types.ts";
 import { classify, contentWords, isPhatic, isQuestion } from "./classify.ts";
 import { capContext, emptyContext } from "./context.ts";
 import { applyDates, type DateMention, findDates, isoDay, timeOf } from "./dates.ts";
 import { aliasOf, type EntityKind, findNames, type Gender, midSentenceCaps, type NameMention } from "./entities.ts";
-import { KIN_FEMALE, KIN_MALE, KIN_NEUTRAL, KIN_PLURAL } from "./lexicon.ts";
 import { type PronounFrame, resolvePronouns, restoreSubject } from "./pronouns.ts";
 import { extractPhotos, splitSentences, stripInnerVocatives, stripVocatives } from "./sentences.ts";
 import { topicsOf } from "./topics.ts";
@@ -317,10 +319,12 @@ export function extractRecords(
     chunks.forEach((chunk, ci) => {
       const withQ = ci === 0 ? q : undefined;
       const body = chunk.map((s) => s.text).join(" ");
-      const prefix = withQ
-        ? `${turn.speaker} (${day}), asked by ${withQ.asker.speaker} "${withQ.text}":`
-        : `${turn.speaker} (${day}):`;
-      const text = `${prefix} ${body}`;
+      const text = recordText(
+        turn.speaker,
+        day,
+        body,
+        withQ ? { speaker: withQ.asker.speaker, question: withQ.text } : undefined,
+      );
       const id = recordId(segment.tenant, text);
       if (seen.has(id)) return;
       seen.add(id);

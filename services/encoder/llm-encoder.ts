@@ -1,5 +1,5 @@
 /**
- * The LLM encoder (DESIGN §5 Encoder): one call per closed segment (or per batch of the segments
+ * The LLM encoder (docs/design.md §5, Encoder): one call per closed segment (or per batch of the segments
  * of one buffer release) turns its turns into self-contained records. The answer is JSON under a
  * schema (records with type, text, entities, topics, absolute time, source turn ids; alias and
  * referent updates), validated with zod; turn ids must lie inside the segment. Malformed output

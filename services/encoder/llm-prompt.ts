@@ -1,5 +1,5 @@
 /**
- * The LLM encoder's request: the JSON schema of its answer (DESIGN §4 records + context updates)
+ * The LLM encoder's request: the JSON schema of its answer (docs/design.md §4 records + context updates)
  * and the prompt (session date, bounded disambiguation context, the segment's compressed turns
  * with their turn ids and speakers, relative dates pre-resolved against each turn's time).
  */

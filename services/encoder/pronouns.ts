@@ -6,7 +6,7 @@
  * - we/us/our -> "<speaker> and <addressee>" only when the caller says so.
  * Verb agreement is fixed for a small set of auxiliaries and common base verbs only.
  */
-import { BASE_VERBS, MODALS, SUBJECT_ADVERBS } from "./lexicon.ts";
+import { BASE_VERBS, MODALS, SUBJECT_ADVERBS } from "../core/text/lexicon.ts";
 
 export interface PronounFrame {
   speaker: string;

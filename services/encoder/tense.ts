@@ -1,4 +1,4 @@
-import { BE_WORDS, IRREGULAR_PAST } from "./lexicon.ts";
+import { BE_WORDS, IRREGULAR_PAST } from "../core/text/lexicon.ts";
 
 /** Lower-case word tokens (apostrophes kept, curly ones normalised). */
 export const words = (text: string): string[] =>

@@ -15,7 +15,7 @@ import {
   STOP_WORDS,
   THIRD_PERSON,
   WEEKDAYS,
-} from "./lexicon.ts";
+} from "../core/text/lexicon.ts";
 import { words } from "./tense.ts";
 
 /** Nouns that end in -ly (everything else in -ly is taken for an adverb). */

@@ -4,8 +4,9 @@
  * neighbours found, and a small async function that finds them with the stores. Online updates
  * stay soft: candidates are only written down here, nothing else changes until consolidation.
  */
-import { analyse, nameKey } from "../consolidator/statement.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
+import { nameKey } from "../core/text/names.ts";
+import { analyse } from "../core/text/statement.ts";
 import type { MemoryRecord, UpdateCandidate } from "../core/types.ts";
 import { cosine } from "../core/vector-math.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The LLM query planner (DESIGN §5 Query): one call returns the question type, rewritten queries,
+ * The LLM query planner (docs/design.md §5, Query): one call returns the question type, rewritten queries,
  * entities, topics, a time filter and the routes, validated against the known entities and the
  * route names. On any failure (transport, invalid JSON, schema) the deterministic planner answers,
  * and the failed call's cost is still counted.

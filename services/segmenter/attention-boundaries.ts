@@ -1,5 +1,5 @@
 /**
- * Attention-peak boundary refinement (DESIGN §5 segmenter, after LightMem): a token classifier's
+ * Attention-peak boundary refinement (docs/design.md §5, Segmenter; after LightMem): a token classifier's
  * upper-layer self-attention, averaged over layers and heads, says how much each turn (or
  * sentence) still looks at the one before it. Where that sentence-to-previous-sentence attention
  * has a local minimum the text stopped referring back: a topic break. Those candidates are

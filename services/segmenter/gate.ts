@@ -1,6 +1,6 @@
 import { cosine, mean } from "../core/vector-math.ts";
 
-/** The published starting parameters of the boundary gate (DESIGN §5). */
+/** The published starting parameters of the boundary gate (docs/design.md §5, Segmenter). */
 export interface GateParams {
   threshold: number;
   bias: number;

@@ -1,5 +1,5 @@
 /**
- * LLMLingua-2-style compressor (DESIGN §5, sensory): a token classifier gives every sub-token a
+ * LLMLingua-2-style compressor (docs/design.md §5, Sensory): a token classifier gives every sub-token a
  * keep probability (softmax over its 2 labels); sub-token probabilities become word
  * probabilities; the words above the r-quantile survive, plus the force-kept ones (numbers,
  * dates, capitalised names: isForceKept); if nothing survives the original is kept.

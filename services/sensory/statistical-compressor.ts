@@ -16,7 +16,7 @@ export const isForceKept = (token: string, sentenceInitial: boolean): boolean =>
 };
 
 /**
- * The statistical default compressor (DESIGN §5): a word's keep score is its self-information
+ * The statistical default compressor (docs/design.md §5, Sensory): a word's keep score is its self-information
  * against corpus frequencies; the threshold is the r-quantile of the turn's scores, whole words
  * are kept or dropped, and force-kept words always survive.
  */

@@ -3,9 +3,12 @@ import { describe, it } from "node:test";
 import { partitionCandidates } from "../../services/consolidator/consolidator.ts";
 import { buildHistory } from "../../services/consolidator/history.ts";
 import { decidePair, orderPair, RuleDecider, timesCompatible } from "../../services/consolidator/rules.ts";
-import { analyse, statementText, stem, trigramDice } from "../../services/consolidator/statement.ts";
+import { trigramDice } from "../../services/consolidator/similarity.ts";
 import { recordId } from "../../services/core/ids.ts";
 import type { RecordRelation } from "../../services/core/ports.ts";
+import { stem } from "../../services/core/text/normalise.ts";
+import { statementText } from "../../services/core/text/record-text.ts";
+import { analyse } from "../../services/core/text/statement.ts";
 import type { Entity, MemoryRecord, RecordType, TimeRange, UpdateCandidate } from "../../services/core/types.ts";
 import { selectCandidates } from "../../services/indexer/candidates.ts";
 

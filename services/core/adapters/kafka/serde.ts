@@ -1,5 +1,5 @@
 /**
- * Avro serdes through the schema registry (DESIGN §3). At start-up every topic's schema
+ * Avro serdes through the schema registry (docs/design.md §3). At start-up every topic's schema
  * (schemas/avro/*.avsc) is registered under its TopicNameStrategy subject `<topic>-value`, with the
  * subject's compatibility set to BACKWARD first, so a later schema version that old readers' data
  * cannot be read with is refused by the registry. Values are written in the Confluent wire format

@@ -1,5 +1,5 @@
 /**
- * The distributed runtime of one stage (DESIGN §2, §3): a pure handler over Kafka.
+ * The distributed runtime of one stage (docs/design.md §2, §3): a pure handler over Kafka.
  *
  * - One consumer group per stage; read_committed; eachBatch with manual resolveOffset, no auto-commit.
  * - Exactly once between topics: for each chunk of a partition's batch, the outputs, the dead

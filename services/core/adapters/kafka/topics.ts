@@ -1,6 +1,6 @@
 import type { KafkaConfig } from "../../config.ts";
 
-/** Every topic of DESIGN §3 by role, with the prefix applied. */
+/** Every topic of docs/design.md §3 by role, with the prefix applied. */
 export interface TopicNames {
   turns: string;
   sensory: string;

@@ -225,7 +225,7 @@ const recordProps = (tenant: string, record: MemoryRecord): Record<string, unkno
 };
 
 /**
- * GraphStore over Neo4j (neo4j-driver), with the graph model of DESIGN §4. Every node carries
+ * GraphStore over Neo4j (neo4j-driver), with the graph model of docs/design.md §4. Every node carries
  * `tenant` and every query matches on it:
  *
  *   (:Tenant {tenant})

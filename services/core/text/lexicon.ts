@@ -1,7 +1,9 @@
 /**
- * Small, general word lists for the deterministic extractor. Nothing here names a dataset
- * sentence: these are closed-class English words (stop words, pronouns, auxiliaries), a phatic /
- * small-talk lexicon, and a tiny table of kinship words whose gender is part of the word itself.
+ * Small, general English word lists shared by the text analysis of every stage: the encoder's
+ * deterministic extractor and the statement analysis that update candidates and consolidation
+ * read. Nothing here names a dataset sentence: these are closed-class English words (stop words,
+ * pronouns, auxiliaries), a phatic / small-talk lexicon, and a tiny table of kinship words whose
+ * gender is part of the word itself.
  */
 
 const set = (words: string): ReadonlySet<string> => new Set(words.split(/\s+/).filter((w) => w.length > 0));

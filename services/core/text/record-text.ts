@@ -1,0 +1,38 @@
+/**
+ * The record text format, written by the encoder's extractor and read back by the statement
+ * analysis (update candidates, consolidation). One module holds both sides so that they cannot
+ * drift apart:
+ *
+ *   <Speaker> (<YYYY-MM-DD said, UTC>): <statement>
+ *   <Speaker> (<YYYY-MM-DD>), asked by <Asker> "<resolved question>": <statement>
+ *
+ * The second form keeps a question of the other speaker that the statement answers ("Yes!" is only
+ * readable with it). Records of the LLM encoder carry no prefix: their text is the statement.
+ * The format is part of the record's id (sha256 of tenant + text), so changing it re-keys every
+ * record written from then on.
+ */
+
+/** A question of another speaker that the statement answers, kept in the prefix. */
+export interface AskedBy {
+  /** Who asked. */
+  speaker: string;
+  /** The resolved question, as it goes between the quotes. */
+  question: string;
+}
+
+/** The prefix that opens a record's text, without the space before the statement. */
+export const recordPrefix = (speaker: string, day: string, asked?: AskedBy): string =>
+  asked ? `${speaker} (${day}), asked by ${asked.speaker} "${asked.question}":` : `${speaker} (${day}):`;
+
+/** A record's text: the prefix, one space, the statement. */
+export const recordText = (speaker: string, day: string, statement: string, asked?: AskedBy): string =>
+  `${recordPrefix(speaker, day, asked)} ${statement}`;
+
+// What recordPrefix writes, bounded so that a pathological text cannot make the match slow: a
+// speaker of up to 120 characters without "(" or a line break, the day, and optionally the asker
+// and a quoted question of up to 2,000 characters (a question holding a double quote is not
+// recognised, and the text is then read whole).
+const PREFIX = /^[^\n(]{1,120}?\s\(\d{4}-\d{2}-\d{2}\)(?:,\s*asked by [^":]{1,120}?\s*"(?:[^"\\]|\\.){0,2000}")?:\s*/;
+
+/** The statement of a record: its text without the prefix recordPrefix writes, trimmed. */
+export const statementText = (text: string): string => text.replace(PREFIX, "").trim();

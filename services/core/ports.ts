@@ -50,6 +50,21 @@ export interface LlmRequest {
   maxTokens?: number;
 }
 
+/** Who a call is for: the pipeline stage (encoder, planner, answer) and the tenant. */
+export interface LlmCallMeta {
+  stage: string;
+  tenant: string;
+}
+
+/**
+ * A request that says whom its cost is booked to. Metering is part of the port's contract: a
+ * caller that wants its calls attributed passes `meta`, and an adapter reports every call (meta,
+ * usage, latency) to its usage sink; a call without meta is booked as unattributed.
+ */
+export interface MeteredLlmRequest extends LlmRequest {
+  meta?: LlmCallMeta;
+}
+
 export interface LlmResponse {
   text: string;
   usage: LlmUsage;
@@ -57,8 +72,25 @@ export interface LlmResponse {
 
 export interface Llm {
   readonly id: string;
-  complete(req: LlmRequest): Promise<LlmResponse>;
+  complete(req: MeteredLlmRequest): Promise<LlmResponse>;
 }
+
+/** One completed (or failed) LLM call, as an adapter reports it. */
+export interface LlmUsageEvent {
+  stage: string;
+  tenant: string;
+  /** Adapter id, e.g. "openai:gpt-4.1-mini" or "llama:gemma-3-270m-q4_k_m". */
+  llm: string;
+  usage: LlmUsage;
+  /** Wall time of the call, retries and back-off included. */
+  ms: number;
+  ok: boolean;
+  /** HTTP attempts (openai) or 1 (local). */
+  attempts: number;
+}
+
+/** Where an adapter reports its calls (cost per stage and per tenant). */
+export type LlmUsageSink = (event: LlmUsageEvent) => void;
 
 /** LLM work spent on one call of a stage (all zeros for the deterministic implementations). */
 export interface LlmCost {

@@ -5,8 +5,7 @@
  * context is rejected.
  */
 import { z } from "zod";
-import type { MeteredLlmRequest } from "../core/adapters/llm-factory.ts";
-import type { Llm, LlmCost } from "../core/ports.ts";
+import type { Llm, LlmCost, MeteredLlmRequest } from "../core/ports.ts";
 import type { ContextItem, QueryCost, QueryResult } from "../core/service.ts";
 
 export const ANSWER_SYSTEM = `You answer a question from dated memories of past chats. Use only the memories given.

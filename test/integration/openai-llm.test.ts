@@ -376,7 +376,8 @@ describe("config -> embedded engine with the LLM encoder and planner", () => {
       assert.deepEqual(q.plan.entities, ["Melanie"]);
       const text = await metrics.render();
       assert.match(text, new RegExp(`memory_llm_calls_total\\{stage="encoder",tenant="acme"\\} ${c.llmCalls}`));
-      assert.match(text, /memory_llm_calls_total\{stage="planner",tenant="unknown"\} 1/);
+      assert.match(text, /memory_llm_calls_total\{stage="planner",tenant="acme"\} 1/);
+      assert.doesNotMatch(text, /memory_llm_calls_total\{[^}]*tenant="unknown"/);
       assert.match(
         text,
         new RegExp(

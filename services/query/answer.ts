@@ -2,7 +2,7 @@
  * Optional answer step (DESIGN §5 Query): one LLM call over the packed context returns the answer
  * and the items it used. Items are shown as [1], [2], ... and the answer cites those numbers
  * (an enum in the schema), which map back to the context items' ids; a citation outside the
- * context is rejected.
+ * context is rejected. Used by `memory ask` (services/cli/ask.ts).
  */
 import { z } from "zod";
 import type { Llm, LlmCost, MeteredLlmRequest } from "../core/ports.ts";

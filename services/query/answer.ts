@@ -5,6 +5,7 @@
  * context is rejected. Used by `memory ask` (services/cli/ask.ts).
  */
 import { z } from "zod";
+import { UNATTRIBUTED } from "../core/llm-metering.ts";
 import type { Llm, LlmCost, MeteredLlmRequest } from "../core/ports.ts";
 import type { ContextItem, QueryCost, QueryResult } from "../core/service.ts";
 
@@ -72,7 +73,7 @@ export const answerRequest = (
   ].join("\n"),
   jsonSchema: answerJsonSchema(items.length),
   maxTokens: opts.maxOutputTokens ?? 300,
-  meta: { stage: opts.stage ?? "answer", tenant: opts.tenant ?? "unknown" },
+  meta: { stage: opts.stage ?? "answer", tenant: opts.tenant ?? UNATTRIBUTED.tenant },
 });
 
 /** Parses and checks an answer against the items it was given. */

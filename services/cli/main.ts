@@ -2,6 +2,7 @@
 import { Command, InvalidArgumentError } from "commander";
 import { registerBenchCommands } from "../bench/cli.ts";
 import { loadConfig } from "../core/config.ts";
+import { registerAskCommand } from "./ask.ts";
 import { runIngest, runQueryCommand, runServe } from "./commands.ts";
 import { registerConsolidationCommands } from "./consolidate.ts";
 import { runDemo } from "./demo.ts";
@@ -69,6 +70,7 @@ program
 
 registerBenchCommands(program, config);
 registerConsolidationCommands(program, config);
+registerAskCommand(program, config);
 
 program.parseAsync().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : err);

@@ -37,6 +37,50 @@ export interface Compressor {
   compress(text: string, keepRate: number): Promise<CompressionResult>;
 }
 
+/** How sub-token keep probabilities become a word's probability. */
+export type WordAggregation = "mean" | "first" | "max";
+
+export interface AttentionRequest {
+  /** Average the last `upperLayers` layers (default: the upper half, at least one). */
+  upperLayers?: number;
+}
+
+/** One sequence's result; positions are over [special, content..., special]. */
+export interface ClassifiedSequence {
+  /** Keep probability of every content token (specials excluded), length = content length. */
+  keep: Float32Array;
+  /**
+   * Attention averaged over the chosen layers and all heads, row-major [n, n] with
+   * n = content length + number of special tokens (specials included: row/column 0 is the
+   * leading special token). Present only when attentions were asked for.
+   */
+  attention?: Float32Array;
+  /** n above. */
+  size: number;
+}
+
+/**
+ * An LLMLingua-2-style token classifier (a keep probability per sub-token, optionally the
+ * encoder's self-attention): what the ONNX compressor and the segmenter's attention boundaries
+ * need from the model, so they hold the decision logic and never load a model themselves.
+ */
+export interface TokenClassifier {
+  readonly name: string;
+  /** Content tokens per sequence: the model window minus the special tokens. */
+  readonly capacity: number;
+  /** Leading special tokens the model sees before the content (1 for [CLS] / <s>). */
+  readonly prefixLength: number;
+  /** The model's preferred word aggregation (its manifest's). */
+  readonly aggregation: WordAggregation;
+  /** Whether run() can return attentions. */
+  readonly hasAttentions: boolean;
+  /** Sub-token ids of one whitespace-free word, without special tokens. */
+  wordPieces(word: string): number[];
+  /** Classifies content sequences (each at most `capacity` ids); results in input order. */
+  run(sequences: readonly (readonly number[])[], attention?: AttentionRequest): Promise<ClassifiedSequence[]>;
+  close(): Promise<void>;
+}
+
 export interface LlmUsage {
   inputTokens: number;
   outputTokens: number;
@@ -50,6 +94,21 @@ export interface LlmRequest {
   maxTokens?: number;
 }
 
+/** Who a call is for: the pipeline stage (encoder, planner, answer) and the tenant. */
+export interface LlmCallMeta {
+  stage: string;
+  tenant: string;
+}
+
+/**
+ * A request that says whom its cost is booked to. Metering is part of the port's contract: a
+ * caller that wants its calls attributed passes `meta`, and an adapter reports every call (meta,
+ * usage, latency) to its usage sink; a call without meta is booked as unattributed.
+ */
+export interface MeteredLlmRequest extends LlmRequest {
+  meta?: LlmCallMeta;
+}
+
 export interface LlmResponse {
   text: string;
   usage: LlmUsage;
@@ -57,8 +116,25 @@ export interface LlmResponse {
 
 export interface Llm {
   readonly id: string;
-  complete(req: LlmRequest): Promise<LlmResponse>;
+  complete(req: MeteredLlmRequest): Promise<LlmResponse>;
 }
+
+/** One completed (or failed) LLM call, as an adapter reports it. */
+export interface LlmUsageEvent {
+  stage: string;
+  tenant: string;
+  /** Adapter id, e.g. "openai:gpt-4.1-mini" or "llama:gemma-3-270m-q4_k_m". */
+  llm: string;
+  usage: LlmUsage;
+  /** Wall time of the call, retries and back-off included. */
+  ms: number;
+  ok: boolean;
+  /** HTTP attempts (openai) or 1 (local). */
+  attempts: number;
+}
+
+/** Where an adapter reports its calls (cost per stage and per tenant). */
+export type LlmUsageSink = (event: LlmUsageEvent) => void;
 
 /** LLM work spent on one call of a stage (all zeros for the deterministic implementations). */
 export interface LlmCost {

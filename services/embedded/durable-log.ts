@@ -1,7 +1,9 @@
 import type Database from "better-sqlite3";
+import { migrate } from "../core/adapters/sqlite/db.ts";
 import { ConflictError, type TurnIdConflict } from "../core/errors.ts";
 import { SERVER_TURN_ID_PREFIX, turnContent } from "../core/turn-ids.ts";
 import type { Segment, Turn } from "../core/types.ts";
+import { DURABLE_LOG_COMPONENT, DURABLE_LOG_MIGRATIONS } from "./durable-log-schema.ts";
 
 export type InboxEntry =
   | { seq: number; kind: "turn"; tenant: string; conversation: string; turn: Turn }
@@ -26,32 +28,12 @@ interface InboxRow {
  * The embedded runtime's two durable hand-off points, in the same SQLite file as the stores:
  * the inbox (accepted turns and control events, in arrival order) and the pending segments
  * (closed by the segmenter, not yet indexed). An accepted turn is on disk before ingest returns,
- * so a crash loses nothing; a turn id seen twice in a conversation is accepted once.
+ * so a crash loses nothing; a turn id seen twice in a conversation is accepted once. Its tables
+ * are created and changed by migrations (durable-log-schema.ts), like the stores' tables.
  */
 export class DurableLog {
   constructor(private readonly db: Database.Database) {
-    db.exec(`
-      CREATE TABLE IF NOT EXISTS inbox (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        tenant TEXT NOT NULL, conversation TEXT NOT NULL, kind TEXT NOT NULL,
-        turn_id TEXT, json TEXT NOT NULL,
-        UNIQUE (tenant, conversation, turn_id)
-      );
-      CREATE TABLE IF NOT EXISTS pending_segments (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        tenant TEXT NOT NULL, conversation TEXT NOT NULL,
-        segment_id TEXT NOT NULL UNIQUE, json TEXT NOT NULL,
-        done INTEGER NOT NULL DEFAULT 0
-      );
-      CREATE TABLE IF NOT EXISTS runtime_cursor (name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-      CREATE TABLE IF NOT EXISTS runtime_attempts (
-        name TEXT PRIMARY KEY, first INTEGER NOT NULL, last INTEGER NOT NULL, attempts INTEGER NOT NULL
-      );
-      CREATE TABLE IF NOT EXISTS turn_id_counters (
-        tenant TEXT NOT NULL, conversation TEXT NOT NULL, last INTEGER NOT NULL,
-        PRIMARY KEY (tenant, conversation)
-      );
-    `);
+    migrate(db, DURABLE_LOG_COMPONENT, DURABLE_LOG_MIGRATIONS);
   }
 
   /** Appends turns in one transaction; returns which were new (false = already in the inbox). */

@@ -1,20 +1,15 @@
 import { join } from "node:path";
 import type { ConsolidationDecider } from "../consolidator/types.ts";
 import { HnswVectorStore } from "../core/adapters/hnsw/vector-store.ts";
-import {
-  type ClosableLlm,
-  createLlm,
-  isLlmMetricsTarget,
-  type LlmUsageSink,
-  metricsUsageSink,
-} from "../core/adapters/llm-factory.ts";
+import { type ClosableLlm, createLlm } from "../core/adapters/llm-factory.ts";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { openSqlite } from "../core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import { type Config, cursorSecretOf } from "../core/config.ts";
-import type { Compressor, Embedder, EmbedderStats, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
+import { isLlmMetricsTarget, metricsUsageSink } from "../core/llm-metering.ts";
+import type { Compressor, Embedder, EmbedderStats, LlmUsageSink, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
 import { ExtractiveEncoder } from "../encoder/encode-segment.ts";
 import { LlmEncoder } from "../encoder/llm-encoder.ts";
 import { LlmPlanner } from "../query/llm-planner.ts";

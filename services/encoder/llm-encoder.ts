@@ -6,8 +6,14 @@
  * is retried once; a second failure throws an `LlmEncoderError` carrying the raw response, so
  * the runtime dead-letters the segment with it.
  */
-import type { MeteredLlmRequest } from "../core/adapters/llm-factory.ts";
-import { type EncodedSegment, type Llm, type LlmCost, NO_LLM_COST, type SegmentEncoder } from "../core/ports.ts";
+import {
+  type EncodedSegment,
+  type Llm,
+  type LlmCost,
+  type MeteredLlmRequest,
+  NO_LLM_COST,
+  type SegmentEncoder,
+} from "../core/ports.ts";
 import type { DisambiguationContext, MemoryRecord, Segment } from "../core/types.ts";
 import { emptyContext } from "./context.ts";
 import { buildRecords, InvalidEncoderOutput, type LlmEncoderAnswer, nextContext, validateAnswer } from "./llm-parse.ts";

@@ -4,8 +4,9 @@
  * MEMORY_LLM_ENCODER=llm (with MEMORY_LLM_PROVIDER). MEMORY_METRICS_PORT defaults to 9103.
  */
 import { metricsPortFromEnv, runStageProcess } from "../core/adapters/kafka/process.ts";
-import { createLlm, metricsUsageSink } from "../core/adapters/llm-factory.ts";
+import { createLlm } from "../core/adapters/llm-factory.ts";
 import { loadConfig } from "../core/config.ts";
+import { metricsUsageSink } from "../core/llm-metering.ts";
 import { ExtractiveEncoder } from "./encode-segment.ts";
 import { encoderStage } from "./kafka-handler.ts";
 import { LlmEncoder } from "./llm-encoder.ts";

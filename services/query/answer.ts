@@ -2,11 +2,11 @@
  * Optional answer step (docs/design.md §5, Query): one LLM call over the packed context returns the answer
  * and the items it used. Items are shown as [1], [2], ... and the answer cites those numbers
  * (an enum in the schema), which map back to the context items' ids; a citation outside the
- * context is rejected.
+ * context is rejected. Used by `memory ask` (services/cli/ask.ts).
  */
 import { z } from "zod";
-import type { MeteredLlmRequest } from "../core/adapters/llm-factory.ts";
-import type { Llm, LlmCost } from "../core/ports.ts";
+import { UNATTRIBUTED } from "../core/llm-metering.ts";
+import type { Llm, LlmCost, MeteredLlmRequest } from "../core/ports.ts";
 import type { ContextItem, QueryCost, QueryResult } from "../core/service.ts";
 
 export const ANSWER_SYSTEM = `You answer a question from dated memories of past chats. Use only the memories given.
@@ -73,7 +73,7 @@ export const answerRequest = (
   ].join("\n"),
   jsonSchema: answerJsonSchema(items.length),
   maxTokens: opts.maxOutputTokens ?? 300,
-  meta: { stage: opts.stage ?? "answer", tenant: opts.tenant ?? "unknown" },
+  meta: { stage: opts.stage ?? "answer", tenant: opts.tenant ?? UNATTRIBUTED.tenant },
 });
 
 /** Parses and checks an answer against the items it was given. */

@@ -5,8 +5,7 @@
  * and the failed call's cost is still counted.
  */
 import { z } from "zod";
-import type { MeteredLlmRequest } from "../core/adapters/llm-factory.ts";
-import type { Llm, LlmCost, PlannerInput, QueryPlanner } from "../core/ports.ts";
+import type { Llm, LlmCost, MeteredLlmRequest, PlannerInput, QueryPlanner } from "../core/ports.ts";
 import type { QueryPlan, RouteName } from "../core/service.ts";
 import { countTokens } from "../core/tokens.ts";
 import { planQuery } from "./planner.ts";

@@ -19,11 +19,12 @@
  */
 import { join } from "node:path";
 import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
-import { createLlm, metricsUsageSink } from "../core/adapters/llm-factory.ts";
+import { createLlm } from "../core/adapters/llm-factory.ts";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { openStores, storeKindFromEnv } from "../core/adapters/open-stores.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import { loadConfig } from "../core/config.ts";
+import { metricsUsageSink } from "../core/llm-metering.ts";
 import { internalAuthenticator, startGrpcServer } from "../gateway/grpc-server.ts";
 import { startHttpServer } from "../gateway/http-server.ts";
 import { Metrics } from "../gateway/metrics.ts";

@@ -122,6 +122,8 @@ export const runQuery = async (
   ]);
   const qvec = qv as Float32Array;
   const planned = await (deps.planner ?? DETERMINISTIC).plan({
+    // The planner's LLM cost is booked to this tenant (unattributed without it).
+    tenant,
     question: req.question,
     knownEntities,
     knownTopics,

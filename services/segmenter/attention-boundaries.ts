@@ -10,9 +10,10 @@
  * undefined: NaN).
  *
  * The first part is pure (attention matrices in, numbers out); the model I/O is in
- * {@link turnAttentionScores} at the end, on top of OnnxTokenClassifier.
+ * {@link turnAttentionScores} at the end, on top of the `TokenClassifier` port (the ONNX adapter
+ * loaded with attentions by whoever wires the segmenter).
  */
-import type { OnnxTokenClassifier } from "../core/adapters/onnx/token-classifier.ts";
+import type { TokenClassifier } from "../core/ports.ts";
 
 /** Token positions [start, end) of one sentence/turn inside a sequence. */
 export interface Span {
@@ -145,7 +146,7 @@ export const pairLengths = (prev: number, cur: number, capacity: number): { prev
  * score per turn (index 0 and turns without tokens: NaN). Deterministic for a given model.
  */
 export const turnAttentionScores = async (
-  classifier: OnnxTokenClassifier,
+  classifier: TokenClassifier,
   turns: readonly string[],
   opts: TurnAttentionOptions = {},
 ): Promise<number[]> => {
@@ -188,7 +189,7 @@ export const turnAttentionScores = async (
 
 /** Model scores, their local minima, and the cuts both the attention and the similarity gate agree on. */
 export const attentionBoundaries = async (
-  classifier: OnnxTokenClassifier,
+  classifier: TokenClassifier,
   turns: readonly string[],
   similarityCuts: readonly number[],
   opts: TurnAttentionOptions & MinimaOptions & { tolerance?: number } = {},

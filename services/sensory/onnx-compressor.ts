@@ -21,15 +21,11 @@
  *
  * Batching: all windows of one call go through the model together (batchSize sequences per
  * session.run), and compress() calls made while a run is in flight are coalesced into the next run.
+ *
+ * The model is reached through the `TokenClassifier` port; loading one (the ONNX adapter) is the
+ * process wiring's job (onnx-compressor-config.ts).
  */
-
-import {
-  type ExecutionProvider,
-  loadTokenClassifier,
-  type OnnxTokenClassifier,
-  type WordAggregation,
-} from "../core/adapters/onnx/token-classifier.ts";
-import type { CompressionResult, Compressor } from "../core/ports.ts";
+import type { CompressionResult, Compressor, TokenClassifier, WordAggregation } from "../core/ports.ts";
 import { isForceKept } from "./statistical-compressor.ts";
 
 /** The whitespace-separated words of a text. */
@@ -153,12 +149,12 @@ interface Pending {
 export class OnnxCompressor implements Compressor {
   readonly id: string;
   readonly aggregation: WordAggregation;
-  private readonly classifier: OnnxTokenClassifier;
+  private readonly classifier: TokenClassifier;
   private readonly ownsClassifier: boolean;
   private pending: Pending[] = [];
   private draining = false;
 
-  constructor(classifier: OnnxTokenClassifier, opts: OnnxCompressorOptions & { ownsClassifier?: boolean } = {}) {
+  constructor(classifier: TokenClassifier, opts: OnnxCompressorOptions & { ownsClassifier?: boolean } = {}) {
     this.classifier = classifier;
     this.aggregation = opts.aggregation ?? classifier.aggregation;
     this.ownsClassifier = opts.ownsClassifier ?? false;
@@ -254,25 +250,3 @@ export class OnnxCompressor implements Compressor {
     if (this.ownsClassifier) await this.classifier.close();
   }
 }
-
-export interface LoadOnnxCompressorOptions extends OnnxCompressorOptions {
-  executionProviders?: readonly ExecutionProvider[];
-  threads?: number;
-  batchSize?: number;
-}
-
-/** Loads the model folder and returns a compressor that owns (and closes) its session. */
-export const loadOnnxCompressor = async (
-  modelDir: string,
-  opts: LoadOnnxCompressorOptions = {},
-): Promise<OnnxCompressor> => {
-  const classifier = await loadTokenClassifier(modelDir, {
-    ...(opts.executionProviders ? { executionProviders: opts.executionProviders } : {}),
-    ...(opts.threads !== undefined ? { threads: opts.threads } : {}),
-    ...(opts.batchSize !== undefined ? { batchSize: opts.batchSize } : {}),
-  });
-  return new OnnxCompressor(classifier, {
-    ownsClassifier: true,
-    ...(opts.aggregation ? { aggregation: opts.aggregation } : {}),
-  });
-};

@@ -11,9 +11,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, beforeEach, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { createLlm, type LlmUsageEvent } from "../../services/core/adapters/llm-factory.ts";
+import { createLlm } from "../../services/core/adapters/llm-factory.ts";
 import { OpenAiLlm, retryAfterMs } from "../../services/core/adapters/openai/llm.ts";
 import { loadConfig } from "../../services/core/config.ts";
+import type { LlmUsageEvent } from "../../services/core/ports.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import type { Segment } from "../../services/core/types.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
@@ -375,7 +376,8 @@ describe("config -> embedded engine with the LLM encoder and planner", () => {
       assert.deepEqual(q.plan.entities, ["Melanie"]);
       const text = await metrics.render();
       assert.match(text, new RegExp(`memory_llm_calls_total\\{stage="encoder",tenant="acme"\\} ${c.llmCalls}`));
-      assert.match(text, /memory_llm_calls_total\{stage="planner",tenant="unknown"\} 1/);
+      assert.match(text, /memory_llm_calls_total\{stage="planner",tenant="acme"\} 1/);
+      assert.doesNotMatch(text, /memory_llm_calls_total\{[^}]*tenant="unknown"/);
       assert.match(
         text,
         new RegExp(

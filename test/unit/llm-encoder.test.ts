@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { LlmUsageEvent, MeteredLlmRequest } from "../../services/core/adapters/llm-factory.ts";
-import { metricsUsageSink } from "../../services/core/adapters/llm-factory.ts";
 import { recordId } from "../../services/core/ids.ts";
-import type { Llm, LlmRequest, LlmResponse } from "../../services/core/ports.ts";
+import { metricsUsageSink } from "../../services/core/llm-metering.ts";
+import type { Llm, LlmRequest, LlmResponse, LlmUsageEvent, MeteredLlmRequest } from "../../services/core/ports.ts";
 import type { ContextItem } from "../../services/core/service.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import {

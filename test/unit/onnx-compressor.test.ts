@@ -10,16 +10,16 @@ import {
   parseTokenClassifierManifest,
 } from "../../services/core/adapters/onnx/token-classifier.ts";
 import { loadConfig } from "../../services/core/config.ts";
+import type { TokenClassifier } from "../../services/core/ports.ts";
 import {
   aggregateWordProbabilities,
   forcedWords,
-  loadOnnxCompressor,
   OnnxCompressor,
   planWindows,
   selectByQuantile,
   splitWords,
 } from "../../services/sensory/onnx-compressor.ts";
-import { openConfiguredCompressor } from "../../services/sensory/onnx-compressor-config.ts";
+import { loadOnnxCompressor, openConfiguredCompressor } from "../../services/sensory/onnx-compressor-config.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 import { makeTinyTokenClassifier, tinyClassifierSkip } from "../helpers/tiny-token-classifier.ts";
 
@@ -122,6 +122,31 @@ describe("pure parts of the ONNX compressor", () => {
       () => parseTokenClassifierManifest({ name: "m", max_seq_length: 8, attention_outputs: [1] }, "x"),
       /attention_outputs/,
     );
+  });
+
+  it("runs over any TokenClassifier (the port), here a fake that keeps words by length", async () => {
+    // One piece per word (its length), keep probability = length / 10; a window of 4 pieces.
+    const calls: number[][] = [];
+    const fake: TokenClassifier = {
+      name: "fake",
+      capacity: 4,
+      prefixLength: 1,
+      aggregation: "mean",
+      hasAttentions: false,
+      wordPieces: (word) => [word.length],
+      run: async (sequences) => {
+        calls.push(sequences.map((s) => s.length));
+        return sequences.map((s) => ({ keep: Float32Array.from(s, (n) => n / 10), size: s.length + 2 }));
+      },
+      close: async () => {},
+    };
+    const c = new OnnxCompressor(fake);
+    assert.equal(c.id, "onnx:fake:mean");
+    const r = await c.compress("a bbbb cc dddddd e ff ggg hhhhh", 0.5);
+    // Two windows of 4 words; each keeps its 2 longest words.
+    assert.equal(r.text, "bbbb dddddd ggg hhhhh");
+    assert.equal(r.keptRatio, 0.5);
+    assert.deepEqual(calls, [[4, 4]]);
   });
 
   it("configures the statistical compressor by default", () => {

@@ -1,84 +1,11 @@
 /**
- * LLM adapters: the usage sink they report every call to (cost per stage and per tenant), and the
- * factory that builds the configured one (`llm.provider`: none | openai | local).
- *
- * The `Llm` port carries no stage or tenant, so a caller that wants its calls attributed passes a
- * `MeteredLlmRequest` (an `LlmRequest` with `meta`); adapters read `meta` when present.
+ * The factory that builds the configured LLM adapter (`llm.provider`: none | openai | local): the
+ * one place that knows every LLM adapter. Metering (the request's meta, the usage sink) is part of
+ * the port (ports.ts) and its helpers live in core/llm-metering.ts, so adapters never import this.
  */
 import { join } from "node:path";
 import type { Config } from "../config.ts";
-import type { Llm, LlmRequest, LlmUsage } from "../ports.ts";
-
-/** Who a call is for: the pipeline stage (encoder, planner, answer) and the tenant. */
-export interface LlmCallMeta {
-  stage: string;
-  tenant: string;
-}
-
-export interface MeteredLlmRequest extends LlmRequest {
-  meta?: LlmCallMeta;
-}
-
-/** Reads the meta of a request that may carry one. */
-export const metaOf = (req: LlmRequest): LlmCallMeta | undefined => (req as MeteredLlmRequest).meta;
-
-/** One completed (or failed) LLM call, as an adapter reports it. */
-export interface LlmUsageEvent {
-  stage: string;
-  tenant: string;
-  /** Adapter id, e.g. "openai:gpt-4.1-mini" or "llama:gemma-3-270m-q4_k_m". */
-  llm: string;
-  usage: LlmUsage;
-  /** Wall time of the call, retries and back-off included. */
-  ms: number;
-  ok: boolean;
-  /** HTTP attempts (openai) or 1 (local). */
-  attempts: number;
-}
-
-export type LlmUsageSink = (event: LlmUsageEvent) => void;
-
-/** Stage / tenant used when a request carries no meta. */
-export const UNATTRIBUTED: LlmCallMeta = { stage: "unattributed", tenant: "unknown" };
-
-/** A sink must never break a call: its errors are swallowed. */
-export const reportUsage = (sink: LlmUsageSink | undefined, event: LlmUsageEvent): void => {
-  if (!sink) return;
-  try {
-    sink(event);
-  } catch {
-    // metrics are best effort
-  }
-};
-
-/** What a metrics registry needs to take LLM usage (gateway/metrics.ts `Metrics` fits). */
-export interface LlmMetricsTarget {
-  llmCall(stage: string, tenant: string, usage: LlmUsage, opts?: { construction?: boolean }): void;
-  stageEvent?(stage: string, outcome: "ok" | "error" | "dlq", seconds?: number): void;
-}
-
-export const isLlmMetricsTarget = (o: unknown): o is LlmMetricsTarget =>
-  typeof o === "object" && o !== null && typeof (o as { llmCall?: unknown }).llmCall === "function";
-
-/**
- * Usage sink into Prometheus metrics: calls and tokens per stage and tenant
- * (memory_llm_calls_total, memory_llm_tokens_total) and the call's latency as the stage
- * `llm:<stage>` of memory_stage_latency_seconds. Construction tokens are not added here: the
- * runtime counts them from the encoder's returned cost (no double count).
- */
-export const metricsUsageSink =
-  (metrics: LlmMetricsTarget): LlmUsageSink =>
-  (e) => {
-    metrics.llmCall(e.stage, e.tenant, e.usage);
-    metrics.stageEvent?.(`llm:${e.stage}`, e.ok ? "ok" : "error", e.ms / 1000);
-  };
-
-/** Fan one event out to several sinks. */
-export const teeUsageSinks =
-  (...sinks: readonly (LlmUsageSink | undefined)[]): LlmUsageSink =>
-  (e) => {
-    for (const s of sinks) reportUsage(s, e);
-  };
+import type { Llm, LlmUsageSink } from "../ports.ts";
 
 /** An Llm that may hold resources (a loaded model). */
 export type ClosableLlm = Llm & { close?(): Promise<void> };

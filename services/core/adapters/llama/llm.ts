@@ -16,8 +16,8 @@ import type {
   LlamaGrammar,
   LlamaModel,
 } from "node-llama-cpp";
-import type { Llm, LlmRequest, LlmResponse, LlmUsage } from "../../ports.ts";
-import { type LlmUsageSink, metaOf, reportUsage, UNATTRIBUTED } from "../llm-factory.ts";
+import { reportUsage, UNATTRIBUTED } from "../../llm-metering.ts";
+import type { Llm, LlmResponse, LlmUsage, LlmUsageSink, MeteredLlmRequest } from "../../ports.ts";
 
 export interface LlamaLlmOptions {
   modelPath: string;
@@ -90,7 +90,7 @@ export class LlamaLlm implements Llm {
     return this.model.tokenize(text).length;
   }
 
-  complete(req: LlmRequest): Promise<LlmResponse> {
+  complete(req: MeteredLlmRequest): Promise<LlmResponse> {
     const run = this.queue.then(() => this.run(req));
     this.queue = run.catch(() => undefined);
     return run;
@@ -110,9 +110,9 @@ export class LlamaLlm implements Llm {
     return g;
   }
 
-  private async run(req: LlmRequest): Promise<LlmResponse> {
+  private async run(req: MeteredLlmRequest): Promise<LlmResponse> {
     if (this.closed) throw new Error(`${this.id}: closed`);
-    const meta = metaOf(req) ?? UNATTRIBUTED;
+    const meta = req.meta ?? UNATTRIBUTED;
     const started = performance.now();
     const sequence = this.sequence;
     await sequence.clearHistory();

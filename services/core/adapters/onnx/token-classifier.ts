@@ -14,10 +14,10 @@ import { access, readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { Tokenizer } from "@huggingface/tokenizers";
 import { InferenceSession, type Tensor } from "onnxruntime-node";
+import type { AttentionRequest, ClassifiedSequence, TokenClassifier, WordAggregation } from "../../ports.ts";
 import { int64Batch } from "./int64-batch.ts";
 
 export type ExecutionProvider = "cpu" | "cuda";
-export type WordAggregation = "mean" | "first" | "max";
 
 /** models/<name>/manifest.json of a token classifier (see docs/compressor.md). */
 export interface TokenClassifierManifest {
@@ -106,25 +106,6 @@ export interface TokenClassifierOptions {
   batchSize?: number;
 }
 
-export interface AttentionRequest {
-  /** Average the last `upperLayers` layers (default: the upper half, at least one). */
-  upperLayers?: number;
-}
-
-/** One sequence's result; positions are over [special, content..., special]. */
-export interface ClassifiedSequence {
-  /** Keep probability of every content token (specials excluded), length = content length. */
-  keep: Float32Array;
-  /**
-   * Attention averaged over the chosen layers and all heads, row-major [n, n] with
-   * n = content length + number of special tokens (specials included: row/column 0 is the
-   * leading special token). Present only when attentions were asked for.
-   */
-  attention?: Float32Array;
-  /** n above. */
-  size: number;
-}
-
 /** intra-op threads and sequences per session.run when the options do not say. */
 export const DEFAULT_THREADS = 2;
 export const DEFAULT_BATCH = 16;
@@ -200,10 +181,10 @@ export const meanAttention = (layers: readonly LayerView[], b: number, n: number
 };
 
 /**
- * A loaded token classifier. Create with {@link loadTokenClassifier}. run() calls are
- * serialised (one session.run at a time) so the configured threads hold.
+ * A loaded token classifier (the `TokenClassifier` port). Create with {@link loadTokenClassifier}.
+ * run() calls are serialised (one session.run at a time) so the configured threads hold.
  */
-export class OnnxTokenClassifier {
+export class OnnxTokenClassifier implements TokenClassifier {
   readonly name: string;
   readonly maxLength: number;
   /** Content tokens per sequence: maxLength minus the special tokens the tokenizer adds. */

@@ -5,9 +5,9 @@
  * and usage from the server's `usage` block, else counted with the o200k tokenizer.
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from "openai";
-import type { Llm, LlmRequest, LlmResponse, LlmUsage } from "../../ports.ts";
+import { reportUsage, UNATTRIBUTED } from "../../llm-metering.ts";
+import type { Llm, LlmRequest, LlmResponse, LlmUsage, LlmUsageSink, MeteredLlmRequest } from "../../ports.ts";
 import { countTokens } from "../../tokens.ts";
-import { type LlmUsageSink, metaOf, reportUsage, UNATTRIBUTED } from "../llm-factory.ts";
 
 export interface OpenAiLlmOptions {
   model: string;
@@ -118,8 +118,8 @@ export class OpenAiLlm implements Llm {
     });
   }
 
-  async complete(req: LlmRequest): Promise<LlmResponse> {
-    const meta = metaOf(req) ?? UNATTRIBUTED;
+  async complete(req: MeteredLlmRequest): Promise<LlmResponse> {
+    const meta = req.meta ?? UNATTRIBUTED;
     const started = performance.now();
     const maxTokens = req.maxTokens ?? this.opts.maxTokens ?? 2048;
     const format = req.jsonSchema ? toOpenAiSchema(req.jsonSchema) : undefined;

@@ -50,7 +50,7 @@ import {
 } from "../core/service.ts";
 import type { MemoryRecord, Source } from "../core/types.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
-import type { Metrics } from "./metrics.ts";
+import type { Metrics } from "../platform/metrics.ts";
 
 export const PROTO_PATH = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "schemas", "memory.proto");
 

@@ -25,7 +25,7 @@ import {
   TurnInputSchema,
 } from "../core/service.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
-import type { Metrics } from "./metrics.ts";
+import type { Metrics } from "../platform/metrics.ts";
 
 /** Default request body limit (config http.maxBodyBytes): larger bodies get 413. */
 export { DEFAULT_MAX_BODY_BYTES };

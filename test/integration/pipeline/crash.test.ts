@@ -34,7 +34,7 @@ import {
 } from "../../../services/core/adapters/kafka/serde.ts";
 import { CONTROL_HEADER, type TopicNames } from "../../../services/core/adapters/kafka/topics.ts";
 import { loadOnnxEmbedder } from "../../../services/core/adapters/onnx/embedder.ts";
-import { openStores } from "../../../services/core/adapters/open-stores.ts";
+import { openStores } from "../../../services/composition/stores.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import { loadLocomo } from "../../../services/core/datasets/locomo.ts";
 import { toTurn } from "../../../services/core/service.ts";

@@ -493,13 +493,19 @@ const readConfigFile = (file: string, origins: Origins): Json => {
   }
   if (typeof json !== "object" || json === null || Array.isArray(json))
     throw new Error(`invalid configuration: MEMORY_CONFIG file ${file}: expected a JSON object`);
-  origins.set("", resolve(file));
+  const where = `file ${resolve(file)}`;
+  const mark = (value: unknown, path: string): void => {
+    if (typeof value === "object" && value !== null && !Array.isArray(value))
+      for (const [k, v] of Object.entries(value)) mark(v, path === "" ? k : `${path}.${k}`);
+    else origins.set(path, where);
+  };
+  mark(json, "");
   return json as Json;
 };
 
 /**
- * Where an issue's value came from: the variable set at its path or above it (apiKeys.<key>:
- * MEMORY_API_KEYS), else the variables set below it (a rule over several fields), else the file.
+ * Where an issue's value came from: the variable (or file) that set its path or a path above it
+ * (apiKeys.<key>: MEMORY_API_KEYS), else those that set paths below it (a rule over several fields).
  */
 const originOf = (path: readonly PropertyKey[], origins: Origins): string | undefined => {
   const keys = path.map(String);
@@ -508,10 +514,8 @@ const originOf = (path: readonly PropertyKey[], origins: Origins): string | unde
     if (at !== undefined) return at;
   }
   const prefix = keys.length === 0 ? "" : `${keys.join(".")}.`;
-  const below = [...origins].filter(([k]) => k !== "" && k.startsWith(prefix)).map(([, v]) => v);
-  if (below.length > 0) return below.join(", ");
-  const file = origins.get("");
-  return file === undefined ? undefined : `file ${file}`;
+  const below = new Set([...origins].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v));
+  return below.size > 0 ? [...below].join(", ") : undefined;
 };
 
 /**

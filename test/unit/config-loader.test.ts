@@ -162,6 +162,15 @@ describe("config loader: process settings", () => {
         () => loadConfig({}, { MEMORY_CONFIG: file, MEMORY_GRPC_PORT: "y" }),
         /grpc\.port: .*\[MEMORY_GRPC_PORT\]/,
       );
+      // A bad override is nobody's variable, even with a file present.
+      assert.throws(
+        () => loadConfig({ grpc: { port: "w" } }, { MEMORY_CONFIG: file }),
+        (err: Error) => {
+          assert.match(err.message, /grpc\.port: /);
+          assert.doesNotMatch(err.message, /\[/);
+          return true;
+        },
+      );
       // An override replaces what the variables said: the message names no variable.
       assert.throws(
         () => loadConfig({ grpc: { port: "z" } }, env({ MEMORY_GRPC_PORT: "6000" })),

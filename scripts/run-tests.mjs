@@ -3,6 +3,7 @@
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
+import { testProcessEnv } from "./test-env.mjs";
 
 const find = (dir) =>
   readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -19,5 +20,6 @@ if (files.length === 0) {
 }
 const r = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=1", ...files], {
   stdio: "inherit",
+  env: testProcessEnv(process.env),
 });
 process.exit(r.status ?? 1);

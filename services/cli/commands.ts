@@ -1,12 +1,13 @@
 import { SingleBar } from "cli-progress";
-import { pino } from "pino";
 import { type Config, DEFAULT_API_KEY, defaultKeyExposure } from "../core/config.ts";
 import type { QueryRequest } from "../core/service.ts";
 import type { EmbeddedEngine } from "../embedded/engine.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { createHttpApp } from "../gateway/http-app.ts";
-import { startHttpServer } from "../gateway/http-server.ts";
-import { Metrics } from "../gateway/metrics.ts";
+import { startHttpServer } from "../platform/http-server.ts";
+import { type LogFn, requestLogger } from "../platform/log.ts";
+import { Metrics } from "../platform/metrics.ts";
+import { onShutdownSignals } from "../platform/shutdown.ts";
 import { readTurnFile } from "./turn-files.ts";
 import { UsageError } from "./usage.ts";
 
@@ -80,6 +81,11 @@ export const runQueryCommand = async (
   }
 };
 
+/** `memory serve` prints for people: only a failure to stop is worth a line. */
+const stopLog: LogFn = (level, msg, fields) => {
+  if (level === "error") console.error(`${msg}${fields ? ` ${JSON.stringify(fields)}` : ""}`);
+};
+
 export const runServe = async (config: Config): Promise<void> => {
   // Refused before anything opens: with the default key, anyone who can reach the port owns the data.
   const exposure = defaultKeyExposure(config);
@@ -93,7 +99,7 @@ export const runServe = async (config: Config): Promise<void> => {
       `warning: the default API key "${DEFAULT_API_KEY}" is configured; fine on ${config.http.host}, set MEMORY_API_KEYS before exposing the server`,
     );
   }
-  const logger = pino({ name: "memory-http" });
+  const logger = requestLogger("memory-http");
   const metrics = new Metrics();
   const opened = await openEmbeddedEngine(config, { observer: metrics });
   const app = createHttpApp({
@@ -106,11 +112,8 @@ export const runServe = async (config: Config): Promise<void> => {
   });
   const server = await startHttpServer(app, { host: config.http.host, port: config.http.port });
   console.log(`memory API on ${server.url} (data in ${config.dataDir}); Ctrl-C to stop`);
-  const stop = async () => {
-    await server.close();
-    await opened.close();
-    process.exit(0);
-  };
-  process.once("SIGINT", stop);
-  process.once("SIGTERM", stop);
+  onShutdownSignals(stopLog, () => [
+    { name: "closing the HTTP server", run: () => server.close() },
+    { name: "closing the engine", run: () => opened.close() },
+  ]);
 };

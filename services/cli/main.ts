@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError } from "commander";
 import { registerBenchCommands } from "../bench/cli.ts";
-import { loadConfig } from "../core/config.ts";
+import { loadProcessConfig } from "../core/config.ts";
 import { registerAskCommand } from "./ask.ts";
 import { runIngest, runQueryCommand, runServe } from "./commands.ts";
 import { registerConsolidationCommands } from "./consolidate.ts";
@@ -22,7 +22,7 @@ const program = new Command()
 
 const config = () => {
   const o = program.opts<{ dataDir?: string; modelDir?: string }>();
-  return loadConfig({
+  return loadProcessConfig({
     ...(o.dataDir ? { dataDir: o.dataDir } : {}),
     ...(o.modelDir ? { modelDir: o.modelDir } : {}),
   });
@@ -65,7 +65,7 @@ program
   .description("serve the HTTP API on 127.0.0.1")
   .option("--port <port>", "port (default 8787 or MEMORY_HTTP_PORT)")
   .action(async (o: { port?: string }) => {
-    await runServe(o.port ? loadConfig({ ...config(), http: { ...config().http, port: o.port } }) : config());
+    await runServe(o.port ? loadProcessConfig({ ...config(), http: { ...config().http, port: o.port } }) : config());
   });
 
 registerBenchCommands(program, config);

@@ -5,6 +5,15 @@ import { z } from "zod";
 import { TenantNameSchema } from "./tenant-name.ts";
 
 const num = z.coerce.number();
+const port = num.int("must be a whole number").min(0, "must be 0 to 65535").max(65535, "must be 0 to 65535");
+/**
+ * An on/off setting. From the environment any value turns it on except 0, false, no and off (the
+ * variables this replaces were read as "set or not").
+ */
+const flag = z.preprocess(
+  (v) => (typeof v === "string" ? !/^(0|false|no|off)$/i.test(v.trim()) : v),
+  z.boolean().default(false),
+);
 
 /** The API key configured when none is: fine on 127.0.0.1, refused by `memory serve` on any other address. */
 export const DEFAULT_API_KEY = "dev-key-change-me";
@@ -76,6 +85,10 @@ export const KafkaConfigSchema = z
     instanceId: z.string().min(1).default("0"),
     /** Consumer session timeout: how soon a crashed stage's partitions move to another member. */
     sessionTimeoutMs: num.int().min(6000).default(30_000),
+    /** Messages per stage transaction (MEMORY_STAGE_MAX_CHUNK). */
+    maxChunk: num.int("must be a whole number").min(1).default(50),
+    /** kafkajs's own debug log (KAFKAJS_DEBUG: any value but 0/false/no/off turns it on). */
+    debug: flag,
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -103,6 +116,8 @@ export const KafkaConfigSchema = z
     clientId: "memory",
     instanceId: "0",
     sessionTimeoutMs: 30_000,
+    maxChunk: 50,
+    debug: false,
     topics: {
       turns: "memory.turns.v1",
       sensory: "memory.sensory.v1",
@@ -185,8 +200,12 @@ export const ConfigSchema = z.object({
       budget: num.int().positive().default(1000),
       rrfK: num.positive().default(60),
       mmrLambda: num.min(0).max(1).default(0.7),
+      /** Hits each route contributes to the fusion. */
+      routeDepth: num.int().positive().default(40),
+      /** Fused candidates that go on to diversity and packing. */
+      candidates: num.int().positive().default(80),
     })
-    .default({ budget: 1000, rrfK: 60, mmrLambda: 0.7 }),
+    .prefault({}),
   runtime: z.object({ queueCapacity: num.int().positive().default(64) }).default({ queueCapacity: 64 }),
   /**
    * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
@@ -223,8 +242,85 @@ export const ConfigSchema = z.object({
     }),
   llm: LlmConfigSchema,
   kafka: KafkaConfigSchema,
+  /**
+   * Where records and vectors live (services/composition/stores.ts). kind "embedded": SQLite and
+   * HNSW files in dataDir, one writer process; "neo4j": the graph and the vectors in Neo4j, shared
+   * by any number of processes (the distributed services). vectors replaces the kind's own vector
+   * store: "qdrant" (qdrant.url) with either kind; "hnsw" only with embedded, "neo4j" only with neo4j.
+   */
+  store: z
+    .object({
+      kind: z.enum(["embedded", "neo4j"]).default("embedded"),
+      vectors: z.enum(["hnsw", "neo4j", "qdrant"]).optional(),
+    })
+    .prefault({}),
+  neo4j: z
+    .object({
+      uri: z.string().min(1).default("bolt://127.0.0.1:7687"),
+      user: z.string().min(1).default("neo4j"),
+      password: z.string().default(""),
+      /** Default: the server's default database. */
+      database: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  qdrant: z
+    .object({
+      /** e.g. http://127.0.0.1:6333 */
+      url: z.string().url().optional(),
+      apiKey: z.string().min(1).optional(),
+      /** One collection for every tenant (see adapters/qdrant/vector-store.ts). */
+      collection: z.string().min(1).default("memory_vectors"),
+    })
+    .prefault({}),
+  /**
+   * A process's /metrics, /healthz and /readyz endpoint. Unset port: each process's default (stage
+   * processes 9101-9104, the query service 9105; the gateway serves /metrics on its HTTP port).
+   * Unset host: 127.0.0.1 (the gateway: its HTTP host).
+   */
+  metrics: z.object({ host: z.string().min(1).optional(), port: port.optional() }).prefault({}),
+  /** The gateway's gRPC listener. Unset host: the HTTP host. */
+  grpc: z.object({ host: z.string().min(1).optional(), port: port.default(50051) }).prefault({}),
+  /** The query service: where it listens, and where the gateway reaches it. */
+  queryService: z
+    .object({
+      host: z.string().min(1).default("127.0.0.1"),
+      port: port.default(50052),
+      /** host:port the gateway calls. */
+      address: z
+        .string()
+        .regex(/^\S+:\d{1,5}$/, "expected host:port")
+        .default("127.0.0.1:50052"),
+    })
+    .prefault({}),
+  /**
+   * Shared secret between the gateway and the query service (sent as a bearer token; the query
+   * service then refuses calls without it). Unset: no check.
+   */
+  internalToken: z.string().min(1).optional(),
 });
 export type Config = z.infer<typeof ConfigSchema>;
+
+/** Cross-field rules: the vector store fits the store kind, and Qdrant has an address. */
+const ConfigRulesSchema = ConfigSchema.superRefine((c, ctx) => {
+  const vectors = c.store.vectors;
+  if (vectors === "hnsw" && c.store.kind !== "embedded")
+    ctx.addIssue({ code: "custom", path: ["store", "vectors"], message: "hnsw needs store.kind embedded" });
+  if (vectors === "neo4j" && c.store.kind !== "neo4j")
+    ctx.addIssue({ code: "custom", path: ["store", "vectors"], message: "neo4j vectors need store.kind neo4j" });
+  if (vectors === "qdrant" && c.qdrant.url === undefined)
+    ctx.addIssue({
+      code: "custom",
+      path: ["qdrant", "url"],
+      message: "required with store.vectors qdrant (set QDRANT_URL)",
+    });
+});
+
+/** The vector store a configuration selects: the store kind's own unless store.vectors replaces it. */
+export const vectorStoreKind = (config: Pick<Config, "store">): "hnsw" | "neo4j" | "qdrant" =>
+  config.store.vectors ?? (config.store.kind === "neo4j" ? "neo4j" : "hnsw");
+
+/** Every default (what an empty configuration means): the one place defaults are written. */
+export const CONFIG_DEFAULTS: Config = ConfigSchema.parse({});
 
 type Json = Record<string, unknown>;
 
@@ -289,7 +385,35 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_TOPIC_RECORDS: ["kafka", "topics", "records"],
   MEMORY_TOPIC_UPDATE_QUEUE: ["kafka", "topics", "updateQueue"],
   MEMORY_TOPIC_DLQ: ["kafka", "topics", "dlq"],
+  MEMORY_STAGE_MAX_CHUNK: ["kafka", "maxChunk"],
+  KAFKAJS_DEBUG: ["kafka", "debug"],
+  MEMORY_STORE: ["store", "kind"],
+  MEMORY_VECTOR_STORE: ["store", "vectors"],
+  NEO4J_URI: ["neo4j", "uri"],
+  NEO4J_USER: ["neo4j", "user"],
+  NEO4J_PASSWORD: ["neo4j", "password"],
+  NEO4J_DATABASE: ["neo4j", "database"],
+  QDRANT_URL: ["qdrant", "url"],
+  QDRANT_API_KEY: ["qdrant", "apiKey"],
+  MEMORY_QDRANT_COLLECTION: ["qdrant", "collection"],
+  MEMORY_METRICS_HOST: ["metrics", "host"],
+  MEMORY_METRICS_PORT: ["metrics", "port"],
+  MEMORY_GRPC_HOST: ["grpc", "host"],
+  MEMORY_GRPC_PORT: ["grpc", "port"],
+  MEMORY_QUERY_GRPC_HOST: ["queryService", "host"],
+  MEMORY_QUERY_GRPC_PORT: ["queryService", "port"],
+  MEMORY_QUERY_ADDR: ["queryService", "address"],
+  MEMORY_INTERNAL_TOKEN: ["internalToken"],
 };
+
+/**
+ * Variables read when the first one is unset: OpenAI's own variable, which the OpenAI client
+ * library reads, so a key set for other OpenAI tools works here too.
+ */
+const ENV_FALLBACKS: Record<string, string> = { MEMORY_LLM_API_KEY: "OPENAI_API_KEY" };
+
+/** The JSON file a process reads when MEMORY_CONFIG is unset (relative to the working directory). */
+export const DEFAULT_CONFIG_FILE = "memory.config.json";
 
 /** "key1=tenantA,key2=tenantB" */
 const parseApiKeys = (raw: string): Record<string, string> =>
@@ -305,39 +429,113 @@ const parseApiKeys = (raw: string): Record<string, string> =>
       }),
   );
 
+/** Where each configured value came from, by config path ("http.port"), for error messages. */
+type Origins = Map<string, string>;
+
+export interface LoadConfigOptions {
+  /**
+   * The JSON file read when MEMORY_CONFIG is unset. Default: none, so that a library call (a
+   * test, the bench) never picks up a memory.config.json that happens to lie in the working
+   * directory; process entry points pass DEFAULT_CONFIG_FILE (loadProcessConfig).
+   */
+  defaultFile?: string;
+}
+
 /**
- * Configuration from an optional JSON file (MEMORY_CONFIG or ./memory.config.json), then the
- * environment, then explicit overrides; validated as a whole so that a bad value fails at start.
+ * Configuration from an optional JSON file (MEMORY_CONFIG; empty: none), then the environment,
+ * then explicit overrides; validated as a whole so that a bad value fails at start, naming the
+ * field and the variable (or file) it came from.
  */
-export const loadConfig = (overrides: Json = {}, env: NodeJS.ProcessEnv = process.env): Config => {
-  const file = env.MEMORY_CONFIG ?? "memory.config.json";
-  const raw: Json = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Json) : {};
+export const loadConfig = (
+  overrides: Json = {},
+  env: NodeJS.ProcessEnv = process.env,
+  options: LoadConfigOptions = {},
+): Config => {
+  const origins: Origins = new Map();
+  const file = env.MEMORY_CONFIG ?? options.defaultFile ?? "";
+  const raw: Json = file !== "" && existsSync(file) ? readConfigFile(file, origins) : {};
   for (const [name, path] of Object.entries(ENV_PATHS)) {
-    const v = env[name];
-    if (v !== undefined && v !== "") setPath(raw, path, v);
+    const fallback = ENV_FALLBACKS[name];
+    const [from, v] = present(env, name)
+      ? [name, env[name]]
+      : fallback && present(env, fallback)
+        ? [fallback, env[fallback]]
+        : [];
+    if (from === undefined) continue;
+    setPath(raw, path, v);
+    origins.set(path.join("."), from);
   }
-  if (env.MEMORY_API_KEYS) raw.apiKeys = parseApiKeys(env.MEMORY_API_KEYS);
+  if (env.MEMORY_API_KEYS) {
+    raw.apiKeys = parseApiKeys(env.MEMORY_API_KEYS);
+    origins.set("apiKeys", "MEMORY_API_KEYS");
+  }
+  // An override replaces a top-level value as a whole, and with it what the file and variables said.
+  for (const key of Object.keys(overrides))
+    for (const at of [...origins.keys()]) if (at === key || at.startsWith(`${key}.`)) origins.delete(at);
   const merged = { ...raw, ...overrides };
-  const parsed = ConfigSchema.safeParse(merged);
-  if (!parsed.success) throw new Error(`invalid configuration: ${describeConfigIssues(parsed.error)}`);
+  const parsed = ConfigRulesSchema.safeParse(merged);
+  if (!parsed.success) throw new Error(`invalid configuration: ${describeConfigIssues(parsed.error, origins)}`);
   return { ...parsed.data, dataDir: resolve(parsed.data.dataDir), modelDir: resolve(parsed.data.modelDir) };
+};
+
+/** The configuration of a process: loadConfig with ./memory.config.json read when MEMORY_CONFIG is unset. */
+export const loadProcessConfig = (overrides: Json = {}, env: NodeJS.ProcessEnv = process.env): Config =>
+  loadConfig(overrides, env, { defaultFile: DEFAULT_CONFIG_FILE });
+
+const present = (env: NodeJS.ProcessEnv, name: string): boolean => env[name] !== undefined && env[name] !== "";
+
+const readConfigFile = (file: string, origins: Origins): Json => {
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(file, "utf8"));
+  } catch (err) {
+    throw new Error(`invalid configuration: MEMORY_CONFIG file ${file}: ${(err as Error).message}`);
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json))
+    throw new Error(`invalid configuration: MEMORY_CONFIG file ${file}: expected a JSON object`);
+  const where = `file ${resolve(file)}`;
+  const mark = (value: unknown, path: string): void => {
+    if (typeof value === "object" && value !== null && !Array.isArray(value))
+      for (const [k, v] of Object.entries(value)) mark(v, path === "" ? k : `${path}.${k}`);
+    else origins.set(path, where);
+  };
+  mark(json, "");
+  return json as Json;
+};
+
+/**
+ * Where an issue's value came from: the variable (or file) that set its path or a path above it
+ * (apiKeys.<key>: MEMORY_API_KEYS), else those that set paths below it (a rule over several fields).
+ */
+const originOf = (path: readonly PropertyKey[], origins: Origins): string | undefined => {
+  const keys = path.map(String);
+  for (let n = keys.length; n > 0; n--) {
+    const at = origins.get(keys.slice(0, n).join("."));
+    if (at !== undefined) return at;
+  }
+  const prefix = keys.length === 0 ? "" : `${keys.join(".")}.`;
+  const below = new Set([...origins].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v));
+  return below.size > 0 ? [...below].join(", ") : undefined;
 };
 
 /**
  * Config issues in words, e.g. `apiKeys: API keys must be at least 8 characters (a key of 2
- * characters, tenant "a")`. zod reports a bad record key as "Invalid key in record" with the key in
- * the path; the key is a secret, so the path stops at the record and the nested reason is given.
+ * characters) [MEMORY_API_KEYS]`. zod reports a bad record key as "Invalid key in record" with the
+ * key in the path; the key is a secret, so the path stops at the record and the nested reason is
+ * given. Values are never printed (passwords and keys are settings too); the variable is.
  */
-export const describeConfigIssues = (error: z.ZodError): string =>
+export const describeConfigIssues = (error: z.ZodError, origins: Origins = new Map()): string =>
   error.issues
     .map((issue) => {
+      const from = originOf(issue.path, origins);
+      const tail = from === undefined ? "" : ` [${from}]`;
       if (issue.code === "invalid_key") {
         const key = String(issue.path[issue.path.length - 1]);
         const where = issue.path.slice(0, -1).join(".");
         const reasons = issue.issues.map((i) => i.message).join(", ");
-        return `${where}: ${reasons} (a key of ${key.length} characters)`;
+        return `${where}: ${reasons} (a key of ${key.length} characters)${tail}`;
       }
-      return `${issue.path.join(".") || "(config)"}: ${issue.message}`;
+      return `${issue.path.join(".") || "(config)"}: ${issue.message}${tail}`;
     })
     .join("; ");
 

@@ -18,7 +18,7 @@ export const reportUsage = (sink: LlmUsageSink | undefined, event: LlmUsageEvent
   }
 };
 
-/** What a metrics registry needs to take LLM usage (gateway/metrics.ts `Metrics` fits). */
+/** What a metrics registry needs to take LLM usage (platform/metrics.ts `Metrics` fits). */
 export interface LlmMetricsTarget {
   llmCall(stage: string, tenant: string, usage: LlmUsage, opts?: { construction?: boolean }): void;
   stageEvent?(stage: string, outcome: "ok" | "error" | "dlq", seconds?: number): void;

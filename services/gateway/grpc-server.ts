@@ -49,8 +49,8 @@ import {
   TurnInputSchema,
 } from "../core/service.ts";
 import type { MemoryRecord, Source } from "../core/types.ts";
+import type { Metrics } from "../platform/metrics.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
-import type { Metrics } from "./metrics.ts";
 
 export const PROTO_PATH = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "schemas", "memory.proto");
 

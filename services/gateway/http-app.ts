@@ -24,8 +24,8 @@ import {
   type TurnInput,
   TurnInputSchema,
 } from "../core/service.ts";
+import type { Metrics } from "../platform/metrics.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
-import type { Metrics } from "./metrics.ts";
 
 /** Default request body limit (config http.maxBodyBytes): larger bodies get 413. */
 export { DEFAULT_MAX_BODY_BYTES };

@@ -13,7 +13,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Kafka, Producer } from "kafkajs";
-import { ensurePipelineTopics, kafkaClient, type LogFn } from "../core/adapters/kafka/process.ts";
+import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
 import { RegistrySerdes, SCHEMA_FILES, type TopicCodec } from "../core/adapters/kafka/serde.ts";
 import { CONTROL_HEADER, type ControlKind, type TopicNames } from "../core/adapters/kafka/topics.ts";
 import type { Config } from "../core/config.ts";
@@ -30,6 +30,7 @@ import {
 } from "../core/service.ts";
 import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { keyOf, type MemoryRecord, type Turn, TurnSchema } from "../core/types.ts";
+import type { LogFn } from "../platform/log.ts";
 import type { QueryBackend } from "./grpc-client.ts";
 
 /** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */

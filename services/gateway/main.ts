@@ -11,20 +11,21 @@
  * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX.
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
-import { pino } from "pino";
-import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
-import { DEFAULT_API_KEY, defaultKeyExposure, loadConfig } from "../core/config.ts";
+import { DEFAULT_API_KEY, defaultKeyExposure, loadProcessConfig } from "../core/config.ts";
+import { startHttpServer } from "../platform/http-server.ts";
+import { jsonLogger, requestLogger } from "../platform/log.ts";
+import { Metrics } from "../platform/metrics.ts";
+import { startOpsServer } from "../platform/ops-server.ts";
+import { onShutdownSignals } from "../platform/shutdown.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
 import { createHttpApp } from "./http-app.ts";
-import { startHttpServer } from "./http-server.ts";
 import { KafkaMemoryService } from "./kafka-memory-service.ts";
-import { Metrics } from "./metrics.ts";
 
 const log = jsonLogger("gateway");
-const config = loadConfig();
+const config = loadProcessConfig();
 // As `memory serve`: with the default key, anyone who reaches a public address owns the default tenant.
-const grpcHost = process.env.MEMORY_GRPC_HOST ?? config.http.host;
+const grpcHost = config.grpc.host ?? config.http.host;
 const exposure = [config.http.host, grpcHost].map((host) =>
   defaultKeyExposure({ ...config, http: { ...config.http, host } }),
 );
@@ -38,27 +39,16 @@ if (exposure.includes("refuse")) {
 if (exposure.includes("warn"))
   log("warn", `the default API key "${DEFAULT_API_KEY}" is configured; set MEMORY_API_KEYS`);
 const metrics = new Metrics({ defaultLabels: { service: "gateway" } });
-const internalToken = process.env.MEMORY_INTERNAL_TOKEN;
-const queryAddr = process.env.MEMORY_QUERY_ADDR ?? "127.0.0.1:50052";
+const internalToken = config.internalToken;
+const queryAddr = config.queryService.address;
 const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
 const service = await KafkaMemoryService.open({ config, backend, log });
 
-const metricsPortSetting = process.env.MEMORY_METRICS_PORT;
+// With MEMORY_METRICS_PORT set, /metrics leaves the public port for a port of its own.
 const metricsHttp =
-  metricsPortSetting === undefined
+  config.metrics.port === undefined
     ? undefined
-    : await startHttpServer(
-        {
-          fetch: async (req: Request): Promise<Response> => {
-            const path = new URL(req.url).pathname;
-            if (path === "/metrics")
-              return new Response(await metrics.render(), { headers: { "content-type": metrics.contentType } });
-            if (path === "/healthz") return Response.json({ status: "ok" });
-            return new Response("not found", { status: 404 });
-          },
-        },
-        { host: process.env.MEMORY_METRICS_HOST ?? config.http.host, port: envInt("MEMORY_METRICS_PORT", 9100) },
-      );
+    : await startOpsServer({ metrics, host: config.metrics.host ?? config.http.host, port: config.metrics.port });
 
 const http = await startHttpServer(
   createHttpApp({
@@ -66,7 +56,7 @@ const http = await startHttpServer(
     apiKeys: config.apiKeys,
     metrics,
     serveMetrics: metricsHttp === undefined,
-    logger: pino({ name: "gateway-http" }),
+    logger: requestLogger("gateway-http"),
     maxBodyBytes: config.http.maxBodyBytes,
     authFailuresPerMinute: config.http.authFailuresPerMinute,
   }),
@@ -82,24 +72,16 @@ const grpc = await startGrpcServer({
   metrics,
   log,
   host: grpcHost,
-  port: envInt("MEMORY_GRPC_PORT", 50051),
+  port: config.grpc.port,
 });
 
-let stopping = false;
-const shutdown = async (why: string): Promise<void> => {
-  if (stopping) return;
-  stopping = true;
-  log("info", "stopping", { why });
-  await grpc.close().catch(() => undefined);
-  await http.close().catch(() => undefined);
-  await metricsHttp?.close().catch(() => undefined);
-  await service.close().catch((err: unknown) => log("error", "closing the producer failed", { error: String(err) }));
-  await backend.close().catch(() => undefined);
-  log("info", "stopped");
-  process.exit(0);
-};
-process.once("SIGTERM", () => void shutdown("SIGTERM"));
-process.once("SIGINT", () => void shutdown("SIGINT"));
+onShutdownSignals(log, () => [
+  { name: "closing the gRPC server", run: () => grpc.close() },
+  { name: "closing the HTTP server", run: () => http.close() },
+  { name: "closing the metrics server", run: async () => metricsHttp?.close() },
+  { name: "closing the producer", run: () => service.close() },
+  { name: "closing the query client", run: () => backend.close() },
+]);
 
 log("info", "started", {
   http: http.url,

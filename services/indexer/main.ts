@@ -1,35 +1,32 @@
 /**
  * Indexer stage process (distributed runtime): memory.records.v1 -> the stores (MEMORY_STORE=
- * embedded|neo4j) and memory.update-queue.v1. A sink: store writes are idempotent upserts, the
- * update-queue entries and the consumed offsets commit in one transaction. MEMORY_METRICS_PORT
- * defaults to 9104.
+ * embedded|neo4j, MEMORY_VECTOR_STORE) and memory.update-queue.v1. A sink: store writes are
+ * idempotent upserts, the update-queue entries and the consumed offsets commit in one transaction.
+ * MEMORY_METRICS_PORT defaults to 9104.
  */
-import { join } from "node:path";
-import { metricsPortFromEnv, runStageProcess } from "../core/adapters/kafka/process.ts";
-import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
-import { openStores, storeKindFromEnv } from "../core/adapters/open-stores.ts";
-import { CachingEmbedder } from "../core/caching-embedder.ts";
-import { loadConfig } from "../core/config.ts";
-import { DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
+import { candidateSettingsFrom, openEmbedder, stageEmbedder } from "../composition/parts.ts";
+import { openStores } from "../composition/stores.ts";
+import { runStageProcess } from "../core/adapters/kafka/process.ts";
+import { loadProcessConfig } from "../core/config.ts";
 import { indexerStage } from "./kafka-handler.ts";
 
-const config = loadConfig();
+const config = loadProcessConfig();
 await runStageProcess({
   stage: "indexer",
   config,
-  metricsPort: metricsPortFromEnv(9104),
+  defaultMetricsPort: 9104,
   build: async ({ codecs, metrics, log }) => {
-    const model = await loadOnnxEmbedder(join(config.modelDir, "all-MiniLM-L6-v2"));
-    const stores = await openStores(config, storeKindFromEnv());
-    log("info", "stores opened", { store: stores.kind });
+    const model = await openEmbedder(config);
+    const stores = await openStores(config);
+    log("info", "stores opened", { store: stores.kind, where: stores.label });
     return {
       handler: indexerStage({
         input: codecs.records,
         output: codecs.updateQueue,
         graph: stores.graph,
         vectors: stores.vectors,
-        embedder: new CachingEmbedder(model),
-        candidates: { ...DEFAULT_CANDIDATE_SETTINGS, similarityThreshold: config.consolidation.similarityThreshold },
+        embedder: stageEmbedder(model),
+        candidates: candidateSettingsFrom(config),
         onIndexed: (n) => metrics.recordsWritten(n),
       }),
       close: async () => {

@@ -1,3 +1,4 @@
+import { CONFIG_DEFAULTS } from "../core/config.ts";
 import { isTurnRowId, turnRowId } from "../core/ids.ts";
 import type { Embedder, GraphStore, QueryPlanner, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
 import type { ContextItem, QueryRequest, QueryResult, RouteName } from "../core/service.ts";
@@ -29,13 +30,8 @@ export interface QuerySettings {
   now?: () => Date;
 }
 
-export const DEFAULT_QUERY_SETTINGS: QuerySettings = {
-  budget: 1000,
-  rrfK: 60,
-  mmrLambda: 0.7,
-  routeDepth: 40,
-  candidates: 80,
-};
+/** The configuration's defaults (config.query): one place for them. */
+export const DEFAULT_QUERY_SETTINGS: QuerySettings = { ...CONFIG_DEFAULTS.query };
 
 /** Graph routes find candidates by exact keys; the question's embedding orders them. */
 const rerankBySimilarity = async (

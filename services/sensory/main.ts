@@ -3,18 +3,18 @@
  * Env: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX, MEMORY_METRICS_PORT (default 9101), and
  * the usual MEMORY_* configuration (keep rate, compressor).
  */
-import { metricsPortFromEnv, runStageProcess } from "../core/adapters/kafka/process.ts";
-import { loadConfig } from "../core/config.ts";
+import { openCompressor } from "../composition/parts.ts";
+import { runStageProcess } from "../core/adapters/kafka/process.ts";
+import { loadProcessConfig } from "../core/config.ts";
 import { sensoryStage } from "./kafka-handler.ts";
-import { openConfiguredCompressor } from "./onnx-compressor-config.ts";
 
-const config = loadConfig();
+const config = loadProcessConfig();
 await runStageProcess({
   stage: "sensory",
   config,
-  metricsPort: metricsPortFromEnv(9101),
+  defaultMetricsPort: 9101,
   build: async ({ codecs }) => {
-    const compressor = await openConfiguredCompressor(config.sensory.compressor, config.modelDir);
+    const compressor = await openCompressor(config);
     return {
       handler: sensoryStage({
         input: codecs.turns,

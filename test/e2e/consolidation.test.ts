@@ -11,7 +11,7 @@ import type { MemoryRecord } from "../../services/core/types.ts";
 import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
 

@@ -8,8 +8,8 @@ import { loadLocomo } from "../../services/core/datasets/locomo.ts";
 import type { QueryResult } from "../../services/core/service.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
-import { type RunningHttpServer, startHttpServer } from "../../services/gateway/http-server.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { type RunningHttpServer, startHttpServer } from "../../services/platform/http-server.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
 const SAMPLE = "services/cli/sample-locomo.json";

@@ -17,8 +17,8 @@ import { loadConfig } from "../../services/core/config.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
-import { startHttpServer } from "../../services/gateway/http-server.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { startHttpServer } from "../../services/platform/http-server.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 
 const main = async (): Promise<void> => {

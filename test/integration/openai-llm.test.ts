@@ -20,7 +20,7 @@ import type { Segment } from "../../services/core/types.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { emptyContext } from "../../services/encoder/context.ts";
 import { LlmEncoder, LlmEncoderError } from "../../services/encoder/llm-encoder.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 
 interface ChatBody {
   model: string;

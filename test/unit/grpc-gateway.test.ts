@@ -14,7 +14,7 @@ import {
   startGrpcServer,
   TENANT_METADATA_KEY,
 } from "../../services/gateway/grpc-server.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 import { FakeMemoryService, sampleQueryResult, sampleRecord } from "../helpers/fake-memory-service.ts";
 
 const KEY_A = "key-tenant-a-123456";

@@ -3,8 +3,8 @@ import { describe, it } from "node:test";
 import { pino } from "pino";
 import { ValidationError } from "../../services/core/errors.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
-import { startHttpServer } from "../../services/gateway/http-server.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { startHttpServer } from "../../services/platform/http-server.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 import { FakeMemoryService, sampleRecord } from "../helpers/fake-memory-service.ts";
 
 const KEY_A = "key-for-tenant-a";

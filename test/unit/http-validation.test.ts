@@ -8,7 +8,7 @@ import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
 import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
 import type { RecordPage, RecordQuery } from "../../services/core/ports.ts";
 import { createHttpApp, type HttpAppDeps } from "../../services/gateway/http-app.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 import { FakeMemoryService, sampleRecord } from "../helpers/fake-memory-service.ts";
 
 const KEY = "key-for-tenant-a";

@@ -15,7 +15,7 @@ import { contextTokens, emptyContext } from "../../services/encoder/context.ts";
 import { LlmEncoder, LlmEncoderError } from "../../services/encoder/llm-encoder.ts";
 import { InvalidEncoderOutput, parseJsonObject, validateAnswer } from "../../services/encoder/llm-parse.ts";
 import { annotateDates, encoderJsonSchema, encoderUserPrompt } from "../../services/encoder/llm-prompt.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 import { answerQuestion, LlmAnswerError, withAnswerCost } from "../../services/query/answer.ts";
 import { LlmPlanner, planFromAnswer } from "../../services/query/llm-planner.ts";
 

@@ -20,7 +20,7 @@ import { TenantNameSchema } from "../../services/core/tenant-name.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 
 const SEPARATORS = ["/", ":", "::", "%", "%2F", "%3A", "%25", "\u0000"];
 const CHARS = ["a", "b", "c", "/", ":", "%", "2", "F", ".", "-", " ", "é", "e\u0301", "東", "🦊", "\u0000"];

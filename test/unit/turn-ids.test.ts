@@ -12,7 +12,7 @@ import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { isServiceError, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
 import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
-import { Metrics } from "../../services/gateway/metrics.ts";
+import { Metrics } from "../../services/platform/metrics.ts";
 
 const KEYS = { "key-of-tenant-a-1": "acme", "key-of-tenant-b-2": "acme/eu" };
 const A = "key-of-tenant-a-1";

@@ -26,6 +26,7 @@ import { dirname, join, resolve } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Kafka, Message } from "kafkajs";
+import { openStores } from "../../../services/composition/stores.ts";
 import { ensurePipelineTopics, kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
 import {
   openPipelineCodecs,
@@ -34,7 +35,6 @@ import {
 } from "../../../services/core/adapters/kafka/serde.ts";
 import { CONTROL_HEADER, type TopicNames } from "../../../services/core/adapters/kafka/topics.ts";
 import { loadOnnxEmbedder } from "../../../services/core/adapters/onnx/embedder.ts";
-import { openStores } from "../../../services/core/adapters/open-stores.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import { loadLocomo } from "../../../services/core/datasets/locomo.ts";
 import { toTurn } from "../../../services/core/service.ts";

@@ -1,13 +1,17 @@
 /**
  * What every stage process shares (services/<stage>/main.ts stays a thin wiring file): the Kafka
- * client, idempotent topic creation, schema registration, the stage runtime, a /metrics + /healthz +
- * /readyz endpoint, JSON log lines on stdout, and graceful shutdown on SIGTERM / SIGINT.
+ * client, idempotent topic creation, schema registration and the stage runtime, served with the
+ * platform's /metrics + /healthz + /readyz endpoint, JSON log lines and graceful shutdown on
+ * SIGTERM / SIGINT (services/platform).
  */
 
 import { Kafka, logLevel } from "kafkajs";
 import { Gauge, Counter as PromCounter } from "prom-client";
-import { type RunningHttpServer, startHttpServer } from "../../../gateway/http-server.ts";
-import { Metrics } from "../../../gateway/metrics.ts";
+import type { RunningHttpServer } from "../../../platform/http-server.ts";
+import { jsonLogger, type LogFn } from "../../../platform/log.ts";
+import { Metrics } from "../../../platform/metrics.ts";
+import { startOpsServer } from "../../../platform/ops-server.ts";
+import { onShutdownSignals } from "../../../platform/shutdown.ts";
 import type { Config } from "../../config.ts";
 import { ensureTopics, partitionCount } from "./admin.ts";
 import {
@@ -22,21 +26,11 @@ import {
 import { type StageHandler, type StageObserver, StageRuntime } from "./stage-runtime.ts";
 import { type TopicNames, topicNames } from "./topics.ts";
 
-export type LogFn = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
-
-export const jsonLogger =
-  (stage: string): LogFn =>
-  (level, msg, fields = {}) => {
-    const line = JSON.stringify({ t: new Date().toISOString(), level, stage, msg, ...fields });
-    if (level === "error") process.stderr.write(`${line}\n`);
-    process.stdout.write(`${line}\n`);
-  };
-
 export const kafkaClient = (config: Config, who: string): Kafka =>
   new Kafka({
     clientId: `${config.kafka.clientId}-${who}-${config.kafka.instanceId}`,
     brokers: config.kafka.brokers.split(",").map((b) => b.trim()),
-    logLevel: process.env.KAFKAJS_DEBUG ? logLevel.DEBUG : logLevel.NOTHING,
+    logLevel: config.kafka.debug ? logLevel.DEBUG : logLevel.NOTHING,
     retry: { retries: 10, initialRetryTime: 100 },
   });
 
@@ -84,22 +78,12 @@ export interface BuiltStage<I, O, S> {
 export interface StageProcessOptions<I, O, S> {
   stage: string;
   config: Config;
-  /** /metrics + /healthz port (MEMORY_METRICS_PORT; 0 picks a free one). */
-  metricsPort: number;
-  /** Messages per transaction. */
+  /** /metrics + /healthz port when config.metrics.port (MEMORY_METRICS_PORT) is unset; 0 picks a free one. */
+  defaultMetricsPort: number;
+  /** Messages per transaction (default config.kafka.maxChunk, MEMORY_STAGE_MAX_CHUNK). */
   maxChunk?: number;
   build(ctx: StageBuildContext): Promise<BuiltStage<I, O, S>>;
 }
-
-/** An integer setting of a service process (ports, sizes) from the environment, else the default. */
-export const envInt = (name: string, fallback: number): number => {
-  const v = process.env[name];
-  const n = v === undefined || v === "" ? Number.NaN : Number(v);
-  return Number.isInteger(n) ? n : fallback;
-};
-
-/** Default metrics port of a stage process: MEMORY_METRICS_PORT, else the given default. */
-export const metricsPortFromEnv = (fallback: number): number => envInt("MEMORY_METRICS_PORT", fallback);
 
 /** Starts one stage process and resolves once it is consuming; stops on SIGTERM / SIGINT. */
 export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S>): Promise<void> => {
@@ -158,56 +142,37 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     transactionalIdPrefix: `${config.kafka.topicPrefix}memory-${stage}`,
     dlq: codecs.dlq,
     ...(handler.state ? { changelogTopic: changelog } : {}),
-    maxChunk: opts.maxChunk ?? envInt("MEMORY_STAGE_MAX_CHUNK", 50),
+    maxChunk: opts.maxChunk ?? config.kafka.maxChunk,
     sessionTimeoutMs: config.kafka.sessionTimeoutMs,
     observer,
   });
 
   let started = false;
-  let stopping: Promise<void> | undefined;
   let http: RunningHttpServer | undefined;
-  http = await startHttpServer(
-    {
-      fetch: async (req: Request): Promise<Response> => {
-        const path = new URL(req.url).pathname;
-        if (path === "/metrics")
-          return new Response(await metrics.render(), { headers: { "content-type": metrics.contentType } });
-        if (path === "/healthz") {
-          const ok = runtime.failure === undefined;
-          return Response.json(
-            { ok, stage, ...(runtime.failure ? { error: runtime.failure.message } : {}) },
-            { status: ok ? 200 : 503 },
-          );
-        }
-        if (path === "/readyz") {
-          // Ready once the consumer has joined and restored its state, until it fails or stops.
-          const ready = started && stopping === undefined && runtime.failure === undefined;
-          return Response.json({ ready, stage }, { status: ready ? 200 : 503 });
-        }
-        return new Response("not found", { status: 404 });
-      },
+  const shutdown = onShutdownSignals(log, () => [
+    { name: "stop", run: () => runtime.stop() },
+    { name: "closing the stage", run: async () => built.close?.() },
+    { name: "admin disconnect", run: () => admin.disconnect() },
+    { name: "closing the registry client", run: () => serdes.close() },
+    { name: "closing the metrics server", run: async () => http?.close() },
+  ]);
+  http = await startOpsServer({
+    metrics,
+    host: config.metrics.host ?? "127.0.0.1",
+    port: config.metrics.port ?? opts.defaultMetricsPort,
+    health: () => {
+      const ok = runtime.failure === undefined;
+      return { ok, body: { ok, stage, ...(runtime.failure ? { error: runtime.failure.message } : {}) } };
     },
-    { host: process.env.MEMORY_METRICS_HOST ?? "127.0.0.1", port: opts.metricsPort },
-  );
+    // Ready once the consumer has joined and restored its state, until it fails or stops.
+    ready: () => {
+      const ready = started && !shutdown.stopping && runtime.failure === undefined;
+      return { ok: ready, body: { ready, stage } };
+    },
+  });
 
-  const shutdown = (code: number, why: string): Promise<void> => {
-    stopping ??= (async () => {
-      log("info", "stopping", { why });
-      await runtime.stop().catch((err) => log("error", "stop failed", { error: String(err) }));
-      await built.close?.().catch(() => undefined);
-      await admin.disconnect().catch(() => undefined);
-      await serdes.close().catch(() => undefined);
-      await http?.close().catch(() => undefined);
-      http = undefined;
-      log("info", "stopped");
-      process.exit(code);
-    })();
-    return stopping;
-  };
-  process.once("SIGTERM", () => void shutdown(0, "SIGTERM"));
-  process.once("SIGINT", () => void shutdown(0, "SIGINT"));
   const watchdog = setInterval(() => {
-    if (runtime.failure) void shutdown(1, `consumer failed: ${runtime.failure.message}`);
+    if (runtime.failure) void shutdown.stop(`consumer failed: ${runtime.failure.message}`, 1);
   }, 1000);
   watchdog.unref();
 

@@ -13,7 +13,7 @@ export interface OpenAiLlmOptions {
   model: string;
   /** Default: the OpenAI API. Any OpenAI-compatible base URL (ending in /v1 for most servers). */
   baseUrl?: string;
-  /** Default: OPENAI_API_KEY, else a placeholder (local servers usually need none). */
+  /** Default: a placeholder (local servers usually need none); config falls back to OPENAI_API_KEY. */
   apiKey?: string;
   /** Per HTTP attempt. Default 60 s. */
   timeoutMs?: number;
@@ -111,7 +111,7 @@ export class OpenAiLlm implements Llm {
     this.maxBackoffMs = opts.maxBackoffMs ?? 30_000;
     this.sleep = opts.sleep ?? defaultSleep;
     this.client = new OpenAI({
-      apiKey: opts.apiKey ?? process.env.OPENAI_API_KEY ?? "no-key",
+      apiKey: opts.apiKey ?? "no-key",
       ...(opts.baseUrl ? { baseURL: opts.baseUrl } : {}),
       timeout: this.timeoutMs,
       maxRetries: 0, // retries are ours: bounded, with back-off and Retry-After, and counted

@@ -1,0 +1,110 @@
+/**
+ * The composition root's model half: the one place that turns a validated Config into the parts
+ * the stages run on (embedder, compressor, LLM, encoder, planner) and into each stage's settings.
+ * The embedded runtime, every stage process, the query service and the CLI build their parts here,
+ * so one setting means the same thing in every process. Stores: ./stores.ts.
+ */
+import { join } from "node:path";
+import { type ClosableLlm, createLlm } from "../core/adapters/llm-factory.ts";
+import { loadOnnxEmbedder, type OnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import { CachingEmbedder } from "../core/caching-embedder.ts";
+import type { Config } from "../core/config.ts";
+import { type LlmMetricsTarget, metricsUsageSink } from "../core/llm-metering.ts";
+import type { Embedder, EmbedderStats, LlmUsageSink, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
+import { ExtractiveEncoder } from "../encoder/encode-segment.ts";
+import { LlmEncoder } from "../encoder/llm-encoder.ts";
+import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
+import { LlmPlanner } from "../query/llm-planner.ts";
+import type { QuerySettings } from "../query/query.ts";
+import { DEFAULT_GATE } from "../segmenter/gate.ts";
+import type { SegmenterConfig } from "../segmenter/segment-state.ts";
+import { type OpenedCompressor, openConfiguredCompressor } from "../sensory/onnx-compressor-config.ts";
+
+/** The sentence embedder's folder under the model folder. */
+export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
+
+/** The ONNX sentence embedder from the model folder (nothing is downloaded). */
+export const openEmbedder = (
+  config: Pick<Config, "modelDir">,
+  options: { batchSize?: number } = {},
+): Promise<OnnxEmbedder> => loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), options);
+
+/** Reports every embedding call (calls, texts), whoever makes it (segmenter, indexer, query). */
+export const observedEmbedder = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>
+  report
+    ? {
+        id: inner.id,
+        get dimension(): number {
+          return inner.dimension;
+        },
+        stats: (): EmbedderStats => inner.stats(),
+        embed: async (texts) => {
+          const out = await inner.embed(texts);
+          report(1, texts.length);
+          return out;
+        },
+      }
+    : inner;
+
+/** The embedder a stage uses: cached, and counted when `report` is given. */
+export const stageEmbedder = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>
+  new CachingEmbedder(observedEmbedder(inner, report));
+
+/** The configured turn compressor (statistical unless an ONNX token classifier is configured or present). */
+export const openCompressor = (config: Pick<Config, "sensory" | "modelDir">): Promise<OpenedCompressor> =>
+  openConfiguredCompressor(config.sensory.compressor, config.modelDir);
+
+/** Which of the LLM's users a process runs: it opens the LLM only when one of them is configured to use it. */
+export interface LlmUsers {
+  encoder?: boolean;
+  planner?: boolean;
+}
+
+/**
+ * The configured LLM when a stage this process runs asks for it (llm.encoder / llm.planner =
+ * "llm"), else undefined. Calls are reported to `usage` (a sink, or a metrics registry).
+ */
+export const openLlm = async (
+  config: Pick<Config, "llm" | "modelDir">,
+  users: LlmUsers,
+  usage?: LlmUsageSink | LlmMetricsTarget,
+): Promise<ClosableLlm | undefined> => {
+  const wanted =
+    (users.encoder === true && config.llm.encoder === "llm") ||
+    (users.planner === true && config.llm.planner === "llm");
+  if (!wanted) return undefined;
+  const usageSink = typeof usage === "function" ? usage : usage ? metricsUsageSink(usage) : undefined;
+  return createLlm(config.llm, { modelDir: config.modelDir, ...(usageSink ? { usageSink } : {}) });
+};
+
+/** The record encoder: the LLM's when configured and opened, else the deterministic extractor. */
+export const encoderFrom = (config: Pick<Config, "llm">, llm?: ClosableLlm): SegmentEncoder =>
+  llm && config.llm.encoder === "llm"
+    ? new LlmEncoder(llm, { contextTokenCap: config.llm.contextTokenCap, batchSegments: config.llm.batchSegments })
+    : new ExtractiveEncoder();
+
+/** The query planner: the LLM's when configured and opened, else undefined (the deterministic default). */
+export const plannerFrom = (config: Pick<Config, "llm">, llm?: ClosableLlm): QueryPlanner | undefined =>
+  llm && config.llm.planner === "llm" ? new LlmPlanner(llm) : undefined;
+
+/** Query settings (budget, fusion, diversity, depths): config.query, whose schema holds the defaults. */
+export const querySettingsFrom = (config: Pick<Config, "query">): QuerySettings => ({
+  budget: config.query.budget,
+  rrfK: config.query.rrfK,
+  mmrLambda: config.query.mmrLambda,
+  routeDepth: config.query.routeDepth,
+  candidates: config.query.candidates,
+});
+
+/** The segmenter's boundary gate and short-term buffer. */
+export const segmenterSettingsFrom = (config: Pick<Config, "segmenter">): SegmenterConfig => ({
+  gate: { ...DEFAULT_GATE, threshold: config.segmenter.threshold, hardCapTokens: config.segmenter.hardCapTokens },
+  bufferTokens: config.segmenter.bufferTokens,
+  idleTimeoutMs: config.segmenter.idleTimeoutMs,
+});
+
+/** How the indexer picks update candidates for the consolidator. */
+export const candidateSettingsFrom = (config: Pick<Config, "consolidation">): CandidateSettings => ({
+  ...DEFAULT_CANDIDATE_SETTINGS,
+  similarityThreshold: config.consolidation.similarityThreshold,
+});

@@ -66,6 +66,8 @@ module.exports = {
     doNotFollow: { path: "node_modules" },
     exclude: { path: "(^|/)node_modules/" },
     moduleSystems: ["es6", "cjs"],
+    // With the typescript API available (the depcruise CLI on Node 22+ with TypeScript 5), count type-only imports too.
+    tsPreCompilationDeps: true,
     // Packages' "exports" maps (hono/route, js-tiktoken/ranks/…) resolve as Node resolves them.
     enhancedResolveOptions: {
       exportsFields: ["exports"],

@@ -2,13 +2,14 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, describe, it } from "node:test";
+import { after, afterEach, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import type { CompressionResult, Compressor } from "../../services/core/ports.ts";
 import type { TurnInput } from "../../services/core/service.ts";
 import { engineSettingsFrom, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
+import { Closer } from "../helpers/closer.ts";
 
 /** Fails on one marked turn, like a model that chokes on an input. */
 class PoisonedCompressor implements Compressor {
@@ -32,10 +33,15 @@ const turns = (n: number, session = "s1", offset = 0): TurnInput[] =>
 
 describe("embedded engine (unit, hashing embedder)", () => {
   const dirs: string[] = [];
+  // Each test closes its engine; one that fails first still gets it closed here.
+  const engines = new Closer();
+  afterEach(() => engines.closeAll());
   const open = (extra: Parameters<typeof openEmbeddedEngine>[1] = {}) => {
     const dir = mkdtempSync(join(tmpdir(), "memory-engine-"));
     dirs.push(dir);
-    return openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder(), ...extra });
+    return engines.track(
+      openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder(), ...extra }),
+    );
   };
   after(() => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { after, describe, it } from "node:test";
+import { after, afterEach, describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
@@ -13,6 +13,7 @@ import { isServiceError, MemoryGrpcClient } from "../../services/gateway/grpc-cl
 import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { Metrics } from "../../services/platform/metrics.ts";
+import { Closer } from "../helpers/closer.ts";
 
 const KEYS = { "key-of-tenant-a-1": "acme", "key-of-tenant-b-2": "acme/eu" };
 const A = "key-of-tenant-a-1";
@@ -38,9 +39,14 @@ describe("turn ids: a reserved namespace for assigned ids, 409 on a reused id wi
   after(() => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
+  // Each test closes its engines; one that fails first still gets them closed here.
+  const engines = new Closer();
+  afterEach(() => engines.closeAll());
   const open = async (dir = mkdtempSync(join(tmpdir(), "turn-ids-"))) => {
     if (!dirs.includes(dir)) dirs.push(dir);
-    const opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder() });
+    const opened = await engines.track(
+      openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder() }),
+    );
     const app = createHttpApp({
       service: opened.engine,
       apiKeys: KEYS,

@@ -21,58 +21,35 @@
  * - stop(): finishes and commits the chunk in flight, then disconnects (SIGTERM/SIGINT in process.ts).
  */
 import { randomUUID } from "node:crypto";
-import type { Admin, Consumer, IHeaders, Kafka, KafkaMessage, Message, Producer } from "kafkajs";
+import type { Admin, Consumer, Kafka, KafkaMessage, Message, Producer } from "kafkajs";
 import { type DlqEntry, deadLetter, type StageStateEnvelope, type TopicCodec } from "./serde.ts";
-import { CONTROL_HEADER, type ControlKind, isControlKind } from "./topics.ts";
+import {
+  afterFailure,
+  applyStates,
+  changelogMessages,
+  chunksOf,
+  type DecodedInput,
+  decodeStageInput,
+  lagAfter,
+  nextOffset,
+  outputMessages,
+  refusalLabel,
+  restoredUpTo,
+  restoreTargets,
+  SEND_MAX_BYTES,
+  type StageInput,
+  type StageOutput,
+  splitBySize,
+  stateFromEnvelope,
+} from "./stage-runtime-parts.ts";
 
-/**
- * Most key + value bytes one send of a transaction carries. kafkajs puts a send's messages for one
- * partition into one record batch, and the broker refuses a batch over its message limit (1 MB by
- * default); a chunk's outputs, dead letters and changelog entries can together pass that, so they
- * go in several sends of one transaction, in order.
- */
-export const SEND_MAX_BYTES = 512 * 1024;
-
-type TopicMessages = { topic: string; messages: Message[] };
-
-const sizeOf = (m: Message): number => {
-  const bytes = (v: Message["key"] | Message["value"]): number =>
-    v == null ? 0 : typeof v === "string" ? Buffer.byteLength(v) : v.length;
-  return bytes(m.key) + bytes(m.value) + 64;
-};
-
-/** Consecutive groups of the messages, each at most maxBytes (a larger single message goes alone), order kept. */
-export const splitBySize = (topicMessages: readonly TopicMessages[], maxBytes: number): TopicMessages[][] => {
-  const parts: TopicMessages[][] = [];
-  let part: TopicMessages[] = [];
-  let size = 0;
-  for (const { topic, messages } of topicMessages) {
-    for (const m of messages) {
-      const n = sizeOf(m);
-      if (size > 0 && size + n > maxBytes) {
-        parts.push(part);
-        part = [];
-        size = 0;
-      }
-      const last = part.at(-1);
-      if (last?.topic === topic) last.messages.push(m);
-      else part.push({ topic, messages: [m] });
-      size += n;
-    }
-  }
-  if (part.length > 0) parts.push(part);
-  return parts;
-};
-
-/** A handler error that no retry can fix (e.g. a key that does not match its value): straight to the DLQ. */
-export class PoisonError extends Error {
-  override readonly name = "PoisonError";
-}
-
-export type StageInput<I> = { kind: "event"; value: I } | { kind: "control"; control: ControlKind };
-
-/** One output message: a value, or a control message (null value + header) that keeps its place. */
-export type StageOutput<O> = { key: string; value: O } | { key: string; control: ControlKind };
+export {
+  PoisonError,
+  SEND_MAX_BYTES,
+  type StageInput,
+  type StageOutput,
+  splitBySize,
+} from "./stage-runtime-parts.ts";
 
 export interface StageResult<O, S> {
   outputs: StageOutput<O>[];
@@ -146,12 +123,6 @@ type Pending = { key: string; input: StageInput<unknown> };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const errMessage = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-const headerString = (headers: IHeaders | undefined, name: string): string | undefined => {
-  const h = headers?.[name];
-  const v = Array.isArray(h) ? h[0] : h;
-  return v === undefined ? undefined : v.toString();
-};
-
 export class StageRuntime<I, O, S> {
   private readonly consumer: Consumer;
   private readonly partitions = new Map<number, PartitionCtx<S>>();
@@ -217,8 +188,7 @@ export class StageRuntime<I, O, S> {
       eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }) => {
         const ctx = this.ensure(batch.partition);
         await this.waitReady(ctx, heartbeat);
-        const messages = batch.messages;
-        for (let i = 0; i < messages.length; i += this.maxChunk) {
+        for (const chunk of chunksOf(batch.messages, this.maxChunk)) {
           if (this.stopping || !isRunning() || isStale()) break;
           if (this.handler.pressure?.()) {
             pause();
@@ -227,12 +197,10 @@ export class StageRuntime<I, O, S> {
             this.scheduleResume();
             break;
           }
-          const chunk = messages.slice(i, i + this.maxChunk);
           await this.withLock(ctx, () => this.processChunk(ctx, batch.topic, chunk));
           const last = chunk[chunk.length - 1] as KafkaMessage;
           resolveOffset(last.offset);
-          const lag = Number(BigInt(batch.highWatermark) - BigInt(last.offset) - 1n);
-          this.obs.lag?.(batch.topic, batch.partition, Math.max(0, lag));
+          this.obs.lag?.(batch.topic, batch.partition, lagAfter(batch.highWatermark, last.offset));
           await heartbeat();
         }
       },
@@ -324,19 +292,14 @@ export class StageRuntime<I, O, S> {
     if (!spec || !changelog) return;
     const started = Date.now();
     const offsets = await this.opts.admin.fetchTopicOffsets(changelog);
-    const target = new Map<number, bigint>();
-    for (const ctx of ctxs) {
-      const o = offsets.find((x) => x.partition === ctx.partition);
-      const high = BigInt(o?.high ?? "0");
-      const low = BigInt(o?.low ?? "0");
-      if (high > low) target.set(ctx.partition, high);
-    }
+    const partitions = ctxs.map((c) => c.partition);
+    const target = restoreTargets(offsets, partitions);
     if (target.size === 0) return;
     const byPartition = new Map(ctxs.map((c) => [c.partition, c]));
     const seen = new Map<number, bigint>();
     const groupId = `${this.opts.groupId}-restore-${randomUUID().slice(0, 8)}`;
     const reader = this.opts.kafka.consumer({ groupId, readUncommitted: false });
-    const doneOf = (p: number): boolean => (seen.get(p) ?? -1n) >= (target.get(p) ?? 0n) - 1n;
+    const doneOf = (p: number): boolean => restoredUpTo(seen, target, p);
     let entries = 0;
     try {
       // Control-only batches (commit markers) are not delivered to eachBatch; this event still
@@ -358,10 +321,7 @@ export class StageRuntime<I, O, S> {
               const decoded = await spec.codec.decode(m.value);
               if (!decoded.ok)
                 throw new Error(`changelog ${changelog}/${batch.partition}@${m.offset}: ${decoded.reason}`);
-              const env = decoded.value;
-              if (env.stateVersion !== spec.version)
-                throw new Error(`changelog state version ${env.stateVersion}, stage expects ${spec.version}`);
-              ctx.states.set(key, spec.fromJson ? spec.fromJson(env.payload) : (JSON.parse(env.payload) as S));
+              ctx.states.set(key, stateFromEnvelope(spec, decoded.value));
             }
             entries++;
           }
@@ -400,17 +360,7 @@ export class StageRuntime<I, O, S> {
     this.resumeTimer.unref();
   }
 
-  private decodeInput = async (
-    m: KafkaMessage,
-  ): Promise<{ ok: true; input: StageInput<I> } | { ok: false; reason: string }> => {
-    const control = headerString(m.headers, CONTROL_HEADER);
-    if (control !== undefined) {
-      if (!isControlKind(control)) return { ok: false, reason: `unknown control message "${control}"` };
-      return { ok: true, input: { kind: "control", control } };
-    }
-    const decoded = await this.handler.input.decode(m.value);
-    return decoded.ok ? { ok: true, input: { kind: "event", value: decoded.value } } : decoded;
-  };
+  private decodeInput = (m: KafkaMessage): Promise<DecodedInput<I>> => decodeStageInput(m, this.handler.input);
 
   /** Runs handle() with bounded retries; the outputs are encoded inside the attempt. */
   private async attempt(
@@ -424,22 +374,15 @@ export class StageRuntime<I, O, S> {
     for (let a = 1; a <= this.maxAttempts; a++) {
       try {
         const res = await this.handler.handle(key, input, state);
-        const messages: Message[] = [];
-        for (const out of res.outputs) {
-          if ("control" in out)
-            messages.push({ key: out.key, value: null, headers: { [CONTROL_HEADER]: out.control } });
-          else {
-            if (!this.handler.output) throw new Error(`${this.handler.name} has no output topic`);
-            messages.push({ key: out.key, value: await this.handler.output.encode(out.value) });
-          }
-        }
+        const messages = await outputMessages(this.handler.name, res.outputs, this.handler.output);
         return { ok: true, messages, state: res.state };
       } catch (err) {
         last = errMessage(err);
         this.obs.event?.("error");
         this.obs.log?.("warn", "handler failed", { key, attempt: a, error: last });
-        if (err instanceof PoisonError) return { ok: false, reason: `handler: ${last}`, attempts: a };
-        if (a < this.maxAttempts) await sleep(this.backoffMs * 2 ** (a - 1));
+        const next = afterFailure(err, a, this.maxAttempts, this.backoffMs);
+        if (!next.retry) return { ok: false, reason: `handler: ${last}`, attempts: a };
+        await sleep(next.delayMs);
       }
     }
     return { ok: false, reason: `handler: ${last}`, attempts: this.maxAttempts };
@@ -462,12 +405,12 @@ export class StageRuntime<I, O, S> {
     const dlq: { entry: DlqEntry; reason: string }[] = [];
     for (const [i, m] of chunk.entries()) {
       const key = m.key?.toString() ?? "";
-      const d = decoded[i] as Awaited<ReturnType<typeof this.decodeInput>>;
+      const d = decoded[i] as DecodedInput<I>;
       const source = { topic, partition: ctx.partition, offset: m.offset, key, value: m.value };
       if (!d.ok) {
         dlq.push({
           entry: deadLetter(this.handler.name, source, d.reason),
-          reason: d.reason.split(":")[0] ?? "decode",
+          reason: refusalLabel(d.reason),
         });
         continue;
       }
@@ -481,7 +424,7 @@ export class StageRuntime<I, O, S> {
       if (this.handler.state) dirty.set(key, res.state);
     }
     const last = chunk[chunk.length - 1] as KafkaMessage;
-    const next = (BigInt(last.offset) + 1n).toString();
+    const next = nextOffset(last.offset);
     await this.commit(ctx, outputs, dlq, dirty, { topic, offset: next });
     const seconds = (performance.now() - started) / 1000;
     for (let i = 0; i < chunk.length - dlq.length; i++) this.obs.event?.("ok", seconds / chunk.length);
@@ -521,20 +464,7 @@ export class StageRuntime<I, O, S> {
     const spec = this.handler.state;
     if (spec && this.opts.changelogTopic && dirty.size > 0) {
       const now = new Date().toISOString();
-      const messages: Message[] = [];
-      for (const [key, s] of dirty) {
-        const value =
-          s === undefined
-            ? null
-            : await spec.codec.encode({
-                stage: this.handler.name,
-                key,
-                stateVersion: spec.version,
-                payload: spec.toJson ? spec.toJson(s) : JSON.stringify(s),
-                updatedAt: now,
-              });
-        messages.push({ key, value, partition: ctx.partition });
-      }
+      const messages = await changelogMessages(this.handler.name, dirty, spec, ctx.partition, now);
       topicMessages.push({ topic: this.opts.changelogTopic, messages });
     }
     if (topicMessages.length === 0 && !offsets) return;
@@ -551,10 +481,7 @@ export class StageRuntime<I, O, S> {
       await tx.abort().catch(() => undefined);
       throw err;
     }
-    for (const [key, s] of dirty) {
-      if (s === undefined) ctx.states.delete(key);
-      else ctx.states.set(key, s);
-    }
+    applyStates(ctx.states, dirty);
   }
 
   /** Idle flushes and the like: handler.tick's inputs, committed like a batch but without offsets. */

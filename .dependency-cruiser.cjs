@@ -1,0 +1,78 @@
+/**
+ * Import rules of the services (issue 19, "Done when"): the layers a newcomer reads from the tree.
+ * Run with `npm run check:imports` (scripts/check-imports.ts: dependency-cruiser's API over a
+ * type-stripped copy that keeps `import type`, because the installed dependency-cruiser can use
+ * neither Node 20 nor TypeScript 7 for .ts files by itself).
+ *
+ * Paths are relative to the repository root; a module path may end in .ts (the CLI on a newer
+ * toolchain) or .ts.js (the copy the script cruises), so no rule anchors on the extension.
+ */
+const STAGES = "(sensory|segmenter|encoder|indexer|consolidator|query)";
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "A circle of imports (type imports included) hides which module is the lower layer.",
+      from: { path: "^services/" },
+      to: { circular: true },
+    },
+    {
+      name: "stages-side-by-side",
+      severity: "error",
+      comment: "A stage folder does not import another stage folder; what they share lives in core.",
+      from: { path: `^services/${STAGES}/` },
+      to: { path: `^services/${STAGES}/`, pathNot: "^services/$1/" },
+    },
+    {
+      name: "no-gateway-below-front-door",
+      severity: "error",
+      comment: "The gateway is a front door: core, the platform layer and the stages never import it.",
+      from: { path: `^services/(core|platform|${STAGES.slice(1, -1)})/` },
+      to: { path: "^services/gateway/" },
+    },
+    {
+      name: "adapters-apart",
+      severity: "error",
+      comment: "An adapter (services/core/adapters/<name>/) does not import another adapter's folder.",
+      from: { path: "^services/core/adapters/([^/]+)/" },
+      to: { path: "^services/core/adapters/[^/]+/", pathNot: "^services/core/adapters/$1/" },
+    },
+    {
+      name: "adapters-not-to-factories",
+      severity: "error",
+      comment: "The factories choose adapters; an adapter importing one closes a circle through them.",
+      from: { path: "^services/core/adapters/[^/]+/" },
+      to: { path: "^services/core/adapters/(llm-factory|open-stores)[.]ts" },
+    },
+    {
+      name: "core-below-stages",
+      severity: "error",
+      comment: "services/core is the domain and its drivers: it does not import a stage.",
+      from: { path: "^services/core/" },
+      to: { path: `^services/${STAGES}/` },
+    },
+    {
+      name: "resolvable",
+      severity: "error",
+      comment: "Every import resolves (a ./x.ts import that the checker cannot follow would hide its edges).",
+      from: { path: "^services/" },
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "(^|/)node_modules/" },
+    moduleSystems: ["es6", "cjs"],
+    // With the typescript API available (the depcruise CLI on Node 22+ with TypeScript 5), count type-only imports too.
+    tsPreCompilationDeps: true,
+    // Packages' "exports" maps (hono/route, js-tiktoken/ranks/…) resolve as Node resolves them.
+    enhancedResolveOptions: {
+      exportsFields: ["exports"],
+      conditionNames: ["import", "require", "node", "default"],
+      mainFields: ["module", "main", "types"],
+    },
+  },
+};

@@ -14,8 +14,9 @@
 import { pino } from "pino";
 import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
 import { DEFAULT_API_KEY, defaultKeyExposure, loadConfig } from "../core/config.ts";
+import { apiKeyAuthenticator } from "../platform/grpc/auth.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
-import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
+import { startGrpcServer } from "./grpc-server.ts";
 import { createHttpApp } from "./http-app.ts";
 import { startHttpServer } from "./http-server.ts";
 import { KafkaMemoryService } from "./kafka-memory-service.ts";

@@ -24,9 +24,10 @@ import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { openStores, storeKindFromEnv } from "../core/adapters/open-stores.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import { loadConfig } from "../core/config.ts";
-import { internalAuthenticator, startGrpcServer } from "../gateway/grpc-server.ts";
 import { startHttpServer } from "../gateway/http-server.ts";
 import { Metrics } from "../gateway/metrics.ts";
+import { internalAuthenticator } from "../platform/grpc/auth.ts";
+import { startGrpcServer } from "../platform/grpc/server.ts";
 import { StoreQueryService } from "./grpc-query-service.ts";
 import { LlmPlanner } from "./llm-planner.ts";
 

@@ -15,10 +15,11 @@ import { pino } from "pino";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
-import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
+import { startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { startHttpServer } from "../../services/gateway/http-server.ts";
 import { Metrics } from "../../services/gateway/metrics.ts";
+import { apiKeyAuthenticator } from "../../services/platform/grpc/auth.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 
 const main = async (): Promise<void> => {

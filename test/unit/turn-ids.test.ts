@@ -9,10 +9,12 @@ import { loadConfig } from "../../services/core/config.ts";
 import { ConflictError, ValidationError } from "../../services/core/errors.ts";
 import type { TurnInput } from "../../services/core/service.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
-import { isServiceError, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
-import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
+import { startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { Metrics } from "../../services/gateway/metrics.ts";
+import { apiKeyAuthenticator } from "../../services/platform/grpc/auth.ts";
+import { MemoryGrpcClient } from "../../services/platform/grpc/client.ts";
+import { isServiceError } from "../../services/platform/grpc/status-mapping.ts";
 
 const KEYS = { "key-of-tenant-a-1": "acme", "key-of-tenant-b-2": "acme/eu" };
 const A = "key-of-tenant-a-1";

@@ -62,14 +62,3 @@ export const startGrpcServer = async (options: GrpcServerOptions): Promise<Runni
     },
   };
 };
-
-type MethodKey = keyof typeof MemoryService;
-
-/**
- * memory.v1.Memory's method definitions keyed by their names in the .proto (Ingest, ListRecords,
- * ...), for callers that speak raw bytes to a method named as on the wire (the gRPC fuzz test).
- */
-export const memoryServiceDefinition = (): { [K in MethodKey as Capitalize<K>]: (typeof MemoryService)[K] } =>
-  Object.fromEntries(
-    Object.values(MemoryService).map((method) => [method.path.slice(method.path.lastIndexOf("/") + 1), method]),
-  ) as { [K in MethodKey as Capitalize<K>]: (typeof MemoryService)[K] };

@@ -12,13 +12,14 @@
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
 import { DEFAULT_API_KEY, defaultKeyExposure, loadProcessConfig } from "../core/config.ts";
+import { apiKeyAuthenticator } from "../platform/grpc/auth.ts";
 import { startHttpServer } from "../platform/http-server.ts";
 import { jsonLogger, requestLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
-import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
+import { startGrpcServer } from "./grpc-server.ts";
 import { createHttpApp } from "./http-app.ts";
 import { KafkaMemoryService } from "./kafka-memory-service.ts";
 

@@ -6,7 +6,7 @@
 import type { Embedder, GraphStore, QueryPlanner, RecordPage, RecordQuery, VectorStore } from "../core/ports.ts";
 import type { Health, IngestResult, MemoryService, QueryRequest, QueryResult } from "../core/service.ts";
 import type { MemoryRecord } from "../core/types.ts";
-import { UnsupportedOperation } from "../gateway/grpc-server.ts";
+import { UnsupportedOperation } from "../platform/grpc/status-mapping.ts";
 import { type QuerySettings, runQuery } from "./query.ts";
 
 export interface StoreQueryServiceDeps {

@@ -21,7 +21,8 @@
 import { openEmbedder, openLlm, plannerFrom, querySettingsFrom, stageEmbedder } from "../composition/parts.ts";
 import { openStores } from "../composition/stores.ts";
 import { loadProcessConfig } from "../core/config.ts";
-import { internalAuthenticator, startGrpcServer } from "../gateway/grpc-server.ts";
+import { internalAuthenticator } from "../platform/grpc/auth.ts";
+import { startGrpcServer } from "../platform/grpc/server.ts";
 import { jsonLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";

@@ -21,8 +21,9 @@ import {
   status,
 } from "@grpc/grpc-js";
 import fc from "fast-check";
-import { MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
-import { ISSUES_METADATA_KEY, memoryServiceDefinition } from "../../services/gateway/grpc-server.ts";
+import { MemoryGrpcClient } from "../../services/platform/grpc/client.ts";
+import { memoryServiceDefinition } from "../../services/platform/grpc/service-definition.ts";
+import { ISSUES_METADATA_KEY } from "../../services/platform/grpc/status-mapping.ts";
 import { FUZZ_KEYS, type FuzzServer, KEY_A, startFuzzServer } from "../helpers/fuzz-child.ts";
 import { HUGE_STRINGS, hugeStringName, isoTimestamp, nastyString, words } from "../helpers/fuzz-inputs.ts";
 import { rawRequest } from "../helpers/raw-http.ts";

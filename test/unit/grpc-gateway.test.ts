@@ -6,14 +6,12 @@ import { after, before, describe, it } from "node:test";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
 import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
-import { GrpcQueryBackend, isServiceError, issuesOf, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
-import {
-  internalAuthenticator,
-  peerAddressOf,
-  type RunningGrpcServer,
-  startGrpcServer,
-  TENANT_METADATA_KEY,
-} from "../../services/gateway/grpc-server.ts";
+import { GrpcQueryBackend } from "../../services/gateway/grpc-client.ts";
+import { startGrpcServer } from "../../services/gateway/grpc-server.ts";
+import { internalAuthenticator, peerAddressOf, TENANT_METADATA_KEY } from "../../services/platform/grpc/auth.ts";
+import { MemoryGrpcClient } from "../../services/platform/grpc/client.ts";
+import type { RunningGrpcServer } from "../../services/platform/grpc/server.ts";
+import { isServiceError, issuesOf } from "../../services/platform/grpc/status-mapping.ts";
 import { Metrics } from "../../services/platform/metrics.ts";
 import { FakeMemoryService, sampleQueryResult, sampleRecord } from "../helpers/fake-memory-service.ts";
 
@@ -48,7 +46,7 @@ describe("gRPC gateway", () => {
   let anon: MemoryGrpcClient;
 
   before(async () => {
-    const { apiKeyAuthenticator } = await import("../../services/gateway/grpc-server.ts");
+    const { apiKeyAuthenticator } = await import("../../services/platform/grpc/auth.ts");
     server = await startGrpcServer({
       service: fake,
       authenticate: apiKeyAuthenticator({ [KEY_A]: "tenant-a", [KEY_B]: "tenant-b" }),
@@ -366,7 +364,7 @@ describe("failed-authentication limit (gRPC, as HTTP's 429)", () => {
   let server: RunningGrpcServer;
 
   before(async () => {
-    const { apiKeyAuthenticator } = await import("../../services/gateway/grpc-server.ts");
+    const { apiKeyAuthenticator } = await import("../../services/platform/grpc/auth.ts");
     server = await startGrpcServer({
       service: fake,
       authenticate: apiKeyAuthenticator({ [KEY_A]: "tenant-a" }),

@@ -9,9 +9,11 @@ import { loadConfig } from "../../services/core/config.ts";
 import { ConflictError, ValidationError } from "../../services/core/errors.ts";
 import type { TurnInput } from "../../services/core/service.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
-import { isServiceError, MemoryGrpcClient } from "../../services/gateway/grpc-client.ts";
-import { apiKeyAuthenticator, startGrpcServer } from "../../services/gateway/grpc-server.ts";
+import { startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
+import { apiKeyAuthenticator } from "../../services/platform/grpc/auth.ts";
+import { MemoryGrpcClient } from "../../services/platform/grpc/client.ts";
+import { isServiceError } from "../../services/platform/grpc/status-mapping.ts";
 import { Metrics } from "../../services/platform/metrics.ts";
 import { Closer } from "../helpers/closer.ts";
 

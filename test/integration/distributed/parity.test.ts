@@ -21,7 +21,7 @@ import { type LocomoConversation, loadLocomo } from "../../../services/core/data
 import type { QueryResult, TurnInput } from "../../../services/core/service.ts";
 import type { MemoryRecord } from "../../../services/core/types.ts";
 import { openEmbeddedEngine } from "../../../services/embedded/open.ts";
-import { MemoryGrpcClient } from "../../../services/gateway/grpc-client.ts";
+import { MemoryGrpcClient } from "../../../services/platform/grpc/client.ts";
 import { runPrefix, sleep } from "../pipeline/helpers.ts";
 import {
   cleanUp,

@@ -10,7 +10,7 @@ import { kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import type { QueryResult, TurnInput } from "../../../services/core/service.ts";
 import { TenantNameSchema } from "../../../services/core/tenant-name.ts";
-import { MemoryGrpcClient } from "../../../services/gateway/grpc-client.ts";
+import { MemoryGrpcClient } from "../../../services/platform/grpc/client.ts";
 import { runPrefix } from "../pipeline/helpers.ts";
 import {
   cleanUp,

@@ -26,7 +26,7 @@ export const protobufPackage = "memory.v1";
 export const protobufFileName = "memory.proto";
 
 /**
- * gRPC front door of the memory service (DESIGN §2, §7). The same operations and shapes as the
+ * gRPC front door of the memory service (docs/design.md §2, §7). The same operations and shapes as the
  * HTTP API (schemas/openapi.yaml): ISO-8601 strings for times, the tenant taken from the caller's
  * API key in the call metadata (`authorization: Bearer <key>` or `x-api-key: <key>`), never from a
  * message. Errors: UNAUTHENTICATED (no or unknown key), INVALID_ARGUMENT (bad input; the message
@@ -224,7 +224,7 @@ export interface Validity {
   superseded_by: string;
 }
 
-/** A self-contained memory record (DESIGN §4). Empty strings stand for absent optional values. */
+/** A self-contained memory record (docs/design.md §4). Empty strings stand for absent optional values. */
 export interface Record {
   id: string;
   type: string;

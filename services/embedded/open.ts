@@ -9,9 +9,9 @@ import {
   metricsUsageSink,
 } from "../core/adapters/llm-factory.ts";
 import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
-import { openSqlite } from "../core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
+import { openSqlite } from "../core/adapters/sqlite-db.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import { type Config, cursorSecretOf } from "../core/config.ts";
 import type { Compressor, Embedder, EmbedderStats, QueryPlanner, SegmentEncoder } from "../core/ports.ts";

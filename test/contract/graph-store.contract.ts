@@ -6,12 +6,12 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
-import { isoSpan } from "../../services/core/adapters/sqlite/record-index.ts";
+import { CursorCodec } from "../../services/core/cursor.ts";
 import { ValidationError } from "../../services/core/errors.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
 import { lexicalText, queryTerms, rankBm25 } from "../../services/core/lexical.ts";
 import type { GraphStore, IndexBatch, RecordQuery } from "../../services/core/ports.ts";
+import { isoSpan } from "../../services/core/record-index.ts";
 import type {
   DeadLetter,
   Entity,

@@ -11,8 +11,8 @@ import {
   parseWindow,
   type ScheduleSettings,
 } from "../../services/consolidator/scheduler.ts";
-import { openSqlite } from "../../services/core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { recordId } from "../../services/core/ids.ts";
 import type { IndexBatch } from "../../services/core/ports.ts";
 import type { MemoryRecord, RecordType, Segment, UpdateCandidate } from "../../services/core/types.ts";

@@ -9,8 +9,8 @@ import { HnswVectorStore } from "./hnsw/vector-store.ts";
 import { openDriver } from "./neo4j/driver.ts";
 import { Neo4jGraphStore } from "./neo4j/graph-store.ts";
 import { Neo4jVectorStore } from "./neo4j/vector-store.ts";
-import { openSqlite } from "./sqlite/db.ts";
 import { SqliteGraphStore } from "./sqlite/graph-store.ts";
+import { openSqlite } from "./sqlite-db.ts";
 
 export type StoreKind = "embedded" | "neo4j";
 

@@ -1,4 +1,5 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
+import { CursorCodec } from "../../cursor.ts";
 import { sha256, turnRowId } from "../../ids.ts";
 import { conversationKey, parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
@@ -19,11 +20,10 @@ import type {
   TimeWindow,
   VersionGraph,
 } from "../../ports.ts";
+import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
+import { inAskedOrder, turnKeysOf } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { walkVersionGraph } from "../../version-graph.ts";
-import { CursorCodec } from "../sqlite/cursor.ts";
-import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
-import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {

@@ -1,4 +1,5 @@
 import type BetterSqlite3 from "better-sqlite3";
+import { CursorCodec } from "../../cursor.ts";
 import { turnRowId } from "../../ids.ts";
 import { conversationKey, parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
@@ -19,12 +20,11 @@ import type {
   TimeWindow,
   VersionGraph,
 } from "../../ports.ts";
+import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
+import { inAskedOrder, turnKeysOf } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
 import { walkVersionGraph } from "../../version-graph.ts";
-import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
-import { CursorCodec } from "./cursor.ts";
-import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "./db.ts";
-import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "./record-index.ts";
+import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 
 type Param = string | number | bigint | null;

@@ -1,4 +1,4 @@
-import { parseTurnRowId } from "../ids.ts";
+import { parseTurnRowId } from "./ids.ts";
 
 export interface TurnKey {
   conversation: string;

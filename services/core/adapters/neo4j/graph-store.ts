@@ -1,14 +1,10 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import { CursorCodec } from "../../cursor.ts";
 import { sha256, turnRowId } from "../../ids.ts";
-import { conversationKey, parseConversationKey } from "../../keys.ts";
+import { parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
-  ConsolidationApplied,
-  ConsolidationChange,
-  ConsolidationOp,
-  ErasedIds,
   GraphStore,
   IndexBatch,
   RecordPage,
@@ -18,12 +14,13 @@ import type {
   ScoredId,
   StoredTurn,
   TimeWindow,
-  VersionGraph,
+  TransactionReads,
+  TransactionView,
+  TransactionWrites,
 } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
-import { inAskedOrder, turnKeysOf } from "../../turn-order.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
-import { walkVersionGraph } from "../../version-graph.ts";
+import { inAskedOrder } from "../../turn-order.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
@@ -183,10 +180,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
 });
 
 const toScored = (r: ScoreRow): ScoredId => ({ id: r.id, score: num(r.score) });
-
-const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
-
-/** Most records a version graph walks (a guard against runaway chains). */
 
 /** The MERGE of one relation kind (types cannot be parameters in Cypher 5). */
 const RELATION_MERGE: Record<RecordRelationKind, string> = {
@@ -583,13 +576,6 @@ export class Neo4jGraphStore implements GraphStore {
       : this.count("MATCH (u:UpdateCandidate {tenant: $tenant, status: 'pending'}) RETURN count(u) AS n", { tenant });
   }
 
-  private static async readRecord(tx: Tx, tenant: string, id: string): Promise<MemoryRecord | undefined> {
-    const [row] = rows<JsonRow>(
-      await tx.run("MATCH (r:Record {tenant: $tenant, id: $id}) RETURN r.id AS id, r.json AS json", { tenant, id }),
-    );
-    return row ? (JSON.parse(row.json) as MemoryRecord) : undefined;
-  }
-
   /** Rewrites a record's JSON and the properties derived from its validity and merged sources. */
   private static async writeRecordJson(tx: Tx, tenant: string, record: MemoryRecord): Promise<void> {
     await tx.run(
@@ -606,89 +592,116 @@ export class Neo4jGraphStore implements GraphStore {
     );
   }
 
-  private static async putRelation(tx: Tx, tenant: string, r: RecordRelation): Promise<void> {
-    await tx.run(
-      `MATCH (a:Record {tenant: $tenant, id: $from}), (b:Record {tenant: $tenant, id: $to})
-       ${RELATION_MERGE[r.relation]}
-       ON CREATE SET e.at = $at, e.reason = $reason`,
-      { tenant, from: r.from, to: r.to, at: r.at, reason: r.reason ?? null },
-    );
-  }
-
-  /** A validity end never before the record's own start. */
-  private static endOf(record: MemoryRecord, validTo: string): string {
-    return ms(validTo) < ms(record.valid.from) ? record.valid.from : new Date(ms(validTo)).toISOString();
-  }
-
-  /** One op inside the caller's transaction; false when its precondition does not hold. */
-  private static async applyOp(tx: Tx, tenant: string, op: ConsolidationOp): Promise<boolean> {
-    const read = (id: string) => Neo4jGraphStore.readRecord(tx, tenant, id);
-    if (op.kind === "link") {
-      if (op.from === op.to || !(await read(op.from)) || !(await read(op.to))) return false;
-      await Neo4jGraphStore.putRelation(tx, tenant, {
-        from: op.from,
-        to: op.to,
-        relation: op.relation,
-        at: op.at,
-        ...(op.reason ? { reason: op.reason } : {}),
-      });
-      return true;
-    }
-    const [loserId, winnerId] = op.kind === "supersede" ? [op.older, op.newer] : [op.duplicate, op.canonical];
-    if (loserId === winnerId) return false;
-    const loser = await read(loserId);
-    const winner = await read(winnerId);
-    if (!loser || !winner || loser.valid.supersededBy !== undefined || winner.valid.supersededBy !== undefined) {
-      return false;
-    }
-    const to = Neo4jGraphStore.endOf(loser, op.validTo);
-    loser.valid = { ...loser.valid, to, supersededBy: winnerId };
-    await Neo4jGraphStore.writeRecordJson(tx, tenant, loser);
-    if (op.kind === "merge") {
-      const merged = [...(winner.mergedSources ?? [])];
-      const seen = new Set([sourceKey(winner.source), ...merged.map(sourceKey)]);
-      for (const src of [loser.source, ...(loser.mergedSources ?? [])]) {
-        const key = sourceKey(src);
-        if (seen.has(key)) continue;
-        seen.add(key);
-        merged.push(src);
-      }
-      winner.mergedSources = merged;
-      await Neo4jGraphStore.writeRecordJson(tx, tenant, winner);
-    }
-    const reason = op.reason ? { reason: op.reason } : {};
-    await Neo4jGraphStore.putRelation(
-      tx,
-      tenant,
-      op.kind === "supersede"
-        ? { from: op.newer, to: op.older, relation: "SUPERSEDES", at: to, ...reason }
-        : { from: op.duplicate, to: op.canonical, relation: "DUPLICATE_OF", at: to, ...reason },
-    );
-    return true;
-  }
-
-  async applyConsolidation(change: ConsolidationChange, hooks: ApplyHooks = {}): Promise<ConsolidationApplied> {
-    const decidedAt = new Date().toISOString();
+  /**
+   * One write transaction for the consolidation and erasure rules (services/consolidator/apply.ts,
+   * erasure.ts). executeWrite may retry a transient failure: `decide` is pure, so a retry reads
+   * again and decides the same way.
+   */
+  async transact<T>(
+    tenant: string,
+    reads: TransactionReads,
+    decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
+    hooks: ApplyHooks = {},
+  ): Promise<T> {
     return this.write(async (tx) => {
-      const out: ConsolidationApplied = { superseded: 0, merged: 0, linked: 0, skipped: 0 };
-      for (const op of change.ops) {
-        if (!(await Neo4jGraphStore.applyOp(tx, change.tenant, op))) out.skipped++;
-        else if (op.kind === "supersede") out.superseded++;
-        else if (op.kind === "merge") out.merged++;
-        else out.linked++;
-      }
-      if (change.settled.length > 0) {
-        await tx.run(
-          `UNWIND $settled AS c
-           MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId})
-           SET u.status = 'done', u.decision = c.decision, u.decidedAt = $decidedAt`,
-          { tenant: change.tenant, settled: change.settled, decidedAt },
-        );
-      }
+      const { writes, result } = decide(await Neo4jGraphStore.readView(tx, tenant, reads));
+      await Neo4jGraphStore.applyWrites(tx, tenant, writes);
       // Throwing here rolls the transaction back (executeWrite does not retry a non-transient error).
       hooks.beforeCommit?.();
-      return out;
+      return result;
     });
+  }
+
+  private static async readView(tx: Tx, tenant: string, reads: TransactionReads): Promise<TransactionView> {
+    const records = new Map<string, MemoryRecord>();
+    if (reads.records && reads.records.length > 0) {
+      for (const row of rows<JsonRow>(
+        await tx.run("UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) RETURN r.id AS id, r.json AS json", {
+          tenant,
+          ids: uniq(reads.records),
+        }),
+      )) {
+        records.set(row.id, JSON.parse(row.json) as MemoryRecord);
+      }
+    }
+    const conversation = reads.conversation;
+    if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
+    const recordIds = rows<{ id: string }>(
+      await tx.run("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id", {
+        tenant,
+        conversation,
+      }),
+    ).map((r) => r.id);
+    const turnIds = rows<{ turnId: string }>(
+      await tx.run("MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId", {
+        tenant,
+        conversation,
+      }),
+    ).map((r) => r.turnId);
+    const dependants = rows<JsonRow>(
+      await tx.run(
+        `MATCH (r:Record {tenant: $tenant}) WHERE r.conversation <> $conversation
+           AND (r.supersededBy IN $ids OR r.merged = true)
+         RETURN r.id AS id, r.json AS json`,
+        { tenant, conversation, ids: recordIds },
+      ),
+    ).map((r) => JSON.parse(r.json) as MemoryRecord);
+    return { records, conversation: { recordIds, turnIds, dependants } };
+  }
+
+  private static async applyWrites(tx: Tx, tenant: string, writes: TransactionWrites): Promise<void> {
+    for (const record of writes.records ?? []) await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
+    for (const r of writes.relations ?? []) {
+      await tx.run(
+        `MATCH (a:Record {tenant: $tenant, id: $from}), (b:Record {tenant: $tenant, id: $to})
+         ${RELATION_MERGE[r.relation]}
+         ON CREATE SET e.at = $at, e.reason = $reason`,
+        { tenant, from: r.from, to: r.to, at: r.at, reason: r.reason ?? null },
+      );
+    }
+    if (writes.settled && writes.settled.rows.length > 0) {
+      await tx.run(
+        `UNWIND $settled AS c
+         MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId})
+         SET u.status = 'done', u.decision = c.decision, u.decidedAt = $decidedAt`,
+        { tenant, settled: writes.settled.rows, decidedAt: writes.settled.decidedAt },
+      );
+    }
+    if (writes.deleteRecords && writes.deleteRecords.length > 0) {
+      const ids = uniq(writes.deleteRecords);
+      // Index nodes only these records used go with them (erasure leaves no names behind).
+      await tx.run(
+        `MATCH (r:Record {tenant: $tenant}) WHERE r.id IN $ids
+         OPTIONAL MATCH (r)<-[:MENTIONED_IN|TAGS]-(k)
+         OPTIONAL MATCH (r)-[:ON_DAY|IN_MONTH]->(d)
+         WITH collect(DISTINCT k) + collect(DISTINCT d) AS linked, collect(DISTINCT r) AS records
+         FOREACH (x IN records | DETACH DELETE x)
+         WITH linked
+         UNWIND linked AS n
+         WITH n WHERE n.tenant = $tenant AND NOT (n)-[:MENTIONED_IN|TAGS]->() AND NOT (n)<-[:ON_DAY|IN_MONTH]-(:Record)
+         DETACH DELETE n`,
+        { tenant, ids },
+      );
+      await tx.run(
+        `MATCH (u:UpdateCandidate {tenant: $tenant}) WHERE u.recordId IN $ids OR u.candidateId IN $ids
+         DETACH DELETE u`,
+        { tenant, ids },
+      );
+    }
+    if (writes.deleteConversation !== undefined) {
+      for (const label of ["EventFrame", "Segment", "Turn"]) {
+        await tx.run(`MATCH (n:${label} {tenant: $tenant, conversation: $conversation}) DETACH DELETE n`, {
+          tenant,
+          conversation: writes.deleteConversation,
+        });
+      }
+    }
+    if (writes.deleteDeadLetters && writes.deleteDeadLetters.length > 0) {
+      await tx.run("MATCH (d:DeadLetter {tenant: $tenant}) WHERE d.key IN $keys DETACH DELETE d", {
+        tenant,
+        keys: [...writes.deleteDeadLetters],
+      });
+    }
   }
 
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
@@ -706,10 +719,6 @@ export class Neo4jGraphStore implements GraphStore {
         (a, b) =>
           byBytes(a.at, b.at) || byBytes(a.from, b.from) || byBytes(a.to, b.to) || byBytes(a.relation, b.relation),
       );
-  }
-
-  versionGraph(tenant: string, id: string): Promise<VersionGraph> {
-    return walkVersionGraph(this, tenant, id);
   }
 
   async putDeadLetter(letter: DeadLetter): Promise<void> {
@@ -782,80 +791,6 @@ export class Neo4jGraphStore implements GraphStore {
     } finally {
       await session.close();
     }
-  }
-
-  async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
-    return this.write(async (tx) => {
-      const ids = rows<{ id: string }>(
-        await tx.run("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id", {
-          tenant,
-          conversation,
-        }),
-      ).map((r) => r.id);
-      const turns = rows<{ turnId: string }>(
-        await tx.run("MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId", {
-          tenant,
-          conversation,
-        }),
-      ).map((r) => turnRowId(conversation, r.turnId));
-      // Other conversations' records: undo what this conversation's records did to them.
-      let restored = 0;
-      for (const row of rows<JsonRow>(
-        await tx.run(
-          `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IN $ids AND r.conversation <> $conversation
-           RETURN r.id AS id, r.json AS json`,
-          { tenant, ids, conversation },
-        ),
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        record.valid = { from: record.valid.from };
-        await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
-        restored++;
-      }
-      for (const row of rows<JsonRow>(
-        await tx.run(
-          `MATCH (r:Record {tenant: $tenant}) WHERE r.merged = true AND r.conversation <> $conversation
-           RETURN r.id AS id, r.json AS json`,
-          { tenant, conversation },
-        ),
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        const kept = (record.mergedSources ?? []).filter((src) => src.conversation !== conversation);
-        if (kept.length === (record.mergedSources ?? []).length) continue;
-        if (kept.length > 0) record.mergedSources = kept;
-        else delete record.mergedSources;
-        await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
-      }
-      // Index nodes only these records used go with them (erasure leaves no names behind).
-      await tx.run(
-        `MATCH (r:Record {tenant: $tenant, conversation: $conversation})
-         OPTIONAL MATCH (r)<-[:MENTIONED_IN|TAGS]-(k)
-         OPTIONAL MATCH (r)-[:ON_DAY|IN_MONTH]->(d)
-         WITH collect(DISTINCT k) + collect(DISTINCT d) AS linked, collect(DISTINCT r) AS records
-         FOREACH (x IN records | DETACH DELETE x)
-         WITH linked
-         UNWIND linked AS n
-         WITH n WHERE n.tenant = $tenant AND NOT (n)-[:MENTIONED_IN|TAGS]->() AND NOT (n)<-[:ON_DAY|IN_MONTH]-(:Record)
-         DETACH DELETE n`,
-        { tenant, conversation },
-      );
-      await tx.run(
-        `MATCH (u:UpdateCandidate {tenant: $tenant}) WHERE u.recordId IN $ids OR u.candidateId IN $ids
-         DETACH DELETE u`,
-        { tenant, ids },
-      );
-      for (const label of ["EventFrame", "Segment", "Turn"]) {
-        await tx.run(`MATCH (n:${label} {tenant: $tenant, conversation: $conversation}) DETACH DELETE n`, {
-          tenant,
-          conversation,
-        });
-      }
-      await tx.run("MATCH (d:DeadLetter {tenant: $tenant, key: $key}) DETACH DELETE d", {
-        tenant,
-        key: conversationKey(tenant, conversation),
-      });
-      return { records: ids, turns, restored };
-    });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1101,11 +1036,6 @@ export class Neo4jGraphStore implements GraphStore {
       (r) => ({ conversation: r.t.conversation, turnId: r.t.turnId }),
       (r) => toStoredTurn(r.t),
     );
-  }
-
-  /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
-  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
-    return this.getTurns(tenant, turnKeysOf(rowIds));
   }
 
   /** Distinct canonical entity names (aliases excluded), sorted. */

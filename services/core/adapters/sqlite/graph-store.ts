@@ -1,14 +1,10 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { CursorCodec } from "../../cursor.ts";
 import { turnRowId } from "../../ids.ts";
-import { conversationKey, parseConversationKey } from "../../keys.ts";
+import { parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
-  ConsolidationApplied,
-  ConsolidationChange,
-  ConsolidationOp,
-  ErasedIds,
   GraphStore,
   IndexBatch,
   RecordPage,
@@ -18,12 +14,13 @@ import type {
   ScoredId,
   StoredTurn,
   TimeWindow,
-  VersionGraph,
+  TransactionReads,
+  TransactionView,
+  TransactionWrites,
 } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
-import { inAskedOrder, turnKeysOf } from "../../turn-order.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
-import { walkVersionGraph } from "../../version-graph.ts";
+import { inAskedOrder } from "../../turn-order.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 
@@ -102,10 +99,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
   at: r.at,
   ...(r.reason !== null ? { reason: r.reason } : {}),
 });
-
-const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
-
-/** Most records a version graph walks (a guard against runaway chains). */
 
 /** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
 const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
@@ -377,11 +370,7 @@ export class SqliteGraphStore implements GraphStore {
       : this.count("SELECT COUNT(*) AS n FROM update_candidates WHERE tenant = ? AND status = 'pending'", tenant);
   }
 
-  private readRecord(tenant: string, id: string): MemoryRecord | undefined {
-    const row = this.all<JsonRow>("SELECT id, json FROM records WHERE tenant = ? AND id = ?", tenant, id)[0];
-    return row ? (JSON.parse(row.json) as MemoryRecord) : undefined;
-  }
-
+  /** Rewrites a stored record's JSON and the columns derived from its validity. */
   private writeRecordJson(tenant: string, record: MemoryRecord): void {
     this.run(
       "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
@@ -393,93 +382,130 @@ export class SqliteGraphStore implements GraphStore {
     );
   }
 
-  private putRelation(tenant: string, r: RecordRelation): void {
-    this.run(
-      `INSERT INTO record_relations (tenant, from_id, to_id, relation, at, reason) VALUES (?, ?, ?, ?, ?, ?)
-       ON CONFLICT DO NOTHING`,
-      tenant,
-      r.from,
-      r.to,
-      r.relation,
-      r.at,
-      r.reason ?? null,
-    );
-  }
-
-  /** A validity end never before the record's own start. */
-  private static endOf(record: MemoryRecord, validTo: string): string {
-    return ms(validTo) < ms(record.valid.from) ? record.valid.from : new Date(ms(validTo)).toISOString();
-  }
-
-  /** One op inside the caller's transaction; false when its precondition does not hold. */
-  private applyOp(tenant: string, op: ConsolidationOp): boolean {
-    if (op.kind === "link") {
-      if (op.from === op.to || !this.readRecord(tenant, op.from) || !this.readRecord(tenant, op.to)) return false;
-      this.putRelation(tenant, {
-        from: op.from,
-        to: op.to,
-        relation: op.relation,
-        at: op.at,
-        ...(op.reason ? { reason: op.reason } : {}),
-      });
-      return true;
-    }
-    const [loserId, winnerId] = op.kind === "supersede" ? [op.older, op.newer] : [op.duplicate, op.canonical];
-    if (loserId === winnerId) return false;
-    const loser = this.readRecord(tenant, loserId);
-    const winner = this.readRecord(tenant, winnerId);
-    if (!loser || !winner || loser.valid.supersededBy !== undefined || winner.valid.supersededBy !== undefined) {
-      return false;
-    }
-    const to = SqliteGraphStore.endOf(loser, op.validTo);
-    loser.valid = { ...loser.valid, to, supersededBy: winnerId };
-    this.writeRecordJson(tenant, loser);
-    if (op.kind === "merge") {
-      const merged = [...(winner.mergedSources ?? [])];
-      const seen = new Set([sourceKey(winner.source), ...merged.map(sourceKey)]);
-      for (const src of [loser.source, ...(loser.mergedSources ?? [])]) {
-        const key = sourceKey(src);
-        if (seen.has(key)) continue;
-        seen.add(key);
-        merged.push(src);
-      }
-      winner.mergedSources = merged;
-      this.writeRecordJson(tenant, winner);
-    }
-    const reason = op.reason ? { reason: op.reason } : {};
-    this.putRelation(
-      tenant,
-      op.kind === "supersede"
-        ? { from: op.newer, to: op.older, relation: "SUPERSEDES", at: to, ...reason }
-        : { from: op.duplicate, to: op.canonical, relation: "DUPLICATE_OF", at: to, ...reason },
-    );
-    return true;
-  }
-
-  async applyConsolidation(change: ConsolidationChange, hooks: ApplyHooks = {}): Promise<ConsolidationApplied> {
-    const decidedAt = new Date().toISOString();
+  /**
+   * One write transaction for the consolidation and erasure rules (services/consolidator/apply.ts,
+   * erasure.ts). better-sqlite3 transactions are synchronous, which is why `decide` is: nothing
+   * else on the shared handle can run between the reads and the writes.
+   */
+  async transact<T>(
+    tenant: string,
+    reads: TransactionReads,
+    decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
+    hooks: ApplyHooks = {},
+  ): Promise<T> {
     return this.db.transaction(() => {
-      const out: ConsolidationApplied = { superseded: 0, merged: 0, linked: 0, skipped: 0 };
-      for (const op of change.ops) {
-        if (!this.applyOp(change.tenant, op)) out.skipped++;
-        else if (op.kind === "supersede") out.superseded++;
-        else if (op.kind === "merge") out.merged++;
-        else out.linked++;
-      }
-      for (const c of change.settled) {
-        this.run(
-          `UPDATE update_candidates SET status = 'done', decision = ?, decided_at = ?
-           WHERE tenant = ? AND record_id = ? AND candidate_id = ?`,
-          c.decision,
-          decidedAt,
-          change.tenant,
-          c.recordId,
-          c.candidateId,
-        );
-      }
+      const { writes, result } = decide(this.readView(tenant, reads));
+      this.applyWrites(tenant, writes);
       hooks.beforeCommit?.();
-      return out;
+      return result;
     })();
+  }
+
+  private readView(tenant: string, reads: TransactionReads): TransactionView {
+    const records = new Map<string, MemoryRecord>();
+    if (reads.records && reads.records.length > 0) {
+      for (const row of this.all<JsonRow>(
+        "SELECT id, json FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
+        tenant,
+        jsonList(uniq(reads.records)),
+      )) {
+        records.set(row.id, JSON.parse(row.json) as MemoryRecord);
+      }
+    }
+    const conversation = reads.conversation;
+    if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
+    const recordIds = this.all<{ id: string }>(
+      "SELECT id FROM records WHERE tenant = ? AND conversation = ?",
+      tenant,
+      conversation,
+    ).map((r) => r.id);
+    const turnIds = this.all<{ turn_id: string }>(
+      "SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?",
+      tenant,
+      conversation,
+    ).map((r) => r.turn_id);
+    const dependants = this.all<JsonRow>(
+      `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
+         AND (superseded_by IN (SELECT value FROM json_each(?)) OR json_extract(json, '$.mergedSources') IS NOT NULL)`,
+      tenant,
+      conversation,
+      jsonList(recordIds),
+    ).map((r) => JSON.parse(r.json) as MemoryRecord);
+    return { records, conversation: { recordIds, turnIds, dependants } };
+  }
+
+  private applyWrites(tenant: string, writes: TransactionWrites): void {
+    for (const record of writes.records ?? []) this.writeRecordJson(tenant, record);
+    for (const r of writes.relations ?? []) {
+      this.run(
+        `INSERT INTO record_relations (tenant, from_id, to_id, relation, at, reason) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT DO NOTHING`,
+        tenant,
+        r.from,
+        r.to,
+        r.relation,
+        r.at,
+        r.reason ?? null,
+      );
+    }
+    for (const c of writes.settled?.rows ?? []) {
+      this.run(
+        `UPDATE update_candidates SET status = 'done', decision = ?, decided_at = ?
+         WHERE tenant = ? AND record_id = ? AND candidate_id = ?`,
+        c.decision,
+        writes.settled?.decidedAt ?? null,
+        tenant,
+        c.recordId,
+        c.candidateId,
+      );
+    }
+    if (writes.deleteRecords && writes.deleteRecords.length > 0) this.deleteRecords(tenant, writes.deleteRecords);
+    if (writes.deleteConversation !== undefined) this.deleteConversationRows(tenant, writes.deleteConversation);
+    for (const key of writes.deleteDeadLetters ?? []) {
+      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, key);
+    }
+  }
+
+  /** Records with their full-text and index rows, and the candidates and edges touching them. */
+  private deleteRecords(tenant: string, ids: readonly string[]): void {
+    const list = jsonList(uniq(ids));
+    this.run(
+      "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?)))",
+      tenant,
+      list,
+    );
+    for (const table of RECORD_INDEX_TABLES) {
+      this.run(`DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`, tenant, list);
+    }
+    this.run(
+      `DELETE FROM update_candidates WHERE tenant = ?
+         AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
+      tenant,
+      list,
+      list,
+    );
+    this.run(
+      `DELETE FROM record_relations WHERE tenant = ?
+         AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
+      tenant,
+      list,
+      list,
+    );
+    this.run("DELETE FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))", tenant, list);
+  }
+
+  /** A conversation's segments and raw turns with their full-text rows (and any full-text row left of its records). */
+  private deleteConversationRows(tenant: string, conversation: string): void {
+    this.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+    this.run(
+      "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
+      tenant,
+      conversation,
+    );
+    this.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+    for (const table of ["segments", "turns"]) {
+      this.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
+    }
   }
 
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
@@ -493,10 +519,6 @@ export class SqliteGraphStore implements GraphStore {
       list,
       list,
     ).map(toRelation);
-  }
-
-  versionGraph(tenant: string, id: string): Promise<VersionGraph> {
-    return walkVersionGraph(this, tenant, id);
   }
 
   async putDeadLetter(letter: DeadLetter): Promise<void> {
@@ -540,87 +562,6 @@ export class SqliteGraphStore implements GraphStore {
       ]) {
         this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
       }
-    })();
-  }
-
-  async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
-    return this.db.transaction(() => {
-      const ids = this.all<{ id: string }>(
-        "SELECT id FROM records WHERE tenant = ? AND conversation = ?",
-        tenant,
-        conversation,
-      ).map((r) => r.id);
-      const turns = this.all<{ turn_id: string }>(
-        "SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?",
-        tenant,
-        conversation,
-      ).map((r) => turnRowId(conversation, r.turn_id));
-      const list = jsonList(ids);
-      // Other conversations' records: undo what this conversation's records did to them.
-      let restored = 0;
-      for (const row of this.all<JsonRow>(
-        `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
-           AND superseded_by IN (SELECT value FROM json_each(?))`,
-        tenant,
-        conversation,
-        list,
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        record.valid = { from: record.valid.from };
-        this.writeRecordJson(tenant, record);
-        restored++;
-      }
-      for (const row of this.all<JsonRow>(
-        `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
-           AND json_extract(json, '$.mergedSources') IS NOT NULL`,
-        tenant,
-        conversation,
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        const kept = (record.mergedSources ?? []).filter((src) => src.conversation !== conversation);
-        if (kept.length === (record.mergedSources ?? []).length) continue;
-        if (kept.length > 0) record.mergedSources = kept;
-        else delete record.mergedSources;
-        this.writeRecordJson(tenant, record);
-      }
-      this.run(
-        "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND conversation = ?)",
-        tenant,
-        conversation,
-      );
-      this.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-      this.run(
-        "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
-        tenant,
-        conversation,
-      );
-      this.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-      for (const table of RECORD_INDEX_TABLES) {
-        this.run(
-          `DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`,
-          tenant,
-          list,
-        );
-      }
-      this.run(
-        `DELETE FROM update_candidates WHERE tenant = ?
-           AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
-        tenant,
-        list,
-        list,
-      );
-      this.run(
-        `DELETE FROM record_relations WHERE tenant = ?
-           AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
-        tenant,
-        list,
-        list,
-      );
-      for (const table of ["records", "segments", "turns"]) {
-        this.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
-      }
-      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, conversationKey(tenant, conversation));
-      return { records: ids, turns, restored };
     })();
   }
 
@@ -867,11 +808,6 @@ export class SqliteGraphStore implements GraphStore {
       (r) => ({ conversation: r.conversation, turnId: r.turn_id }),
       (r) => toStoredTurn(r),
     );
-  }
-
-  /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
-  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
-    return this.getTurns(tenant, turnKeysOf(rowIds));
   }
 
   /** Distinct canonical entity names (aliases excluded), sorted. */

@@ -595,6 +595,8 @@ export const runGraphStoreContract = (
 
     // -------------------------------------------------------------------------------------------
     // Consolidation (tenant C): k1 holds old/new/ref/berlin, k2 a duplicate, k3 an older fact.
+    // applyConsolidation and eraseConversation are the one implementation of the rules
+    // (services/consolidator/apply.ts, erasure.ts), run here over each store's transact.
 
     describe("consolidation", () => {
       const OLD = () => rid(C, "Jon works at Acme.");
@@ -799,6 +801,24 @@ export const runGraphStoreContract = (
         assert.equal(await store.countPendingCandidates(C), 0);
         assert.ok(!(await store.tenantsWithPendingCandidates()).includes(C));
         assert.deepEqual(await store.pendingUpdateCandidates(C, 10), []);
+      });
+
+      it("re-applying decisions changes nothing (merge skipped, link and edges kept once)", async () => {
+        const canonicalBefore = (await store.getRecords(C, [NEW()]))[0];
+        const relationsBefore = await store.relationsOf(C, [NEW(), OLD(), DUP(), REF()]);
+        const again = await applyConsolidation(store, {
+          tenant: C,
+          ops: [
+            { kind: "merge", canonical: NEW(), duplicate: DUP(), validTo: "2023-03-02T00:00:00.000Z" },
+            { kind: "supersede", older: OLD(), newer: NEW(), validTo: "2023-03-01T00:00:00.000Z" },
+            { kind: "link", from: REF(), to: NEW(), relation: "REFINES", at: "2023-03-05T00:00:00.000Z" },
+          ],
+          settled: [{ recordId: REF(), candidateId: NEW(), decision: "refinement" }],
+        });
+        assert.deepEqual(again, { superseded: 0, merged: 0, linked: 1, skipped: 2 });
+        assert.deepEqual((await store.getRecords(C, [NEW()]))[0], canonicalBefore);
+        assert.deepEqual(await store.relationsOf(C, [NEW(), OLD(), DUP(), REF()]), relationsBefore);
+        assert.equal(await store.countPendingCandidates(C), 0);
       });
 
       it("relationsOf and versionGraph follow the edges", async () => {

@@ -567,7 +567,7 @@ export class SqliteGraphStore implements GraphStore {
 
   /**
    * After an erasure: no trace of the deleted rows in memory.db or its write-ahead log. Deleted
-   * cells and pages are already zeroed (secure_delete, db.ts) and FTS5 removes deleted terms at once
+   * cells and pages are already zeroed (secure_delete, ../sqlite-db.ts) and FTS5 removes deleted terms at once
    * (secure-delete, schema v4); 'optimize' also merges the FTS segments into one, so no older segment
    * or segment-index entry keeps a term. Then the WAL, whose page images predate the delete, is
    * checkpointed and truncated. The handle is shared, so this covers the state store and the durable

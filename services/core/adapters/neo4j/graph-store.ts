@@ -22,92 +22,13 @@ import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } 
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
+import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
+import { applyWrites, readView } from "./graph-transaction.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
   /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
   cursorSecret?: string;
 };
-
-/**
- * Full-text (Lucene) index names: one over Record.lex, one over Turn.lex (the shared lexical terms,
- * services/core/lexical.ts), split on whitespace only, so the index holds exactly those terms.
- */
-export const RECORD_TEXT_INDEX = "memory_record_lex";
-export const TURN_TEXT_INDEX = "memory_turn_lex";
-/** The earlier indexes over the raw text (english analyzer); dropped at start-up. */
-const RETIRED_INDEXES = ["memory_record_text", "memory_turn_text"];
-
-/** Node labels this store writes; every one of them carries `tenant`. */
-export const GRAPH_LABELS = [
-  "Tenant",
-  "Record",
-  "Entity",
-  "Topic",
-  "Day",
-  "Month",
-  "EventFrame",
-  "Segment",
-  "Turn",
-  "UpdateCandidate",
-  "DeadLetter",
-] as const;
-
-/** Relationship types this store writes. */
-export const GRAPH_RELATIONSHIPS = [
-  "MENTIONED_IN",
-  "TAGS",
-  "ON_DAY",
-  "IN_MONTH",
-  "GROUPS",
-  "COVERS",
-  "HAS_TURN",
-  "YIELDED",
-  "SUPERSEDES",
-  "DUPLICATE_OF",
-  "REFINES",
-] as const;
-
-/**
- * Schema created by ensureSchema(): a uniqueness constraint on every node key (tenant first; a
- * uniqueness constraint is backed by a range index, so key lookups are index seeks), range indexes
- * for the list / time / pending-candidate reads, and two full-text indexes for the lexical routes.
- * The `english` analyzer (standard tokenizer, lower-case, English stop words, Porter stemmer) is the
- * closest Lucene match to SQLite's `porter unicode61` tokenizer.
- */
-export const GRAPH_SCHEMA: readonly string[] = [
-  "CREATE CONSTRAINT memory_tenant_key IF NOT EXISTS FOR (n:Tenant) REQUIRE n.tenant IS UNIQUE",
-  "CREATE CONSTRAINT memory_record_key IF NOT EXISTS FOR (n:Record) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE CONSTRAINT memory_entity_key IF NOT EXISTS FOR (n:Entity) REQUIRE (n.tenant, n.key) IS UNIQUE",
-  "CREATE CONSTRAINT memory_topic_key IF NOT EXISTS FOR (n:Topic) REQUIRE (n.tenant, n.key) IS UNIQUE",
-  "CREATE CONSTRAINT memory_day_key IF NOT EXISTS FOR (n:Day) REQUIRE (n.tenant, n.day) IS UNIQUE",
-  "CREATE CONSTRAINT memory_month_key IF NOT EXISTS FOR (n:Month) REQUIRE (n.tenant, n.month) IS UNIQUE",
-  "CREATE CONSTRAINT memory_event_frame_key IF NOT EXISTS FOR (n:EventFrame) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE CONSTRAINT memory_segment_key IF NOT EXISTS FOR (n:Segment) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE CONSTRAINT memory_turn_key IF NOT EXISTS FOR (n:Turn) REQUIRE (n.tenant, n.conversation, n.turnId) IS UNIQUE",
-  `CREATE CONSTRAINT memory_candidate_key IF NOT EXISTS FOR (n:UpdateCandidate)
-     REQUIRE (n.tenant, n.recordId, n.candidateId) IS UNIQUE`,
-  "CREATE CONSTRAINT memory_dead_letter_key IF NOT EXISTS FOR (n:DeadLetter) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE INDEX memory_record_tenant IF NOT EXISTS FOR (n:Record) ON (n.tenant)",
-  "CREATE INDEX memory_record_said IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.saidAt)",
-  "CREATE INDEX memory_record_conversation IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_record_time IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.timeFrom)",
-  "CREATE INDEX memory_record_superseded_by IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.supersededBy)",
-  "CREATE INDEX memory_segment_conversation IF NOT EXISTS FOR (n:Segment) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_turn_conversation IF NOT EXISTS FOR (n:Turn) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_event_frame_conversation IF NOT EXISTS FOR (n:EventFrame) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_candidate_status IF NOT EXISTS FOR (n:UpdateCandidate) ON (n.tenant, n.status)",
-  "CREATE INDEX memory_candidate_status_only IF NOT EXISTS FOR (n:UpdateCandidate) ON (n.status)",
-  "CREATE INDEX memory_dead_letter_seq IF NOT EXISTS FOR (n:DeadLetter) ON (n.seq)",
-  "CREATE INDEX memory_dead_letter_key_idx IF NOT EXISTS FOR (n:DeadLetter) ON (n.tenant, n.key)",
-  ...["Entity", "Topic", "Day", "Month", "EventFrame", "Segment", "Turn", "UpdateCandidate", "DeadLetter"].map(
-    (label) => `CREATE INDEX memory_${label.toLowerCase()}_tenant IF NOT EXISTS FOR (n:${label}) ON (n.tenant)`,
-  ),
-  ...RETIRED_INDEXES.map((name) => `DROP INDEX ${name} IF EXISTS`),
-  `CREATE FULLTEXT INDEX ${RECORD_TEXT_INDEX} IF NOT EXISTS FOR (n:Record) ON EACH [n.lex]
-     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'whitespace' } }`,
-  `CREATE FULLTEXT INDEX ${TURN_TEXT_INDEX} IF NOT EXISTS FOR (n:Turn) ON EACH [n.lex]
-     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'whitespace' } }`,
-];
 
 type Tx = ManagedTransaction;
 
@@ -180,13 +101,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
 });
 
 const toScored = (r: ScoreRow): ScoredId => ({ id: r.id, score: num(r.score) });
-
-/** The MERGE of one relation kind (types cannot be parameters in Cypher 5). */
-const RELATION_MERGE: Record<RecordRelationKind, string> = {
-  SUPERSEDES: "MERGE (a)-[e:SUPERSEDES]->(b)",
-  DUPLICATE_OF: "MERGE (a)-[e:DUPLICATE_OF]->(b)",
-  REFINES: "MERGE (a)-[e:REFINES]->(b)",
-};
 
 /** The shared lexical terms of a text and their count, as node properties. */
 const lexProps = (text: string): { lex: string; lexLen: ReturnType<typeof int> } => {
@@ -576,22 +490,6 @@ export class Neo4jGraphStore implements GraphStore {
       : this.count("MATCH (u:UpdateCandidate {tenant: $tenant, status: 'pending'}) RETURN count(u) AS n", { tenant });
   }
 
-  /** Rewrites a record's JSON and the properties derived from its validity and merged sources. */
-  private static async writeRecordJson(tx: Tx, tenant: string, record: MemoryRecord): Promise<void> {
-    await tx.run(
-      `MATCH (r:Record {tenant: $tenant, id: $id})
-       SET r.json = $json, r.validTo = $validTo, r.supersededBy = $supersededBy, r.merged = $merged`,
-      {
-        tenant,
-        id: record.id,
-        json: JSON.stringify(record),
-        validTo: record.valid.to ? int(ms(record.valid.to)) : null,
-        supersededBy: record.valid.supersededBy ?? null,
-        merged: (record.mergedSources?.length ?? 0) > 0,
-      },
-    );
-  }
-
   /**
    * One write transaction for the consolidation and erasure rules (services/consolidator/apply.ts,
    * erasure.ts). executeWrite may retry a transient failure: `decide` is pure, so a retry reads
@@ -604,104 +502,12 @@ export class Neo4jGraphStore implements GraphStore {
     hooks: ApplyHooks = {},
   ): Promise<T> {
     return this.write(async (tx) => {
-      const { writes, result } = decide(await Neo4jGraphStore.readView(tx, tenant, reads));
-      await Neo4jGraphStore.applyWrites(tx, tenant, writes);
+      const { writes, result } = decide(await readView(tx, tenant, reads));
+      await applyWrites(tx, tenant, writes);
       // Throwing here rolls the transaction back (executeWrite does not retry a non-transient error).
       hooks.beforeCommit?.();
       return result;
     });
-  }
-
-  private static async readView(tx: Tx, tenant: string, reads: TransactionReads): Promise<TransactionView> {
-    const records = new Map<string, MemoryRecord>();
-    if (reads.records && reads.records.length > 0) {
-      for (const row of rows<JsonRow>(
-        await tx.run("UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) RETURN r.id AS id, r.json AS json", {
-          tenant,
-          ids: uniq(reads.records),
-        }),
-      )) {
-        records.set(row.id, JSON.parse(row.json) as MemoryRecord);
-      }
-    }
-    const conversation = reads.conversation;
-    if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
-    const recordIds = rows<{ id: string }>(
-      await tx.run("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id", {
-        tenant,
-        conversation,
-      }),
-    ).map((r) => r.id);
-    const turnIds = rows<{ turnId: string }>(
-      await tx.run("MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId", {
-        tenant,
-        conversation,
-      }),
-    ).map((r) => r.turnId);
-    const dependants = rows<JsonRow>(
-      await tx.run(
-        `MATCH (r:Record {tenant: $tenant}) WHERE r.conversation <> $conversation
-           AND (r.supersededBy IN $ids OR r.merged = true)
-         RETURN r.id AS id, r.json AS json`,
-        { tenant, conversation, ids: recordIds },
-      ),
-    ).map((r) => JSON.parse(r.json) as MemoryRecord);
-    return { records, conversation: { recordIds, turnIds, dependants } };
-  }
-
-  private static async applyWrites(tx: Tx, tenant: string, writes: TransactionWrites): Promise<void> {
-    for (const record of writes.records ?? []) await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
-    for (const r of writes.relations ?? []) {
-      await tx.run(
-        `MATCH (a:Record {tenant: $tenant, id: $from}), (b:Record {tenant: $tenant, id: $to})
-         ${RELATION_MERGE[r.relation]}
-         ON CREATE SET e.at = $at, e.reason = $reason`,
-        { tenant, from: r.from, to: r.to, at: r.at, reason: r.reason ?? null },
-      );
-    }
-    if (writes.settled && writes.settled.rows.length > 0) {
-      await tx.run(
-        `UNWIND $settled AS c
-         MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId})
-         SET u.status = 'done', u.decision = c.decision, u.decidedAt = $decidedAt`,
-        { tenant, settled: writes.settled.rows, decidedAt: writes.settled.decidedAt },
-      );
-    }
-    if (writes.deleteRecords && writes.deleteRecords.length > 0) {
-      const ids = uniq(writes.deleteRecords);
-      // Index nodes only these records used go with them (erasure leaves no names behind).
-      await tx.run(
-        `MATCH (r:Record {tenant: $tenant}) WHERE r.id IN $ids
-         OPTIONAL MATCH (r)<-[:MENTIONED_IN|TAGS]-(k)
-         OPTIONAL MATCH (r)-[:ON_DAY|IN_MONTH]->(d)
-         WITH collect(DISTINCT k) + collect(DISTINCT d) AS linked, collect(DISTINCT r) AS records
-         FOREACH (x IN records | DETACH DELETE x)
-         WITH linked
-         UNWIND linked AS n
-         WITH n WHERE n.tenant = $tenant AND NOT (n)-[:MENTIONED_IN|TAGS]->() AND NOT (n)<-[:ON_DAY|IN_MONTH]-(:Record)
-         DETACH DELETE n`,
-        { tenant, ids },
-      );
-      await tx.run(
-        `MATCH (u:UpdateCandidate {tenant: $tenant}) WHERE u.recordId IN $ids OR u.candidateId IN $ids
-         DETACH DELETE u`,
-        { tenant, ids },
-      );
-    }
-    if (writes.deleteConversation !== undefined) {
-      for (const label of ["EventFrame", "Segment", "Turn"]) {
-        await tx.run(`MATCH (n:${label} {tenant: $tenant, conversation: $conversation}) DETACH DELETE n`, {
-          tenant,
-          conversation: writes.deleteConversation,
-        });
-      }
-    }
-    if (writes.deleteDeadLetters && writes.deleteDeadLetters.length > 0) {
-      await tx.run("MATCH (d:DeadLetter {tenant: $tenant}) WHERE d.key IN $keys DETACH DELETE d", {
-        tenant,
-        keys: [...writes.deleteDeadLetters],
-      });
-    }
   }
 
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {

@@ -22,9 +22,9 @@ import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } 
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
+import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 
-type Param = string | number | bigint | null;
 type Statement = BetterSqlite3.Statement<Param[], unknown>;
 
 interface JsonRow {
@@ -100,9 +100,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
   ...(r.reason !== null ? { reason: r.reason } : {}),
 });
 
-/** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
-const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
-
 const TURN_COLUMNS =
   "tenant, conversation, turn_id, segment_id, speaker, role, text, compressed, timestamp, session_id";
 
@@ -118,6 +115,11 @@ export class SqliteGraphStore implements GraphStore {
   private readonly ownsDb: boolean;
   private readonly cursors: CursorCodec;
   private readonly statements = new Map<string, Statement>();
+  /** The cached-statement runner the transactional primitives (graph-transaction.ts) use. */
+  private readonly sql: SqlRunner = {
+    all: (sql, ...params) => this.all(sql, ...params),
+    run: (sql, ...params) => this.run(sql, ...params),
+  };
   private closed = false;
 
   constructor(db: SqliteDatabase, options: SqliteGraphStoreOptions = {}) {
@@ -370,18 +372,6 @@ export class SqliteGraphStore implements GraphStore {
       : this.count("SELECT COUNT(*) AS n FROM update_candidates WHERE tenant = ? AND status = 'pending'", tenant);
   }
 
-  /** Rewrites a stored record's JSON and the columns derived from its validity. */
-  private writeRecordJson(tenant: string, record: MemoryRecord): void {
-    this.run(
-      "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
-      JSON.stringify(record),
-      record.valid.to ? ms(record.valid.to) : null,
-      record.valid.supersededBy ?? null,
-      tenant,
-      record.id,
-    );
-  }
-
   /**
    * One write transaction for the consolidation and erasure rules (services/consolidator/apply.ts,
    * erasure.ts). better-sqlite3 transactions are synchronous, which is why `decide` is: nothing
@@ -394,118 +384,11 @@ export class SqliteGraphStore implements GraphStore {
     hooks: ApplyHooks = {},
   ): Promise<T> {
     return this.db.transaction(() => {
-      const { writes, result } = decide(this.readView(tenant, reads));
-      this.applyWrites(tenant, writes);
+      const { writes, result } = decide(readView(this.sql, tenant, reads));
+      applyWrites(this.sql, tenant, writes);
       hooks.beforeCommit?.();
       return result;
     })();
-  }
-
-  private readView(tenant: string, reads: TransactionReads): TransactionView {
-    const records = new Map<string, MemoryRecord>();
-    if (reads.records && reads.records.length > 0) {
-      for (const row of this.all<JsonRow>(
-        "SELECT id, json FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
-        tenant,
-        jsonList(uniq(reads.records)),
-      )) {
-        records.set(row.id, JSON.parse(row.json) as MemoryRecord);
-      }
-    }
-    const conversation = reads.conversation;
-    if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
-    const recordIds = this.all<{ id: string }>(
-      "SELECT id FROM records WHERE tenant = ? AND conversation = ?",
-      tenant,
-      conversation,
-    ).map((r) => r.id);
-    const turnIds = this.all<{ turn_id: string }>(
-      "SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?",
-      tenant,
-      conversation,
-    ).map((r) => r.turn_id);
-    const dependants = this.all<JsonRow>(
-      `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
-         AND (superseded_by IN (SELECT value FROM json_each(?)) OR json_extract(json, '$.mergedSources') IS NOT NULL)`,
-      tenant,
-      conversation,
-      jsonList(recordIds),
-    ).map((r) => JSON.parse(r.json) as MemoryRecord);
-    return { records, conversation: { recordIds, turnIds, dependants } };
-  }
-
-  private applyWrites(tenant: string, writes: TransactionWrites): void {
-    for (const record of writes.records ?? []) this.writeRecordJson(tenant, record);
-    for (const r of writes.relations ?? []) {
-      this.run(
-        `INSERT INTO record_relations (tenant, from_id, to_id, relation, at, reason) VALUES (?, ?, ?, ?, ?, ?)
-         ON CONFLICT DO NOTHING`,
-        tenant,
-        r.from,
-        r.to,
-        r.relation,
-        r.at,
-        r.reason ?? null,
-      );
-    }
-    for (const c of writes.settled?.rows ?? []) {
-      this.run(
-        `UPDATE update_candidates SET status = 'done', decision = ?, decided_at = ?
-         WHERE tenant = ? AND record_id = ? AND candidate_id = ?`,
-        c.decision,
-        writes.settled?.decidedAt ?? null,
-        tenant,
-        c.recordId,
-        c.candidateId,
-      );
-    }
-    if (writes.deleteRecords && writes.deleteRecords.length > 0) this.deleteRecords(tenant, writes.deleteRecords);
-    if (writes.deleteConversation !== undefined) this.deleteConversationRows(tenant, writes.deleteConversation);
-    for (const key of writes.deleteDeadLetters ?? []) {
-      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, key);
-    }
-  }
-
-  /** Records with their full-text and index rows, and the candidates and edges touching them. */
-  private deleteRecords(tenant: string, ids: readonly string[]): void {
-    const list = jsonList(uniq(ids));
-    this.run(
-      "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?)))",
-      tenant,
-      list,
-    );
-    for (const table of RECORD_INDEX_TABLES) {
-      this.run(`DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`, tenant, list);
-    }
-    this.run(
-      `DELETE FROM update_candidates WHERE tenant = ?
-         AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
-      tenant,
-      list,
-      list,
-    );
-    this.run(
-      `DELETE FROM record_relations WHERE tenant = ?
-         AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
-      tenant,
-      list,
-      list,
-    );
-    this.run("DELETE FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))", tenant, list);
-  }
-
-  /** A conversation's segments and raw turns with their full-text rows (and any full-text row left of its records). */
-  private deleteConversationRows(tenant: string, conversation: string): void {
-    this.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-    this.run(
-      "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
-      tenant,
-      conversation,
-    );
-    this.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-    for (const table of ["segments", "turns"]) {
-      this.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
-    }
   }
 
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {

@@ -14,8 +14,8 @@ import { openDriver } from "../core/adapters/neo4j/driver.ts";
 import { Neo4jGraphStore } from "../core/adapters/neo4j/graph-store.ts";
 import { Neo4jVectorStore } from "../core/adapters/neo4j/vector-store.ts";
 import { QdrantVectorStore } from "../core/adapters/qdrant/vector-store.ts";
-import { openSqlite, type SqliteDatabase } from "../core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
+import { openSqlite, type SqliteDatabase } from "../core/adapters/sqlite-db.ts";
 import { type Config, cursorSecretOf, vectorStoreKind } from "../core/config.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
 

@@ -6,8 +6,9 @@
  * so a second run finds nothing to do; crash-safe: a crash leaves whole decisions only, and a
  * rerun resumes with what is still pending.
  */
-import type { ConsolidationOp, GraphStore, RecordRelation } from "../core/ports.ts";
+import type { GraphTransactions, RecordRelation, RecordStore, VersionStore } from "../core/ports.ts";
 import type { MemoryRecord, UpdateCandidate } from "../core/types.ts";
+import { applyConsolidation, type ConsolidationApplied, type ConsolidationOp } from "./apply.ts";
 import { RuleDecider } from "./rules.ts";
 import {
   type CandidateView,
@@ -18,7 +19,8 @@ import {
 } from "./types.ts";
 
 export interface ConsolidatorDeps {
-  graph: GraphStore;
+  /** The graph store's roles it uses: records, candidates and edges, one transaction per decision. */
+  graph: Pick<RecordStore, "getRecords"> & VersionStore & GraphTransactions;
   /** Default: the deterministic rules. */
   decider?: ConsolidationDecider;
 }
@@ -232,9 +234,10 @@ class TenantRun {
     if (this.counter.failed) throw new Error("consolidation stopped after a failed decision");
     const hook = this.options.beforeCommit;
     const ordinal = this.counter.started++;
-    let applied: Awaited<ReturnType<GraphStore["applyConsolidation"]>>;
+    let applied: ConsolidationApplied;
     try {
-      applied = await this.deps.graph.applyConsolidation(
+      applied = await applyConsolidation(
+        this.deps.graph,
         { tenant: this.tenant, ops, settled },
         hook ? { beforeCommit: () => hook(ordinal) } : {},
       );

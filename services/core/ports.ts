@@ -312,42 +312,6 @@ export interface RecordRelation {
 /** What the consolidator decided about one update candidate. */
 export type CandidateDecision = "duplicate" | "refinement" | "contradiction" | "unrelated";
 
-/**
- * One consolidation write. Each op checks its precondition inside the transaction (both records
- * exist; the one to be superseded is still current) and is skipped as a whole when it fails.
- */
-export type ConsolidationOp =
-  /** older.valid = {to: validTo, supersededBy: newer}; edge newer -SUPERSEDES-> older. */
-  | { kind: "supersede"; older: string; newer: string; validTo: string; reason?: string }
-  /**
-   * duplicate.valid = {to: validTo, supersededBy: canonical}; canonical.mergedSources gains the
-   * duplicate's source (and its merged sources); edge duplicate -DUPLICATE_OF-> canonical.
-   */
-  | { kind: "merge"; canonical: string; duplicate: string; validTo: string; reason?: string }
-  /** edge from -REFINES-> to; nothing else changes. */
-  | { kind: "link"; from: string; to: string; relation: "REFINES"; at: string; reason?: string };
-
-/** One record's consolidation decision: applied atomically, with its candidates marked done. */
-export interface ConsolidationChange {
-  tenant: string;
-  ops: ConsolidationOp[];
-  /** Candidate rows settled by this change (kept, marked done with the decision). */
-  settled: { recordId: string; candidateId: string; decision: CandidateDecision }[];
-}
-
-export interface ConsolidationApplied {
-  superseded: number;
-  merged: number;
-  linked: number;
-  /** Ops whose precondition no longer held (e.g. the record was superseded meanwhile). */
-  skipped: number;
-}
-
-export interface ApplyHooks {
-  /** Called inside the transaction after every write and before the commit; throwing rolls it all back. */
-  beforeCommit?(): void;
-}
-
 /** A record's versions: the records connected by SUPERSEDES / DUPLICATE_OF edges, plus REFINES neighbours. */
 export interface VersionGraph {
   records: MemoryRecord[];
@@ -363,28 +327,47 @@ export interface ErasedIds {
   restored: number;
 }
 
-/**
- * The graph/record store: records, entity/topic/time/event-frame indexes,
- * segments with their raw turns, lexical search. Every method is tenant-scoped.
- */
-export interface GraphStore {
+// -------------------------------------------------------------------------------------------------
+// The graph store, by role. Every method is tenant-scoped. The rules that must hold whatever the
+// store (applying consolidation, erasing a conversation) are written once above the stores
+// (services/consolidator/apply.ts, erasure.ts) over GraphTransactions; a store implements only
+// the primitives.
+
+/** Records and what the indexer writes with them: one idempotent batch per segment. */
+export interface RecordStore {
   writeBatch(batch: IndexBatch): Promise<void>;
   getRecords(tenant: string, ids: readonly string[]): Promise<MemoryRecord[]>;
   listRecords(tenant: string, query: RecordQuery): Promise<RecordPage>;
   countRecords(tenant: string, conversation?: string): Promise<number>;
-  searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
-  searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
+  countSegments(tenant: string, conversation?: string): Promise<number>;
+}
+
+/** The entity / topic / time / event-frame indexes the query routes read (current records only). */
+export interface RecordIndexes {
   recordsByEntities(tenant: string, entities: readonly string[], k: number, conversation?: string): Promise<ScoredId[]>;
   recordsByTopics(tenant: string, topics: readonly string[], k: number, conversation?: string): Promise<ScoredId[]>;
   recordsInTime(tenant: string, window: TimeWindow, k: number, conversation?: string): Promise<ScoredId[]>;
   /** Records sharing an event frame with any of the given records. */
   eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number): Promise<ScoredId[]>;
-  getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]>;
-  /** Turn ids are unique per conversation; the store keys them as conversation + turn id. */
-  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]>;
   knownEntities(tenant: string, conversation?: string): Promise<string[]>;
   knownTopics(tenant: string, conversation?: string): Promise<string[]>;
-  countSegments(tenant: string, conversation?: string): Promise<number>;
+}
+
+/** BM25 over the shared lexical terms (services/core/lexical.ts) of current records and raw turns. */
+export interface LexicalSearch {
+  searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
+  /** Ids are turnRowId(conversation, turnId). */
+  searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
+}
+
+/** Raw turns kept for the fallback route (by row id: getTurnsByRowIds in services/core/turn-order.ts). */
+export interface TurnStore {
+  /** Turn ids are unique per conversation; the store keys them as conversation + turn id. */
+  getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]>;
+}
+
+/** Update candidates waiting for sleep-time consolidation, and the edges it left (versions, history). */
+export interface VersionStore {
   putUpdateCandidates(candidates: readonly UpdateCandidate[]): Promise<void>;
   /**
    * Pending (not yet consolidated) update candidates of whole records: at most `maxRecords`
@@ -394,21 +377,87 @@ export interface GraphStore {
   /** Tenants with pending update candidates, sorted. */
   tenantsWithPendingCandidates(): Promise<string[]>;
   countPendingCandidates(tenant?: string): Promise<number>;
-  /** Applies one consolidation decision in one transaction (all or nothing). */
-  applyConsolidation(change: ConsolidationChange, hooks?: ApplyHooks): Promise<ConsolidationApplied>;
-  /** Consolidation edges touching any of the records. */
+  /** Consolidation edges touching any of the records (a record's version graph: walkVersionGraph). */
   relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]>;
-  /** The version chain of a record (empty when the record is unknown to the tenant). */
-  versionGraph(tenant: string, id: string): Promise<VersionGraph>;
+}
+
+/** What a rule reads at the start of its transaction. */
+export interface TransactionReads {
+  /** Stored records of the tenant with these ids (unknown ids are left out). */
+  records?: readonly string[];
+  /** A conversation about to be erased: what it holds and which records of others depend on it. */
+  conversation?: string;
+}
+
+/** What a conversation holds, read inside the transaction that erases it. */
+export interface ConversationHoldings {
+  /** Ids of its records. */
+  recordIds: string[];
+  /** Turn ids of its raw turns (not row ids). */
+  turnIds: string[];
+  /**
+   * Records of other conversations that may depend on it: superseded by one of its records, or
+   * carrying merged sources (a superset; the erasure rule decides what to rewrite).
+   */
+  dependants: MemoryRecord[];
+}
+
+export interface TransactionView {
+  /** The records asked for, by id, freshly read (the rule may change its copies). */
+  records: Map<string, MemoryRecord>;
+  /** Empty when no conversation was asked for. */
+  conversation: ConversationHoldings;
+}
+
+/** A candidate row consolidation settled (kept, marked done with the decision). */
+export interface SettledCandidate {
+  recordId: string;
+  candidateId: string;
+  decision: CandidateDecision;
+}
+
+/** What a rule writes, applied by the store in this order, inside the same transaction. */
+export interface TransactionWrites {
+  /** Stored records rewritten whole (their validity and merged sources; derived columns follow). */
+  records?: readonly MemoryRecord[];
+  /** Edges added (an edge already there is kept as it is). */
+  relations?: readonly RecordRelation[];
+  /** Candidate rows marked done with their decision at `decidedAt`. */
+  settled?: { rows: readonly SettledCandidate[]; decidedAt: string };
+  /** Records deleted with every derived row (index and full-text rows), and the candidates and edges touching them. */
+  deleteRecords?: readonly string[];
+  /** A conversation's segments, raw turns (with their full-text rows) and event frames. */
+  deleteConversation?: string;
+  /** Dead letters with these partition keys. */
+  deleteDeadLetters?: readonly string[];
+}
+
+export interface ApplyHooks {
+  /** Called inside the transaction after every write and before the commit; throwing rolls it all back. */
+  beforeCommit?(): void;
+}
+
+/**
+ * The narrow transactional port the consolidation and erasure rules run over. In one write
+ * transaction of the tenant: read what `reads` names, let `decide` (synchronous and pure: the
+ * same view gives the same writes, so a store may retry a transient failure) choose the writes,
+ * apply them, call beforeCommit, commit. A throw anywhere rolls the whole transaction back.
+ */
+export interface GraphTransactions {
+  transact<T>(
+    tenant: string,
+    reads: TransactionReads,
+    decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
+    hooks?: ApplyHooks,
+  ): Promise<T>;
+}
+
+/** Operations: dead letters, tenant erasure, on-disk purge, shutdown. */
+export interface GraphMaintenance {
   putDeadLetter(letter: DeadLetter): Promise<void>;
   listDeadLetters(limit: number): Promise<DeadLetter[]>;
+  /** Erasure of a tenant: every row of it, whatever kind (a conversation: eraseConversation). */
   deleteTenant(tenant: string): Promise<void>;
-  /**
-   * Erasure of one conversation: its records with every index row, FTS row, candidate and edge,
-   * its segments, raw turns and dead letters. Records of other conversations that it had
-   * superseded become current again; merged sources from it are removed.
-   */
-  deleteConversation(tenant: string, conversation: string): Promise<ErasedIds>;
   /**
    * After an erasure (every store's deletes done): removes what the store's files still keep of
    * deleted data (free space, full-text segments, write-ahead log), as far as the store allows.
@@ -417,6 +466,20 @@ export interface GraphStore {
   purgeDeleted?(): Promise<void>;
   close(): Promise<void>;
 }
+
+/**
+ * The graph/record store: records, entity/topic/time/event-frame indexes, segments with their raw
+ * turns, lexical search, consolidation state. The intersection of the role ports: a caller that
+ * needs one role asks for that port.
+ */
+export interface GraphStore
+  extends RecordStore,
+    RecordIndexes,
+    LexicalSearch,
+    TurnStore,
+    VersionStore,
+    GraphTransactions,
+    GraphMaintenance {}
 
 /** Keyed stage state (a stage's open segment, disambiguation context), durable. */
 export interface StateStore {

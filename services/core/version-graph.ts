@@ -1,14 +1,15 @@
-import type { GraphStore, VersionGraph } from "./ports.ts";
+import type { RecordStore, VersionGraph, VersionStore } from "./ports.ts";
 
 /** A bound on how far a version chain is followed, so a corrupted cycle cannot run away. */
 export const MAX_VERSION_NODES = 256;
 
 /**
  * A record's version graph, whatever the store: the chain of versions joined by SUPERSEDES and
- * DUPLICATE_OF edges in either direction, plus the records that refine any of them.
+ * DUPLICATE_OF edges in either direction, plus the records that refine any of them. Derived from
+ * relationsOf and getRecords, so no store implements it.
  */
 export const walkVersionGraph = async (
-  store: Pick<GraphStore, "relationsOf" | "getRecords">,
+  store: Pick<VersionStore, "relationsOf"> & Pick<RecordStore, "getRecords">,
   tenant: string,
   id: string,
 ): Promise<VersionGraph> => {

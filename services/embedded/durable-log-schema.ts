@@ -1,4 +1,4 @@
-import type { Migration } from "../core/adapters/sqlite/db.ts";
+import type { Migration } from "../core/adapters/sqlite-db.ts";
 
 /** Component name of the durable log's tables in the `migrations` table. */
 export const DURABLE_LOG_COMPONENT = "durable-log";

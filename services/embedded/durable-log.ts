@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import { migrate } from "../core/adapters/sqlite/db.ts";
+import { migrate } from "../core/adapters/sqlite-db.ts";
 import { ConflictError, type TurnIdConflict } from "../core/errors.ts";
 import { SERVER_TURN_ID_PREFIX, turnContent } from "../core/turn-ids.ts";
 import type { Segment, Turn } from "../core/types.ts";

@@ -1,5 +1,6 @@
 import { setImmediate as nextTick } from "node:timers/promises";
 import { runConsolidation } from "../consolidator/consolidator.ts";
+import { eraseConversation } from "../consolidator/erasure.ts";
 import { buildHistory } from "../consolidator/history.ts";
 import { ConsolidationScheduler, parseWindow, type TriggerReason } from "../consolidator/scheduler.ts";
 import type {
@@ -44,6 +45,7 @@ import {
   type Segment,
   TurnSchema,
 } from "../core/types.ts";
+import { walkVersionGraph } from "../core/version-graph.ts";
 import { emptyContext } from "../encoder/extractor.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { indexSegment } from "../indexer/indexer.ts";
@@ -343,7 +345,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
 
   /** A record's version history: the chain of versions with valid ranges and the relation of each. */
   async history(tenant: string, recordId: string): Promise<RecordHistory | undefined> {
-    return buildHistory(recordId, await this.parts.graph.versionGraph(tenant, recordId));
+    return buildHistory(recordId, await walkVersionGraph(this.parts.graph, tenant, recordId));
   }
 
   /**
@@ -363,7 +365,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       let restored = 0;
       let inboxEntries: number;
       if (conversation !== undefined) {
-        const erased = await this.parts.graph.deleteConversation(tenant, conversation);
+        const erased = await eraseConversation(this.parts.graph, tenant, conversation);
         records = erased.records.length;
         turns = erased.turns.length;
         restored = erased.restored;

@@ -1,5 +1,5 @@
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
-import type { MemoryRecord, Segment } from "../core/types.ts";
+import type { MemoryRecord, Segment, UpdateCandidate } from "../core/types.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS, findUpdateCandidates } from "./candidates.ts";
 import { deriveIndexBatch, vectorTexts } from "./derive.ts";
 
@@ -15,8 +15,11 @@ export interface IndexOutcome {
   records: number;
   turns: number;
   frames: number;
-  /** Update candidates written for consolidation. */
-  candidates: number;
+  /**
+   * The update candidates written for consolidation (the Kafka stage also produces them to the
+   * update queue): the indexer says what it wrote, nobody needs to watch the store.
+   */
+  candidates: UpdateCandidate[];
 }
 
 /**
@@ -39,7 +42,7 @@ export const indexSegment = async (
     texts.map((t, i) => ({ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload })),
   );
   await deps.graph.writeBatch(batch);
-  let candidates = 0;
+  let candidates: UpdateCandidate[] = [];
   if (deps.candidates !== false && batch.records.length > 0) {
     const vectorOf = new Map<string, Float32Array>();
     texts.forEach((t, i) => {
@@ -53,7 +56,7 @@ export const indexSegment = async (
       deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
     );
     if (found.length > 0) await deps.graph.putUpdateCandidates(found);
-    candidates = found.length;
+    candidates = found;
   }
   return {
     records: batch.records.length,

@@ -26,20 +26,6 @@ export interface IndexerStageDeps {
   onIndexed?(records: number): void;
 }
 
-/** The graph store with putUpdateCandidates observed: the indexer's candidates also go to the topic. */
-const capturing = (graph: GraphStore, sink: UpdateCandidate[]): GraphStore =>
-  new Proxy(graph, {
-    get(target, prop) {
-      if (prop === "putUpdateCandidates")
-        return async (c: readonly UpdateCandidate[]) => {
-          await target.putUpdateCandidates(c);
-          sink.push(...c);
-        };
-      const v: unknown = Reflect.get(target, prop, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
-
 export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
   const slow = deps.slowWriteMs ?? 5000;
   const coolDown = deps.coolDownMs ?? 2000;
@@ -52,11 +38,10 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
     async handle(_key, input) {
       if (input.kind === "control") return { outputs: [], state: undefined };
       const { segment, records } = input.value;
-      const found: UpdateCandidate[] = [];
       const started = Date.now();
-      await indexSegment(
+      const { candidates: found } = await indexSegment(
         {
-          graph: capturing(deps.graph, found),
+          graph: deps.graph,
           vectors: deps.vectors,
           embedder: deps.embedder,
           candidates: deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,

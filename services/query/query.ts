@@ -2,6 +2,7 @@ import { CONFIG_DEFAULTS } from "../core/config.ts";
 import { isTurnRowId, turnRowId } from "../core/ids.ts";
 import type { Embedder, GraphStore, QueryPlanner, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
 import type { ContextItem, QueryRequest, QueryResult, RouteName } from "../core/service.ts";
+import { getTurnsByRowIds } from "../core/turn-order.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
@@ -187,7 +188,7 @@ export const runQuery = async (
   const turnIds = fused.filter((f) => isTurnRowId(f.id)).map((f) => f.id);
   const [records, turns, vectors] = await Promise.all([
     deps.graph.getRecords(tenant, recordIds),
-    deps.graph.getTurnsByRowIds(tenant, turnIds),
+    getTurnsByRowIds(deps.graph, tenant, turnIds),
     deps.vectors.get(
       tenant,
       fused.map((f) => f.id),

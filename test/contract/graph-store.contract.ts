@@ -6,12 +6,15 @@
 
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
-import { isoSpan } from "../../services/core/adapters/sqlite/record-index.ts";
+import { applyConsolidation } from "../../services/consolidator/apply.ts";
+import { eraseConversation } from "../../services/consolidator/erasure.ts";
+import { CursorCodec } from "../../services/core/cursor.ts";
 import { ValidationError } from "../../services/core/errors.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
 import { lexicalText, queryTerms, rankBm25 } from "../../services/core/lexical.ts";
 import type { GraphStore, IndexBatch, RecordQuery } from "../../services/core/ports.ts";
+import { isoSpan } from "../../services/core/record-index.ts";
+import { getTurnsByRowIds } from "../../services/core/turn-order.ts";
 import type {
   DeadLetter,
   Entity,
@@ -22,6 +25,7 @@ import type {
   TimeRange,
   UpdateCandidate,
 } from "../../services/core/types.ts";
+import { walkVersionGraph } from "../../services/core/version-graph.ts";
 
 export interface GraphStoreFixture {
   store: GraphStore;
@@ -276,14 +280,14 @@ export const runGraphStoreContract = (
       const oldId = rid(C, "Old news about the moon.");
       const newId = rid(C, "New moon landing.");
       const op = { kind: "supersede" as const, older: oldId, newer: newId, validTo: "2023-02-01T00:00:00.000Z" };
-      assert.deepEqual(await store.applyConsolidation({ tenant: C, ops: [op], settled: [] }), {
+      assert.deepEqual(await applyConsolidation(store, { tenant: C, ops: [op], settled: [] }), {
         superseded: 1,
         merged: 0,
         linked: 0,
         skipped: 0,
       });
       // Another tenant's consolidation cannot touch these records.
-      assert.equal((await store.applyConsolidation({ tenant: A, ops: [op], settled: [] })).skipped, 1);
+      assert.equal((await applyConsolidation(store, { tenant: A, ops: [op], settled: [] })).skipped, 1);
       await store.writeBatch(moon);
       const [rec] = await store.getRecords(C, [oldId]);
       assert.equal(rec?.valid.supersededBy, newId);
@@ -476,7 +480,7 @@ export const runGraphStoreContract = (
         timestamp: "2023-05-08T09:01:00.000Z",
         sessionId: "s1",
       });
-      const byRow = await store.getTurnsByRowIds(A, [turnRowId("c1", "t2"), "garbage", turnRowId("c1", "t1")]);
+      const byRow = await getTurnsByRowIds(store, A, [turnRowId("c1", "t2"), "garbage", turnRowId("c1", "t1")]);
       assert.deepEqual(
         byRow.map((t) => t.turnId),
         ["t2", "t1"],
@@ -552,7 +556,7 @@ export const runGraphStoreContract = (
       assert.deepEqual(await store.searchTurnsLexical(A, "Zyxcorp", 10), []);
       const turnHitsB = await store.searchTurnsLexical(B, "Zyxcorp", 10);
       assert.deepEqual(ids(turnHitsB), [turnRowId("c3", "t9")]);
-      assert.deepEqual(await store.getTurnsByRowIds(A, [turnRowId("c3", "t9")]), []);
+      assert.deepEqual(await getTurnsByRowIds(store, A, [turnRowId("c3", "t9")]), []);
       assert.ok((await store.getTurns(A, [{ conversation: "c1", turnId: "t1" }])).every((t) => t.tenant === A));
       notB(await store.recordsByEntities(A, ["Caroline", "Melanie", "Paris", "Bob"], 100));
       assert.deepEqual(await store.recordsByEntities(A, ["Bob"], 10), []);
@@ -565,7 +569,7 @@ export const runGraphStoreContract = (
       assert.equal(await store.countRecords(A, "c3"), 0);
       assert.equal(await store.countSegments(A, "c3"), 0);
       assert.deepEqual(await store.relationsOf(A, [...bOnly]), []);
-      assert.deepEqual(await store.versionGraph(A, R1(B)), { records: [], relations: [] });
+      assert.deepEqual(await walkVersionGraph(store, A, R1(B)), { records: [], relations: [] });
       assert.deepEqual(await store.pendingUpdateCandidates(B, 10), []);
     });
 
@@ -591,6 +595,8 @@ export const runGraphStoreContract = (
 
     // -------------------------------------------------------------------------------------------
     // Consolidation (tenant C): k1 holds old/new/ref/berlin, k2 a duplicate, k3 an older fact.
+    // applyConsolidation and eraseConversation are the one implementation of the rules
+    // (services/consolidator/apply.ts, erasure.ts), run here over each store's transact.
 
     describe("consolidation", () => {
       const OLD = () => rid(C, "Jon works at Acme.");
@@ -688,7 +694,8 @@ export const runGraphStoreContract = (
 
       it("rolls everything back when the change fails before commit", async () => {
         await assert.rejects(
-          store.applyConsolidation(
+          applyConsolidation(
+            store,
             {
               tenant: C,
               ops: [{ kind: "supersede", older: OLD(), newer: NEW(), validTo: "2023-03-01T00:00:00.000Z" }],
@@ -708,7 +715,7 @@ export const runGraphStoreContract = (
       });
 
       it("supersede: the older record gets valid.to and superseded_by, with a SUPERSEDES edge", async () => {
-        const applied = await store.applyConsolidation({
+        const applied = await applyConsolidation(store, {
           tenant: C,
           ops: [
             { kind: "supersede", older: OLD(), newer: NEW(), validTo: "2023-03-01T00:00:00.000Z", reason: "new job" },
@@ -737,7 +744,7 @@ export const runGraphStoreContract = (
         assert.ok(!listed.includes(OLD()) && listed.includes(NEW()));
         assert.deepEqual(ids(await store.recordsByEntities(C, ["Acme"], 10)), []);
         // Already superseded: the same op again is skipped, and settling again keeps it settled.
-        const again = await store.applyConsolidation({
+        const again = await applyConsolidation(store, {
           tenant: C,
           ops: [{ kind: "supersede", older: OLD(), newer: NEW(), validTo: "2023-04-01T00:00:00.000Z" }],
           settled: [],
@@ -749,7 +756,7 @@ export const runGraphStoreContract = (
       });
 
       it("merge: the duplicate points at the canonical record, which gains its source", async () => {
-        const applied = await store.applyConsolidation({
+        const applied = await applyConsolidation(store, {
           tenant: C,
           // A validity end before the duplicate's own start is clamped to its start.
           ops: [{ kind: "merge", canonical: NEW(), duplicate: DUP(), validTo: "2000-01-01T00:00:00.000Z" }],
@@ -773,7 +780,7 @@ export const runGraphStoreContract = (
       });
 
       it("link: a REFINES edge, both records stay current", async () => {
-        const applied = await store.applyConsolidation({
+        const applied = await applyConsolidation(store, {
           tenant: C,
           ops: [
             {
@@ -796,6 +803,24 @@ export const runGraphStoreContract = (
         assert.deepEqual(await store.pendingUpdateCandidates(C, 10), []);
       });
 
+      it("re-applying decisions changes nothing (merge skipped, link and edges kept once)", async () => {
+        const canonicalBefore = (await store.getRecords(C, [NEW()]))[0];
+        const relationsBefore = await store.relationsOf(C, [NEW(), OLD(), DUP(), REF()]);
+        const again = await applyConsolidation(store, {
+          tenant: C,
+          ops: [
+            { kind: "merge", canonical: NEW(), duplicate: DUP(), validTo: "2023-03-02T00:00:00.000Z" },
+            { kind: "supersede", older: OLD(), newer: NEW(), validTo: "2023-03-01T00:00:00.000Z" },
+            { kind: "link", from: REF(), to: NEW(), relation: "REFINES", at: "2023-03-05T00:00:00.000Z" },
+          ],
+          settled: [{ recordId: REF(), candidateId: NEW(), decision: "refinement" }],
+        });
+        assert.deepEqual(again, { superseded: 0, merged: 0, linked: 1, skipped: 2 });
+        assert.deepEqual((await store.getRecords(C, [NEW()]))[0], canonicalBefore);
+        assert.deepEqual(await store.relationsOf(C, [NEW(), OLD(), DUP(), REF()]), relationsBefore);
+        assert.equal(await store.countPendingCandidates(C), 0);
+      });
+
       it("relationsOf and versionGraph follow the edges", async () => {
         assert.deepEqual(await store.relationsOf(C, [NEW()]), [
           { from: NEW(), to: OLD(), relation: "SUPERSEDES", at: "2023-03-01T00:00:00.000Z", reason: "new job" },
@@ -803,16 +828,16 @@ export const runGraphStoreContract = (
           { from: REF(), to: NEW(), relation: "REFINES", at: "2023-03-05T00:00:00.000Z", reason: "detail" },
         ]);
         assert.deepEqual(await store.relationsOf(C, []), []);
-        const g = await store.versionGraph(C, OLD());
+        const g = await walkVersionGraph(store, C, OLD());
         assert.deepEqual(ids(g.records).sort(), [OLD(), NEW(), DUP(), REF()].sort());
         assert.deepEqual(
           g.relations.map((r) => r.relation),
           ["SUPERSEDES", "DUPLICATE_OF", "REFINES"],
         );
-        const berlin = await store.versionGraph(C, BERLIN());
+        const berlin = await walkVersionGraph(store, C, BERLIN());
         assert.deepEqual(ids(berlin.records).sort(), [BERLIN(), OSLO()].sort());
-        assert.deepEqual(await store.versionGraph(C, "unknown"), { records: [], relations: [] });
-        assert.deepEqual(await store.versionGraph(A, OLD()), { records: [], relations: [] });
+        assert.deepEqual(await walkVersionGraph(store, C, "unknown"), { records: [], relations: [] });
+        assert.deepEqual(await walkVersionGraph(store, A, OLD()), { records: [], relations: [] });
       });
 
       it("deleteConversation erases a conversation and undoes its effect on others", async () => {
@@ -831,20 +856,20 @@ export const runGraphStoreContract = (
           at: "2024-02-01T00:00:00.000Z",
         });
         // k2 held the duplicate merged into NEW: NEW loses that merged source.
-        const k2 = await store.deleteConversation(C, "k2");
+        const k2 = await eraseConversation(store, C, "k2");
         assert.deepEqual(k2, { records: [DUP()], turns: [turnRowId("k2", "t1")], restored: 0 });
         const [canonical] = await store.getRecords(C, [NEW()]);
         assert.equal(canonical?.mergedSources, undefined);
         assert.ok(await current(NEW()));
         assert.deepEqual(await store.getRecords(C, [DUP()]), []);
         assert.equal(await store.countSegments(C, "k2"), 0);
-        assert.deepEqual(await store.getTurnsByRowIds(C, [turnRowId("k2", "t1")]), []);
+        assert.deepEqual(await getTurnsByRowIds(store, C, [turnRowId("k2", "t1")]), []);
         assert.deepEqual(
           (await store.relationsOf(C, [NEW()])).map((r) => r.relation),
           ["SUPERSEDES", "REFINES"],
         );
         // k1 held BERLIN, which superseded k3's OSLO: OSLO becomes current again.
-        const k1 = await store.deleteConversation(C, "k1");
+        const k1 = await eraseConversation(store, C, "k1");
         assert.deepEqual([...k1.records].sort(), [OLD(), NEW(), REF(), BERLIN()].sort());
         assert.deepEqual(
           [...k1.turns].sort(),
@@ -871,9 +896,9 @@ export const runGraphStoreContract = (
           [],
         );
         // Erasing an unknown conversation is a no-op.
-        assert.deepEqual(await store.deleteConversation(C, "nope"), { records: [], turns: [], restored: 0 });
+        assert.deepEqual(await eraseConversation(store, C, "nope"), { records: [], turns: [], restored: 0 });
         // Nothing of C is left once the last conversation goes.
-        await store.deleteConversation(C, "k3");
+        await eraseConversation(store, C, "k3");
         const left = await fx.counts(C);
         const { Tenant: _tenantNode, ...rest } = left;
         assert.ok(allZero(rest), JSON.stringify(left));

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { describe, it } from "node:test";
 import hnswlib from "hnswlib-node";
 import { HnswVectorStore, hnswFileOf } from "../../services/core/adapters/hnsw/vector-store.ts";
-import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite/db.ts";
+import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import type { VectorItem } from "../../services/core/ports.ts";
 import { DIM, mulberry32, randomUnit, runVectorStoreContract } from "./vector-store.contract.ts";
 

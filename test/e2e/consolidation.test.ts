@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite/db.ts";
+import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { turnRowId } from "../../services/core/ids.ts";
 import type { TurnInput } from "../../services/core/service.ts";

@@ -8,6 +8,7 @@ import { randomUUID } from "node:crypto";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { test } from "node:test";
+import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { Neo4jGraphStore } from "../../services/core/adapters/neo4j/graph-store.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 
@@ -54,7 +55,7 @@ test("Neo4j erasure: nothing readable through the database; what its files still
     await store.writeBatch({ tenant, conversation: "gone", segment, records: [record], eventFrames: [] });
     assert.equal((await store.searchRecordsLexical(tenant, marker, 5)).length, 1);
 
-    const erased = await store.deleteConversation(tenant, "gone");
+    const erased = await eraseConversation(store, tenant, "gone");
     assert.deepEqual(erased.records, [record.id]);
     const started = performance.now();
     await store.purgeDeleted();

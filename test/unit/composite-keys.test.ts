@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { openSqlite } from "../../services/core/adapters/sqlite/db.ts";
 import { rekeyDeadLetters, rekeyStageState } from "../../services/core/adapters/sqlite/rekey.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { segmentId } from "../../services/core/ids.ts";
 import {
   conversationKey,

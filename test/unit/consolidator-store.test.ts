@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
+import { applyConsolidation } from "../../services/consolidator/apply.ts";
 import { runConsolidation } from "../../services/consolidator/consolidator.ts";
+import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import {
   ConsolidationScheduler,
   dueReason,
@@ -11,11 +13,12 @@ import {
   parseWindow,
   type ScheduleSettings,
 } from "../../services/consolidator/scheduler.ts";
-import { openSqlite } from "../../services/core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { recordId } from "../../services/core/ids.ts";
 import type { IndexBatch } from "../../services/core/ports.ts";
 import type { MemoryRecord, RecordType, Segment, UpdateCandidate } from "../../services/core/types.ts";
+import { walkVersionGraph } from "../../services/core/version-graph.ts";
 
 const dirs: string[] = [];
 after(() => {
@@ -117,7 +120,7 @@ describe("SQLite consolidation writes", () => {
     };
     const before = await dump(g, "A");
     await assert.rejects(
-      g.applyConsolidation(change, {
+      applyConsolidation(g, change, {
         beforeCommit: () => {
           throw new Error("crash");
         },
@@ -128,7 +131,7 @@ describe("SQLite consolidation writes", () => {
     assert.equal(await g.countPendingCandidates("A"), 1);
     assert.deepEqual(await g.relationsOf("A", [boston.id]), []);
 
-    const applied = await g.applyConsolidation(change);
+    const applied = await applyConsolidation(g, change);
     assert.deepEqual(applied, { superseded: 1, merged: 0, linked: 0, skipped: 0 });
     const [old] = await g.getRecords("A", [boston.id]);
     assert.deepEqual(old?.valid, { from: boston.valid.from, to: denver.valid.from, supersededBy: denver.id });
@@ -136,7 +139,7 @@ describe("SQLite consolidation writes", () => {
     // A replayed candidate keeps its settled status; a repeated op is skipped.
     await g.putUpdateCandidates([cand(denver, boston)]);
     assert.equal(await g.countPendingCandidates("A"), 0);
-    assert.equal((await g.applyConsolidation(change)).skipped, 1);
+    assert.equal((await applyConsolidation(g, change)).skipped, 1);
     // Superseded records leave the current indexes but stay readable.
     assert.deepEqual(
       (await g.listRecords("A", { limit: 10 })).records.map((r) => r.id),
@@ -151,7 +154,7 @@ describe("SQLite consolidation writes", () => {
     const a = rec("A", "c1", "Ana has two cats named Luna and Max.", "2024-01-01");
     const b = rec("A", "c2", "Ana has two cats named Luna and Max.", "2024-03-01");
     await write(g, [a, b]);
-    const applied = await g.applyConsolidation({
+    const applied = await applyConsolidation(g, {
       tenant: "A",
       ops: [{ kind: "merge", canonical: a.id, duplicate: b.id, validTo: b.valid.from }],
       settled: [],
@@ -161,13 +164,13 @@ describe("SQLite consolidation writes", () => {
     assert.deepEqual(canonical?.mergedSources, [b.source]);
     assert.equal(canonical?.valid.to, undefined);
     assert.equal(dup?.valid.supersededBy, a.id);
-    const graph = await g.versionGraph("A", b.id);
+    const graph = await walkVersionGraph(g, "A", b.id);
     assert.deepEqual(graph.records.map((r) => r.id).sort(), [a.id, b.id].sort());
     assert.equal(graph.relations[0]?.relation, "DUPLICATE_OF");
-    assert.deepEqual(await g.versionGraph("B", b.id), { records: [], relations: [] }, "tenant-scoped");
+    assert.deepEqual(await walkVersionGraph(g, "B", b.id), { records: [], relations: [] }, "tenant-scoped");
 
     // Erasing the duplicate's conversation takes its source off the canonical record.
-    await g.deleteConversation("A", "c2");
+    await eraseConversation(g, "A", "c2");
     const [after] = await g.getRecords("A", [a.id]);
     assert.equal(after?.mergedSources, undefined);
     assert.deepEqual(await g.relationsOf("A", [a.id]), []);
@@ -182,7 +185,7 @@ describe("SQLite consolidation writes", () => {
     await g.putUpdateCandidates([cand(denver, boston)]);
     const report = await runConsolidation({ graph: g });
     assert.equal(report.superseded, 1);
-    const erased = await g.deleteConversation("A", "c2");
+    const erased = await eraseConversation(g, "A", "c2");
     assert.deepEqual(erased.records, [denver.id]);
     assert.equal(erased.restored, 1);
     const [restored] = await g.getRecords("A", [boston.id]);

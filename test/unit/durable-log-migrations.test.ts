@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import Database from "better-sqlite3";
-import { openSqlite, SQLITE_FILE, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite/db.ts";
+import { openSqlite, SQLITE_FILE, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
 import type { Turn } from "../../services/core/types.ts";
 import { DurableLog } from "../../services/embedded/durable-log.ts";
 import { DURABLE_LOG_COMPONENT } from "../../services/embedded/durable-log-schema.ts";

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
+import { CursorCodec } from "../../services/core/cursor.ts";
 import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
 import { GrpcQueryBackend } from "../../services/gateway/grpc-client.ts";
 import { startGrpcServer } from "../../services/gateway/grpc-server.ts";

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { pino } from "pino";
-import { CursorCodec } from "../../services/core/adapters/sqlite/cursor.ts";
+import { CursorCodec } from "../../services/core/cursor.ts";
 import { MAX_ID_LENGTH } from "../../services/core/input-rules.ts";
 import type { RecordPage, RecordQuery } from "../../services/core/ports.ts";
 import { createHttpApp, type HttpAppDeps } from "../../services/gateway/http-app.ts";

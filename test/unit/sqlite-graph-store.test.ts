@@ -1,60 +1,16 @@
-// The GraphStore contract against SQLite (the reference implementation), plus what only SQLite has:
-// pragmas and schema version, persistence across reopen, the non-port supersede / candidate listings.
+// What only the SQLite graph store has: pragmas and schema version, persistence across reopen, the
+// non-port supersede / candidate listings. The GraphStore contract runs from
+// test/contract/sqlite-graph-store.test.ts.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
+import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
 import { recordId } from "../../services/core/ids.ts";
-import {
-  batchesFor,
-  makeRecord,
-  makeSegment,
-  makeTurn,
-  runGraphStoreContract,
-} from "../contract/graph-store.contract.ts";
-
-/** Every table keyed by tenant (FTS tables keep the tenant as an UNINDEXED column). */
-const TABLES = [
-  "records",
-  "record_entities",
-  "record_topics",
-  "record_days",
-  "event_frames",
-  "segments",
-  "turns",
-  "records_fts",
-  "turns_fts",
-  "update_candidates",
-  "record_relations",
-  "dead_letters",
-];
-
-const tableCounts = (db: SqliteDatabase, tenant: string): Record<string, number> =>
-  Object.fromEntries(
-    TABLES.map((t) => [
-      t,
-      (db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE tenant = ?`).get(tenant) as { n: number }).n,
-    ]),
-  );
-
-runGraphStoreContract("SqliteGraphStore", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "graph-store-"));
-  const db = openSqlite(dir);
-  const store = new SqliteGraphStore(db);
-  return {
-    store,
-    counts: async (tenant) => tableCounts(db, tenant),
-    cleanup: async () => {
-      await store.close();
-      db.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-});
+import { batchesFor, makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 
 const R1 = (t: string) => recordId(t, "Caroline moved to Paris in May 2023.");
 const R3 = (t: string) => recordId(t, "Caroline prefers tea over coffee.");

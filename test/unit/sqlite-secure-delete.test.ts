@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import Database from "better-sqlite3";
-import { openSqlite, SQLITE_FILE, schemaVersion, truncateWal } from "../../services/core/adapters/sqlite/db.ts";
+import { openSqlite, SQLITE_FILE, schemaVersion, truncateWal } from "../../services/core/adapters/sqlite-db.ts";
 
 const MARKER = "qzvsecretmarker4711";
 

@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { openSqlite, schemaVersion } from "../../services/core/adapters/sqlite/db.ts";
 import { STATE_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import { SqliteStateStore } from "../../services/core/adapters/sqlite/state-store.ts";
+import { openSqlite, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
 
 interface OpenSegment {
   turns: string[];

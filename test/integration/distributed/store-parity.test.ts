@@ -15,9 +15,9 @@ import { openDriver } from "../../../services/core/adapters/neo4j/driver.ts";
 import { Neo4jGraphStore } from "../../../services/core/adapters/neo4j/graph-store.ts";
 import { Neo4jVectorStore } from "../../../services/core/adapters/neo4j/vector-store.ts";
 import { loadOnnxEmbedder } from "../../../services/core/adapters/onnx/embedder.ts";
-import { openSqlite } from "../../../services/core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../../../services/core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../../../services/core/adapters/sqlite/state-store.ts";
+import { openSqlite } from "../../../services/core/adapters/sqlite-db.ts";
 import { CachingEmbedder } from "../../../services/core/caching-embedder.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import { loadLocomo } from "../../../services/core/datasets/locomo.ts";
@@ -42,10 +42,10 @@ const skip = !process.env.NEO4J_URI
 const WRITES = new Set([
   "writeBatch",
   "putUpdateCandidates",
-  "applyConsolidation",
+  // The consolidation and erasure rules run over transact: the mirror runs the same rule on its own data.
+  "transact",
   "putDeadLetter",
   "deleteTenant",
-  "deleteConversation",
   "upsert",
   "delete",
 ]);

@@ -37,8 +37,8 @@ import {
 } from "../../../services/core/adapters/kafka/serde.ts";
 import { StageRuntime } from "../../../services/core/adapters/kafka/stage-runtime.ts";
 import { CONTROL_HEADER } from "../../../services/core/adapters/kafka/topics.ts";
-import { openSqlite } from "../../../services/core/adapters/sqlite/db.ts";
 import { SqliteGraphStore } from "../../../services/core/adapters/sqlite/graph-store.ts";
+import { openSqlite } from "../../../services/core/adapters/sqlite-db.ts";
 import { CachingEmbedder } from "../../../services/core/caching-embedder.ts";
 import { turnEmbeddingText } from "../../../services/core/turn-text.ts";
 import { keyOf, type RecordsEvent, type Segment, type SensoryTurn, type Turn } from "../../../services/core/types.ts";

@@ -1,2 +1,1 @@
-export { compileFilter, entityKey, type PayloadPredicate } from "./filter.ts";
 export { HnswVectorStore, type HnswVectorStoreOptions } from "./vector-store.ts";

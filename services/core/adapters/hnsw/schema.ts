@@ -1,4 +1,4 @@
-import type { Migration } from "../sqlite/db.ts";
+import type { Migration } from "../sqlite-db.ts";
 
 /**
  * The SQLite side of the HNSW vector store: the source of truth the per-tenant index files are

@@ -3,8 +3,8 @@ import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import hnswlib, { type HierarchicalNSW } from "hnswlib-node";
 import type { VectorFilter, VectorHit, VectorItem, VectorPayload, VectorStore } from "../../ports.ts";
-import { migrate, openSqlite, type SqliteDatabase } from "../sqlite/db.ts";
-import { compileFilter } from "./filter.ts";
+import { compileFilter } from "../../vector-filter.ts";
+import { migrate, openSqlite, type SqliteDatabase } from "../sqlite-db.ts";
 import { VECTOR_MIGRATIONS } from "./schema.ts";
 
 export interface HnswVectorStoreOptions {

@@ -1,13 +1,10 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
+import { CursorCodec } from "../../cursor.ts";
 import { sha256, turnRowId } from "../../ids.ts";
-import { conversationKey, parseConversationKey } from "../../keys.ts";
+import { parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
-  ConsolidationApplied,
-  ConsolidationChange,
-  ConsolidationOp,
-  ErasedIds,
   GraphStore,
   IndexBatch,
   RecordPage,
@@ -17,100 +14,21 @@ import type {
   ScoredId,
   StoredTurn,
   TimeWindow,
-  VersionGraph,
+  TransactionReads,
+  TransactionView,
+  TransactionWrites,
 } from "../../ports.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
-import { walkVersionGraph } from "../../version-graph.ts";
-import { CursorCodec } from "../sqlite/cursor.ts";
-import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../sqlite/record-index.ts";
-import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
+import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
+import { inAskedOrder } from "../../turn-order.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
+import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
+import { applyWrites, readView } from "./graph-transaction.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
   /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
   cursorSecret?: string;
 };
-
-/**
- * Full-text (Lucene) index names: one over Record.lex, one over Turn.lex (the shared lexical terms,
- * services/core/lexical.ts), split on whitespace only, so the index holds exactly those terms.
- */
-export const RECORD_TEXT_INDEX = "memory_record_lex";
-export const TURN_TEXT_INDEX = "memory_turn_lex";
-/** The earlier indexes over the raw text (english analyzer); dropped at start-up. */
-const RETIRED_INDEXES = ["memory_record_text", "memory_turn_text"];
-
-/** Node labels this store writes; every one of them carries `tenant`. */
-export const GRAPH_LABELS = [
-  "Tenant",
-  "Record",
-  "Entity",
-  "Topic",
-  "Day",
-  "Month",
-  "EventFrame",
-  "Segment",
-  "Turn",
-  "UpdateCandidate",
-  "DeadLetter",
-] as const;
-
-/** Relationship types this store writes. */
-export const GRAPH_RELATIONSHIPS = [
-  "MENTIONED_IN",
-  "TAGS",
-  "ON_DAY",
-  "IN_MONTH",
-  "GROUPS",
-  "COVERS",
-  "HAS_TURN",
-  "YIELDED",
-  "SUPERSEDES",
-  "DUPLICATE_OF",
-  "REFINES",
-] as const;
-
-/**
- * Schema created by ensureSchema(): a uniqueness constraint on every node key (tenant first; a
- * uniqueness constraint is backed by a range index, so key lookups are index seeks), range indexes
- * for the list / time / pending-candidate reads, and two full-text indexes for the lexical routes.
- * The `english` analyzer (standard tokenizer, lower-case, English stop words, Porter stemmer) is the
- * closest Lucene match to SQLite's `porter unicode61` tokenizer.
- */
-export const GRAPH_SCHEMA: readonly string[] = [
-  "CREATE CONSTRAINT memory_tenant_key IF NOT EXISTS FOR (n:Tenant) REQUIRE n.tenant IS UNIQUE",
-  "CREATE CONSTRAINT memory_record_key IF NOT EXISTS FOR (n:Record) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE CONSTRAINT memory_entity_key IF NOT EXISTS FOR (n:Entity) REQUIRE (n.tenant, n.key) IS UNIQUE",
-  "CREATE CONSTRAINT memory_topic_key IF NOT EXISTS FOR (n:Topic) REQUIRE (n.tenant, n.key) IS UNIQUE",
-  "CREATE CONSTRAINT memory_day_key IF NOT EXISTS FOR (n:Day) REQUIRE (n.tenant, n.day) IS UNIQUE",
-  "CREATE CONSTRAINT memory_month_key IF NOT EXISTS FOR (n:Month) REQUIRE (n.tenant, n.month) IS UNIQUE",
-  "CREATE CONSTRAINT memory_event_frame_key IF NOT EXISTS FOR (n:EventFrame) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE CONSTRAINT memory_segment_key IF NOT EXISTS FOR (n:Segment) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE CONSTRAINT memory_turn_key IF NOT EXISTS FOR (n:Turn) REQUIRE (n.tenant, n.conversation, n.turnId) IS UNIQUE",
-  `CREATE CONSTRAINT memory_candidate_key IF NOT EXISTS FOR (n:UpdateCandidate)
-     REQUIRE (n.tenant, n.recordId, n.candidateId) IS UNIQUE`,
-  "CREATE CONSTRAINT memory_dead_letter_key IF NOT EXISTS FOR (n:DeadLetter) REQUIRE (n.tenant, n.id) IS UNIQUE",
-  "CREATE INDEX memory_record_tenant IF NOT EXISTS FOR (n:Record) ON (n.tenant)",
-  "CREATE INDEX memory_record_said IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.saidAt)",
-  "CREATE INDEX memory_record_conversation IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_record_time IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.timeFrom)",
-  "CREATE INDEX memory_record_superseded_by IF NOT EXISTS FOR (n:Record) ON (n.tenant, n.supersededBy)",
-  "CREATE INDEX memory_segment_conversation IF NOT EXISTS FOR (n:Segment) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_turn_conversation IF NOT EXISTS FOR (n:Turn) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_event_frame_conversation IF NOT EXISTS FOR (n:EventFrame) ON (n.tenant, n.conversation)",
-  "CREATE INDEX memory_candidate_status IF NOT EXISTS FOR (n:UpdateCandidate) ON (n.tenant, n.status)",
-  "CREATE INDEX memory_candidate_status_only IF NOT EXISTS FOR (n:UpdateCandidate) ON (n.status)",
-  "CREATE INDEX memory_dead_letter_seq IF NOT EXISTS FOR (n:DeadLetter) ON (n.seq)",
-  "CREATE INDEX memory_dead_letter_key_idx IF NOT EXISTS FOR (n:DeadLetter) ON (n.tenant, n.key)",
-  ...["Entity", "Topic", "Day", "Month", "EventFrame", "Segment", "Turn", "UpdateCandidate", "DeadLetter"].map(
-    (label) => `CREATE INDEX memory_${label.toLowerCase()}_tenant IF NOT EXISTS FOR (n:${label}) ON (n.tenant)`,
-  ),
-  ...RETIRED_INDEXES.map((name) => `DROP INDEX ${name} IF EXISTS`),
-  `CREATE FULLTEXT INDEX ${RECORD_TEXT_INDEX} IF NOT EXISTS FOR (n:Record) ON EACH [n.lex]
-     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'whitespace' } }`,
-  `CREATE FULLTEXT INDEX ${TURN_TEXT_INDEX} IF NOT EXISTS FOR (n:Turn) ON EACH [n.lex]
-     OPTIONS { indexConfig: { \`fulltext.analyzer\`: 'whitespace' } }`,
-];
 
 type Tx = ManagedTransaction;
 
@@ -183,17 +101,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
 });
 
 const toScored = (r: ScoreRow): ScoredId => ({ id: r.id, score: num(r.score) });
-
-const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
-
-/** Most records a version graph walks (a guard against runaway chains). */
-
-/** The MERGE of one relation kind (types cannot be parameters in Cypher 5). */
-const RELATION_MERGE: Record<RecordRelationKind, string> = {
-  SUPERSEDES: "MERGE (a)-[e:SUPERSEDES]->(b)",
-  DUPLICATE_OF: "MERGE (a)-[e:DUPLICATE_OF]->(b)",
-  REFINES: "MERGE (a)-[e:REFINES]->(b)",
-};
 
 /** The shared lexical terms of a text and their count, as node properties. */
 const lexProps = (text: string): { lex: string; lexLen: ReturnType<typeof int> } => {
@@ -583,111 +490,23 @@ export class Neo4jGraphStore implements GraphStore {
       : this.count("MATCH (u:UpdateCandidate {tenant: $tenant, status: 'pending'}) RETURN count(u) AS n", { tenant });
   }
 
-  private static async readRecord(tx: Tx, tenant: string, id: string): Promise<MemoryRecord | undefined> {
-    const [row] = rows<JsonRow>(
-      await tx.run("MATCH (r:Record {tenant: $tenant, id: $id}) RETURN r.id AS id, r.json AS json", { tenant, id }),
-    );
-    return row ? (JSON.parse(row.json) as MemoryRecord) : undefined;
-  }
-
-  /** Rewrites a record's JSON and the properties derived from its validity and merged sources. */
-  private static async writeRecordJson(tx: Tx, tenant: string, record: MemoryRecord): Promise<void> {
-    await tx.run(
-      `MATCH (r:Record {tenant: $tenant, id: $id})
-       SET r.json = $json, r.validTo = $validTo, r.supersededBy = $supersededBy, r.merged = $merged`,
-      {
-        tenant,
-        id: record.id,
-        json: JSON.stringify(record),
-        validTo: record.valid.to ? int(ms(record.valid.to)) : null,
-        supersededBy: record.valid.supersededBy ?? null,
-        merged: (record.mergedSources?.length ?? 0) > 0,
-      },
-    );
-  }
-
-  private static async putRelation(tx: Tx, tenant: string, r: RecordRelation): Promise<void> {
-    await tx.run(
-      `MATCH (a:Record {tenant: $tenant, id: $from}), (b:Record {tenant: $tenant, id: $to})
-       ${RELATION_MERGE[r.relation]}
-       ON CREATE SET e.at = $at, e.reason = $reason`,
-      { tenant, from: r.from, to: r.to, at: r.at, reason: r.reason ?? null },
-    );
-  }
-
-  /** A validity end never before the record's own start. */
-  private static endOf(record: MemoryRecord, validTo: string): string {
-    return ms(validTo) < ms(record.valid.from) ? record.valid.from : new Date(ms(validTo)).toISOString();
-  }
-
-  /** One op inside the caller's transaction; false when its precondition does not hold. */
-  private static async applyOp(tx: Tx, tenant: string, op: ConsolidationOp): Promise<boolean> {
-    const read = (id: string) => Neo4jGraphStore.readRecord(tx, tenant, id);
-    if (op.kind === "link") {
-      if (op.from === op.to || !(await read(op.from)) || !(await read(op.to))) return false;
-      await Neo4jGraphStore.putRelation(tx, tenant, {
-        from: op.from,
-        to: op.to,
-        relation: op.relation,
-        at: op.at,
-        ...(op.reason ? { reason: op.reason } : {}),
-      });
-      return true;
-    }
-    const [loserId, winnerId] = op.kind === "supersede" ? [op.older, op.newer] : [op.duplicate, op.canonical];
-    if (loserId === winnerId) return false;
-    const loser = await read(loserId);
-    const winner = await read(winnerId);
-    if (!loser || !winner || loser.valid.supersededBy !== undefined || winner.valid.supersededBy !== undefined) {
-      return false;
-    }
-    const to = Neo4jGraphStore.endOf(loser, op.validTo);
-    loser.valid = { ...loser.valid, to, supersededBy: winnerId };
-    await Neo4jGraphStore.writeRecordJson(tx, tenant, loser);
-    if (op.kind === "merge") {
-      const merged = [...(winner.mergedSources ?? [])];
-      const seen = new Set([sourceKey(winner.source), ...merged.map(sourceKey)]);
-      for (const src of [loser.source, ...(loser.mergedSources ?? [])]) {
-        const key = sourceKey(src);
-        if (seen.has(key)) continue;
-        seen.add(key);
-        merged.push(src);
-      }
-      winner.mergedSources = merged;
-      await Neo4jGraphStore.writeRecordJson(tx, tenant, winner);
-    }
-    const reason = op.reason ? { reason: op.reason } : {};
-    await Neo4jGraphStore.putRelation(
-      tx,
-      tenant,
-      op.kind === "supersede"
-        ? { from: op.newer, to: op.older, relation: "SUPERSEDES", at: to, ...reason }
-        : { from: op.duplicate, to: op.canonical, relation: "DUPLICATE_OF", at: to, ...reason },
-    );
-    return true;
-  }
-
-  async applyConsolidation(change: ConsolidationChange, hooks: ApplyHooks = {}): Promise<ConsolidationApplied> {
-    const decidedAt = new Date().toISOString();
+  /**
+   * One write transaction for the consolidation and erasure rules (services/consolidator/apply.ts,
+   * erasure.ts). executeWrite may retry a transient failure: `decide` is pure, so a retry reads
+   * again and decides the same way.
+   */
+  async transact<T>(
+    tenant: string,
+    reads: TransactionReads,
+    decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
+    hooks: ApplyHooks = {},
+  ): Promise<T> {
     return this.write(async (tx) => {
-      const out: ConsolidationApplied = { superseded: 0, merged: 0, linked: 0, skipped: 0 };
-      for (const op of change.ops) {
-        if (!(await Neo4jGraphStore.applyOp(tx, change.tenant, op))) out.skipped++;
-        else if (op.kind === "supersede") out.superseded++;
-        else if (op.kind === "merge") out.merged++;
-        else out.linked++;
-      }
-      if (change.settled.length > 0) {
-        await tx.run(
-          `UNWIND $settled AS c
-           MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId})
-           SET u.status = 'done', u.decision = c.decision, u.decidedAt = $decidedAt`,
-          { tenant: change.tenant, settled: change.settled, decidedAt },
-        );
-      }
+      const { writes, result } = decide(await readView(tx, tenant, reads));
+      await applyWrites(tx, tenant, writes);
       // Throwing here rolls the transaction back (executeWrite does not retry a non-transient error).
       hooks.beforeCommit?.();
-      return out;
+      return result;
     });
   }
 
@@ -706,10 +525,6 @@ export class Neo4jGraphStore implements GraphStore {
         (a, b) =>
           byBytes(a.at, b.at) || byBytes(a.from, b.from) || byBytes(a.to, b.to) || byBytes(a.relation, b.relation),
       );
-  }
-
-  versionGraph(tenant: string, id: string): Promise<VersionGraph> {
-    return walkVersionGraph(this, tenant, id);
   }
 
   async putDeadLetter(letter: DeadLetter): Promise<void> {
@@ -782,80 +597,6 @@ export class Neo4jGraphStore implements GraphStore {
     } finally {
       await session.close();
     }
-  }
-
-  async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
-    return this.write(async (tx) => {
-      const ids = rows<{ id: string }>(
-        await tx.run("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id", {
-          tenant,
-          conversation,
-        }),
-      ).map((r) => r.id);
-      const turns = rows<{ turnId: string }>(
-        await tx.run("MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId", {
-          tenant,
-          conversation,
-        }),
-      ).map((r) => turnRowId(conversation, r.turnId));
-      // Other conversations' records: undo what this conversation's records did to them.
-      let restored = 0;
-      for (const row of rows<JsonRow>(
-        await tx.run(
-          `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IN $ids AND r.conversation <> $conversation
-           RETURN r.id AS id, r.json AS json`,
-          { tenant, ids, conversation },
-        ),
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        record.valid = { from: record.valid.from };
-        await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
-        restored++;
-      }
-      for (const row of rows<JsonRow>(
-        await tx.run(
-          `MATCH (r:Record {tenant: $tenant}) WHERE r.merged = true AND r.conversation <> $conversation
-           RETURN r.id AS id, r.json AS json`,
-          { tenant, conversation },
-        ),
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        const kept = (record.mergedSources ?? []).filter((src) => src.conversation !== conversation);
-        if (kept.length === (record.mergedSources ?? []).length) continue;
-        if (kept.length > 0) record.mergedSources = kept;
-        else delete record.mergedSources;
-        await Neo4jGraphStore.writeRecordJson(tx, tenant, record);
-      }
-      // Index nodes only these records used go with them (erasure leaves no names behind).
-      await tx.run(
-        `MATCH (r:Record {tenant: $tenant, conversation: $conversation})
-         OPTIONAL MATCH (r)<-[:MENTIONED_IN|TAGS]-(k)
-         OPTIONAL MATCH (r)-[:ON_DAY|IN_MONTH]->(d)
-         WITH collect(DISTINCT k) + collect(DISTINCT d) AS linked, collect(DISTINCT r) AS records
-         FOREACH (x IN records | DETACH DELETE x)
-         WITH linked
-         UNWIND linked AS n
-         WITH n WHERE n.tenant = $tenant AND NOT (n)-[:MENTIONED_IN|TAGS]->() AND NOT (n)<-[:ON_DAY|IN_MONTH]-(:Record)
-         DETACH DELETE n`,
-        { tenant, conversation },
-      );
-      await tx.run(
-        `MATCH (u:UpdateCandidate {tenant: $tenant}) WHERE u.recordId IN $ids OR u.candidateId IN $ids
-         DETACH DELETE u`,
-        { tenant, ids },
-      );
-      for (const label of ["EventFrame", "Segment", "Turn"]) {
-        await tx.run(`MATCH (n:${label} {tenant: $tenant, conversation: $conversation}) DETACH DELETE n`, {
-          tenant,
-          conversation,
-        });
-      }
-      await tx.run("MATCH (d:DeadLetter {tenant: $tenant, key: $key}) DETACH DELETE d", {
-        tenant,
-        key: conversationKey(tenant, conversation),
-      });
-      return { records: ids, turns, restored };
-    });
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -1101,11 +842,6 @@ export class Neo4jGraphStore implements GraphStore {
       (r) => ({ conversation: r.t.conversation, turnId: r.t.turnId }),
       (r) => toStoredTurn(r.t),
     );
-  }
-
-  /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
-  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
-    return this.getTurns(tenant, turnKeysOf(rowIds));
   }
 
   /** Distinct canonical entity names (aliases excluded), sorted. */

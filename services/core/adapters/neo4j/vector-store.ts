@@ -1,7 +1,7 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import type { VectorFilter, VectorHit, VectorItem, VectorKind, VectorPayload, VectorStore } from "../../ports.ts";
 import type { RecordType } from "../../types.ts";
-import { compileFilter, entityKey } from "../hnsw/filter.ts";
+import { compileFilter, entityKey } from "../../vector-filter.ts";
 import { applySchema, int, type Neo4jConnectionOptions, num, openDriver, rows } from "./driver.ts";
 
 export interface Neo4jVectorStoreOptions extends Neo4jConnectionOptions {

@@ -1,13 +1,10 @@
 import type BetterSqlite3 from "better-sqlite3";
+import { CursorCodec } from "../../cursor.ts";
 import { turnRowId } from "../../ids.ts";
-import { conversationKey, parseConversationKey } from "../../keys.ts";
+import { parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
 import type {
   ApplyHooks,
-  ConsolidationApplied,
-  ConsolidationChange,
-  ConsolidationOp,
-  ErasedIds,
   GraphStore,
   IndexBatch,
   RecordPage,
@@ -17,17 +14,17 @@ import type {
   ScoredId,
   StoredTurn,
   TimeWindow,
-  VersionGraph,
+  TransactionReads,
+  TransactionView,
+  TransactionWrites,
 } from "../../ports.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, Source, UpdateCandidate } from "../../types.ts";
-import { walkVersionGraph } from "../../version-graph.ts";
-import { inAskedOrder, turnKeysOf } from "../turn-order.ts";
-import { CursorCodec } from "./cursor.ts";
-import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "./db.ts";
-import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "./record-index.ts";
+import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
+import { inAskedOrder } from "../../turn-order.ts";
+import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
+import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
+import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 
-type Param = string | number | bigint | null;
 type Statement = BetterSqlite3.Statement<Param[], unknown>;
 
 interface JsonRow {
@@ -103,13 +100,6 @@ const toRelation = (r: RelationRow): RecordRelation => ({
   ...(r.reason !== null ? { reason: r.reason } : {}),
 });
 
-const sourceKey = (s: Source): string => `${s.conversation}\u0000${s.segmentId}\u0000${s.turnIds.join(",")}`;
-
-/** Most records a version graph walks (a guard against runaway chains). */
-
-/** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
-const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
-
 const TURN_COLUMNS =
   "tenant, conversation, turn_id, segment_id, speaker, role, text, compressed, timestamp, session_id";
 
@@ -125,6 +115,11 @@ export class SqliteGraphStore implements GraphStore {
   private readonly ownsDb: boolean;
   private readonly cursors: CursorCodec;
   private readonly statements = new Map<string, Statement>();
+  /** The cached-statement runner the transactional primitives (graph-transaction.ts) use. */
+  private readonly sql: SqlRunner = {
+    all: (sql, ...params) => this.all(sql, ...params),
+    run: (sql, ...params) => this.run(sql, ...params),
+  };
   private closed = false;
 
   constructor(db: SqliteDatabase, options: SqliteGraphStoreOptions = {}) {
@@ -377,108 +372,22 @@ export class SqliteGraphStore implements GraphStore {
       : this.count("SELECT COUNT(*) AS n FROM update_candidates WHERE tenant = ? AND status = 'pending'", tenant);
   }
 
-  private readRecord(tenant: string, id: string): MemoryRecord | undefined {
-    const row = this.all<JsonRow>("SELECT id, json FROM records WHERE tenant = ? AND id = ?", tenant, id)[0];
-    return row ? (JSON.parse(row.json) as MemoryRecord) : undefined;
-  }
-
-  private writeRecordJson(tenant: string, record: MemoryRecord): void {
-    this.run(
-      "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
-      JSON.stringify(record),
-      record.valid.to ? ms(record.valid.to) : null,
-      record.valid.supersededBy ?? null,
-      tenant,
-      record.id,
-    );
-  }
-
-  private putRelation(tenant: string, r: RecordRelation): void {
-    this.run(
-      `INSERT INTO record_relations (tenant, from_id, to_id, relation, at, reason) VALUES (?, ?, ?, ?, ?, ?)
-       ON CONFLICT DO NOTHING`,
-      tenant,
-      r.from,
-      r.to,
-      r.relation,
-      r.at,
-      r.reason ?? null,
-    );
-  }
-
-  /** A validity end never before the record's own start. */
-  private static endOf(record: MemoryRecord, validTo: string): string {
-    return ms(validTo) < ms(record.valid.from) ? record.valid.from : new Date(ms(validTo)).toISOString();
-  }
-
-  /** One op inside the caller's transaction; false when its precondition does not hold. */
-  private applyOp(tenant: string, op: ConsolidationOp): boolean {
-    if (op.kind === "link") {
-      if (op.from === op.to || !this.readRecord(tenant, op.from) || !this.readRecord(tenant, op.to)) return false;
-      this.putRelation(tenant, {
-        from: op.from,
-        to: op.to,
-        relation: op.relation,
-        at: op.at,
-        ...(op.reason ? { reason: op.reason } : {}),
-      });
-      return true;
-    }
-    const [loserId, winnerId] = op.kind === "supersede" ? [op.older, op.newer] : [op.duplicate, op.canonical];
-    if (loserId === winnerId) return false;
-    const loser = this.readRecord(tenant, loserId);
-    const winner = this.readRecord(tenant, winnerId);
-    if (!loser || !winner || loser.valid.supersededBy !== undefined || winner.valid.supersededBy !== undefined) {
-      return false;
-    }
-    const to = SqliteGraphStore.endOf(loser, op.validTo);
-    loser.valid = { ...loser.valid, to, supersededBy: winnerId };
-    this.writeRecordJson(tenant, loser);
-    if (op.kind === "merge") {
-      const merged = [...(winner.mergedSources ?? [])];
-      const seen = new Set([sourceKey(winner.source), ...merged.map(sourceKey)]);
-      for (const src of [loser.source, ...(loser.mergedSources ?? [])]) {
-        const key = sourceKey(src);
-        if (seen.has(key)) continue;
-        seen.add(key);
-        merged.push(src);
-      }
-      winner.mergedSources = merged;
-      this.writeRecordJson(tenant, winner);
-    }
-    const reason = op.reason ? { reason: op.reason } : {};
-    this.putRelation(
-      tenant,
-      op.kind === "supersede"
-        ? { from: op.newer, to: op.older, relation: "SUPERSEDES", at: to, ...reason }
-        : { from: op.duplicate, to: op.canonical, relation: "DUPLICATE_OF", at: to, ...reason },
-    );
-    return true;
-  }
-
-  async applyConsolidation(change: ConsolidationChange, hooks: ApplyHooks = {}): Promise<ConsolidationApplied> {
-    const decidedAt = new Date().toISOString();
+  /**
+   * One write transaction for the consolidation and erasure rules (services/consolidator/apply.ts,
+   * erasure.ts). better-sqlite3 transactions are synchronous, which is why `decide` is: nothing
+   * else on the shared handle can run between the reads and the writes.
+   */
+  async transact<T>(
+    tenant: string,
+    reads: TransactionReads,
+    decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
+    hooks: ApplyHooks = {},
+  ): Promise<T> {
     return this.db.transaction(() => {
-      const out: ConsolidationApplied = { superseded: 0, merged: 0, linked: 0, skipped: 0 };
-      for (const op of change.ops) {
-        if (!this.applyOp(change.tenant, op)) out.skipped++;
-        else if (op.kind === "supersede") out.superseded++;
-        else if (op.kind === "merge") out.merged++;
-        else out.linked++;
-      }
-      for (const c of change.settled) {
-        this.run(
-          `UPDATE update_candidates SET status = 'done', decision = ?, decided_at = ?
-           WHERE tenant = ? AND record_id = ? AND candidate_id = ?`,
-          c.decision,
-          decidedAt,
-          change.tenant,
-          c.recordId,
-          c.candidateId,
-        );
-      }
+      const { writes, result } = decide(readView(this.sql, tenant, reads));
+      applyWrites(this.sql, tenant, writes);
       hooks.beforeCommit?.();
-      return out;
+      return result;
     })();
   }
 
@@ -493,10 +402,6 @@ export class SqliteGraphStore implements GraphStore {
       list,
       list,
     ).map(toRelation);
-  }
-
-  versionGraph(tenant: string, id: string): Promise<VersionGraph> {
-    return walkVersionGraph(this, tenant, id);
   }
 
   async putDeadLetter(letter: DeadLetter): Promise<void> {
@@ -543,90 +448,9 @@ export class SqliteGraphStore implements GraphStore {
     })();
   }
 
-  async deleteConversation(tenant: string, conversation: string): Promise<ErasedIds> {
-    return this.db.transaction(() => {
-      const ids = this.all<{ id: string }>(
-        "SELECT id FROM records WHERE tenant = ? AND conversation = ?",
-        tenant,
-        conversation,
-      ).map((r) => r.id);
-      const turns = this.all<{ turn_id: string }>(
-        "SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?",
-        tenant,
-        conversation,
-      ).map((r) => turnRowId(conversation, r.turn_id));
-      const list = jsonList(ids);
-      // Other conversations' records: undo what this conversation's records did to them.
-      let restored = 0;
-      for (const row of this.all<JsonRow>(
-        `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
-           AND superseded_by IN (SELECT value FROM json_each(?))`,
-        tenant,
-        conversation,
-        list,
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        record.valid = { from: record.valid.from };
-        this.writeRecordJson(tenant, record);
-        restored++;
-      }
-      for (const row of this.all<JsonRow>(
-        `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
-           AND json_extract(json, '$.mergedSources') IS NOT NULL`,
-        tenant,
-        conversation,
-      )) {
-        const record = JSON.parse(row.json) as MemoryRecord;
-        const kept = (record.mergedSources ?? []).filter((src) => src.conversation !== conversation);
-        if (kept.length === (record.mergedSources ?? []).length) continue;
-        if (kept.length > 0) record.mergedSources = kept;
-        else delete record.mergedSources;
-        this.writeRecordJson(tenant, record);
-      }
-      this.run(
-        "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND conversation = ?)",
-        tenant,
-        conversation,
-      );
-      this.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-      this.run(
-        "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
-        tenant,
-        conversation,
-      );
-      this.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-      for (const table of RECORD_INDEX_TABLES) {
-        this.run(
-          `DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`,
-          tenant,
-          list,
-        );
-      }
-      this.run(
-        `DELETE FROM update_candidates WHERE tenant = ?
-           AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
-        tenant,
-        list,
-        list,
-      );
-      this.run(
-        `DELETE FROM record_relations WHERE tenant = ?
-           AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
-        tenant,
-        list,
-        list,
-      );
-      for (const table of ["records", "segments", "turns"]) {
-        this.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
-      }
-      this.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, conversationKey(tenant, conversation));
-      return { records: ids, turns, restored };
-    })();
-  }
-
   /**
    * After an erasure: no trace of the deleted rows in memory.db or its write-ahead log. Deleted
-   * cells and pages are already zeroed (secure_delete, db.ts) and FTS5 removes deleted terms at once
+   * cells and pages are already zeroed (secure_delete, ../sqlite-db.ts) and FTS5 removes deleted terms at once
    * (secure-delete, schema v4); 'optimize' also merges the FTS segments into one, so no older segment
    * or segment-index entry keeps a term. Then the WAL, whose page images predate the delete, is
    * checkpointed and truncated. The handle is shared, so this covers the state store and the durable
@@ -867,11 +691,6 @@ export class SqliteGraphStore implements GraphStore {
       (r) => ({ conversation: r.conversation, turnId: r.turn_id }),
       (r) => toStoredTurn(r),
     );
-  }
-
-  /** Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are skipped. */
-  getTurnsByRowIds(tenant: string, rowIds: readonly string[]): Promise<StoredTurn[]> {
-    return this.getTurns(tenant, turnKeysOf(rowIds));
   }
 
   /** Distinct canonical entity names (aliases excluded), sorted. */

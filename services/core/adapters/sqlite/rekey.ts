@@ -7,7 +7,7 @@
  * can split it.
  */
 import { conversationKey } from "../../keys.ts";
-import type { SqliteDatabase } from "./db.ts";
+import type { SqliteDatabase } from "../sqlite-db.ts";
 
 const legacyKey = (tenant: string, conversation: string): string => `${tenant}/${conversation}`;
 

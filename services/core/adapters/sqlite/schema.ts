@@ -1,5 +1,5 @@
 import { lexicalText } from "../../lexical.ts";
-import type { Migration, SqliteDatabase } from "./db.ts";
+import type { Migration, SqliteDatabase } from "../sqlite-db.ts";
 import { rekeyDeadLetters, rekeyStageState } from "./rekey.ts";
 
 /** Re-indexes every record and raw turn under the shared lexical terms (services/core/lexical.ts). */

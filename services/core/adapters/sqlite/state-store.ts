@@ -1,5 +1,5 @@
 import type { StateStore } from "../../ports.ts";
-import { migrate, openSqlite, type SqliteDatabase } from "./db.ts";
+import { migrate, openSqlite, type SqliteDatabase } from "../sqlite-db.ts";
 import { STATE_MIGRATIONS } from "./schema.ts";
 
 export interface SqliteStateStoreOptions {

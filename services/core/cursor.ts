@@ -6,7 +6,7 @@
  * share the secret (config `cursorSecret` / MEMORY_CURSOR_SECRET; see cursorSecretOf in config.ts).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { ValidationError } from "../../errors.ts";
+import { ValidationError } from "./errors.ts";
 
 export interface RecordCursor {
   saidAt: number;

@@ -1,5 +1,5 @@
 /** Vector payload filters as a predicate (pure; used by the HNSW filter callback and brute-force path). */
-import type { VectorFilter, VectorPayload } from "../../ports.ts";
+import type { VectorFilter, VectorPayload } from "./ports.ts";
 
 /** Case-insensitive key for entity names. */
 export const entityKey = (s: string): string => s.normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();

@@ -1,3 +1,8 @@
+/**
+ * SQLite plumbing shared by the adapters that keep their rows in the one `memory.db` (the sqlite
+ * graph and state stores, the HNSW vector store's metadata): opening, migrations, WAL truncation.
+ * It sits beside the adapter folders, not inside one, so that no adapter imports another.
+ */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";

@@ -1,5 +1,5 @@
 /** Pure derivations from a record for the SQLite indexes: keys, time span, day/month buckets. */
-import type { MemoryRecord, TimeRange } from "../../types.ts";
+import type { MemoryRecord, TimeRange } from "./types.ts";
 
 export const DAY_MS = 86_400_000;
 

@@ -1,4 +1,5 @@
-import { parseTurnRowId } from "../ids.ts";
+import { parseTurnRowId } from "./ids.ts";
+import type { StoredTurn, TurnStore } from "./ports.ts";
 
 export interface TurnKey {
   conversation: string;
@@ -35,3 +36,13 @@ export const inAskedOrder = <R, T>(
   }
   return out;
 };
+
+/**
+ * Turns by `turnRowId(conversation, turnId)`, in the order asked; malformed or unknown ids are
+ * skipped. Derived from TurnStore.getTurns, the same for every store.
+ */
+export const getTurnsByRowIds = (
+  store: Pick<TurnStore, "getTurns">,
+  tenant: string,
+  rowIds: readonly string[],
+): Promise<StoredTurn[]> => store.getTurns(tenant, turnKeysOf(rowIds));

@@ -1,0 +1,154 @@
+/**
+ * The SQLite side of the transactional port (GraphTransactions): the primitive reads and writes the
+ * consolidation and erasure rules (services/consolidator/apply.ts, erasure.ts) run over, inside
+ * the graph store's synchronous better-sqlite3 transaction. No rule lives here: only how a read or
+ * a write is done in SQL (deletes also clear the FTS5 and index rows derived from a record).
+ */
+import type { TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
+import type { MemoryRecord } from "../../types.ts";
+
+export type Param = string | number | bigint | null;
+
+/** Runs cached statements on the store's handle. */
+export interface SqlRunner {
+  all<T>(sql: string, ...params: Param[]): T[];
+  run(sql: string, ...params: Param[]): { changes: number; lastInsertRowid: number | bigint };
+}
+
+interface JsonRow {
+  id: string;
+  json: string;
+}
+
+const ms = (iso: string): number => {
+  const v = Date.parse(iso);
+  if (Number.isNaN(v)) throw new Error(`not a timestamp: ${iso}`);
+  return v;
+};
+
+/** A JSON array parameter for `IN (SELECT value FROM json_each(?))`: any number of values, one statement. */
+const jsonList = (values: readonly string[]): string => JSON.stringify(values);
+
+const uniq = (values: readonly string[]): string[] => [...new Set(values)];
+
+/** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
+const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
+
+/** Rewrites a stored record's JSON and the columns derived from its validity. */
+export const writeRecordJson = (sql: SqlRunner, tenant: string, record: MemoryRecord): void => {
+  sql.run(
+    "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
+    JSON.stringify(record),
+    record.valid.to ? ms(record.valid.to) : null,
+    record.valid.supersededBy ?? null,
+    tenant,
+    record.id,
+  );
+};
+
+/** What the rule asked to read, in the transaction. */
+export const readView = (sql: SqlRunner, tenant: string, reads: TransactionReads): TransactionView => {
+  const records = new Map<string, MemoryRecord>();
+  if (reads.records && reads.records.length > 0) {
+    for (const row of sql.all<JsonRow>(
+      "SELECT id, json FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
+      tenant,
+      jsonList(uniq(reads.records)),
+    )) {
+      records.set(row.id, JSON.parse(row.json) as MemoryRecord);
+    }
+  }
+  const conversation = reads.conversation;
+  if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
+  const recordIds = sql
+    .all<{ id: string }>("SELECT id FROM records WHERE tenant = ? AND conversation = ?", tenant, conversation)
+    .map((r) => r.id);
+  const turnIds = sql
+    .all<{ turn_id: string }>("SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?", tenant, conversation)
+    .map((r) => r.turn_id);
+  const dependants = sql
+    .all<JsonRow>(
+      `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
+       AND (superseded_by IN (SELECT value FROM json_each(?)) OR json_extract(json, '$.mergedSources') IS NOT NULL)`,
+      tenant,
+      conversation,
+      jsonList(recordIds),
+    )
+    .map((r) => JSON.parse(r.json) as MemoryRecord);
+  return { records, conversation: { recordIds, turnIds, dependants } };
+};
+
+/** The rule's writes, in the order TransactionWrites lists them. */
+export const applyWrites = (sql: SqlRunner, tenant: string, writes: TransactionWrites): void => {
+  for (const record of writes.records ?? []) writeRecordJson(sql, tenant, record);
+  for (const r of writes.relations ?? []) {
+    sql.run(
+      `INSERT INTO record_relations (tenant, from_id, to_id, relation, at, reason) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT DO NOTHING`,
+      tenant,
+      r.from,
+      r.to,
+      r.relation,
+      r.at,
+      r.reason ?? null,
+    );
+  }
+  for (const c of writes.settled?.rows ?? []) {
+    sql.run(
+      `UPDATE update_candidates SET status = 'done', decision = ?, decided_at = ?
+       WHERE tenant = ? AND record_id = ? AND candidate_id = ?`,
+      c.decision,
+      writes.settled?.decidedAt ?? null,
+      tenant,
+      c.recordId,
+      c.candidateId,
+    );
+  }
+  if (writes.deleteRecords && writes.deleteRecords.length > 0) deleteRecords(sql, tenant, writes.deleteRecords);
+  if (writes.deleteConversation !== undefined) deleteConversationRows(sql, tenant, writes.deleteConversation);
+  for (const key of writes.deleteDeadLetters ?? []) {
+    sql.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, key);
+  }
+};
+
+/** Records with their full-text and index rows, and the candidates and edges touching them. */
+const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): void => {
+  const list = jsonList(uniq(ids));
+  sql.run(
+    "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?)))",
+    tenant,
+    list,
+  );
+  for (const table of RECORD_INDEX_TABLES) {
+    sql.run(`DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`, tenant, list);
+  }
+  sql.run(
+    `DELETE FROM update_candidates WHERE tenant = ?
+       AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
+    tenant,
+    list,
+    list,
+  );
+  sql.run(
+    `DELETE FROM record_relations WHERE tenant = ?
+       AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
+    tenant,
+    list,
+    list,
+  );
+  sql.run("DELETE FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))", tenant, list);
+};
+
+/** A conversation's segments and raw turns with their full-text rows (and any full-text row left of its records). */
+const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: string): void => {
+  sql.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+  sql.run(
+    "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
+    tenant,
+    conversation,
+  );
+  sql.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+  for (const table of ["segments", "turns"]) {
+    sql.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
+  }
+};

@@ -1,0 +1,98 @@
+// The consolidation and erasure rules as pure functions (services/consolidator/apply.ts,
+// erasure.ts): the writes a change or an erasure makes, given what its transaction read. The
+// graph-store contract runs the same rules against SQLite and Neo4j.
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { consolidationWrites } from "../../services/consolidator/apply.ts";
+import { erasureWrites } from "../../services/consolidator/erasure.ts";
+import { turnRowId } from "../../services/core/ids.ts";
+import type { MemoryRecord } from "../../services/core/types.ts";
+import { makeRecord } from "../contract/graph-store.contract.ts";
+
+const record = (conversation: string, text: string, saidAt: string): MemoryRecord =>
+  makeRecord("A", conversation, `${conversation}-seg`, {
+    text,
+    type: "fact",
+    entities: ["Jon"],
+    topics: ["work"],
+    saidAt,
+    turnIds: [`${conversation}-t`],
+  });
+
+const OLD = record("k1", "Jon works at Acme.", "2023-01-01T00:00:00.000Z");
+const NEW = record("k1", "Jon works at Globex.", "2023-03-01T00:00:00.000Z");
+const DUP = record("k2", "Jon is employed at Globex.", "2023-03-02T00:00:00.000Z");
+const view = (...records: MemoryRecord[]) => new Map(records.map((r) => [r.id, structuredClone(r)]));
+const AT = "2024-01-01T00:00:00.000Z";
+
+describe("consolidation rule (pure)", () => {
+  it("supersede then merge in one change: each op sees the ones before it", () => {
+    const { writes, result } = consolidationWrites(
+      {
+        tenant: "A",
+        ops: [
+          { kind: "supersede", older: OLD.id, newer: NEW.id, validTo: NEW.valid.from, reason: "new job" },
+          // OLD is superseded now: merging into it is skipped.
+          { kind: "merge", canonical: OLD.id, duplicate: DUP.id, validTo: DUP.valid.from },
+          { kind: "merge", canonical: NEW.id, duplicate: DUP.id, validTo: DUP.valid.from },
+        ],
+        settled: [{ recordId: NEW.id, candidateId: OLD.id, decision: "contradiction" }],
+      },
+      view(OLD, NEW, DUP),
+      AT,
+    );
+    assert.deepEqual(result, { superseded: 1, merged: 1, linked: 0, skipped: 1 });
+    const byId = new Map((writes.records ?? []).map((r) => [r.id, r]));
+    assert.deepEqual(byId.get(OLD.id)?.valid, { from: OLD.valid.from, to: NEW.valid.from, supersededBy: NEW.id });
+    assert.deepEqual(byId.get(DUP.id)?.valid, { from: DUP.valid.from, to: DUP.valid.from, supersededBy: NEW.id });
+    assert.deepEqual(byId.get(NEW.id)?.mergedSources, [DUP.source]);
+    assert.deepEqual(writes.relations, [
+      { from: NEW.id, to: OLD.id, relation: "SUPERSEDES", at: NEW.valid.from, reason: "new job" },
+      { from: DUP.id, to: NEW.id, relation: "DUPLICATE_OF", at: DUP.valid.from },
+    ]);
+    assert.deepEqual(writes.settled, {
+      rows: [{ recordId: NEW.id, candidateId: OLD.id, decision: "contradiction" }],
+      decidedAt: AT,
+    });
+  });
+
+  it("skips ops on unknown or identical records and clamps a validity end to the record's start", () => {
+    const { writes, result } = consolidationWrites(
+      {
+        tenant: "A",
+        ops: [
+          { kind: "link", from: NEW.id, to: NEW.id, relation: "REFINES", at: AT },
+          { kind: "link", from: NEW.id, to: "unknown", relation: "REFINES", at: AT },
+          { kind: "supersede", older: OLD.id, newer: "unknown", validTo: AT },
+          { kind: "supersede", older: OLD.id, newer: NEW.id, validTo: "2000-01-01T00:00:00.000Z" },
+        ],
+        settled: [],
+      },
+      view(OLD, NEW),
+      AT,
+    );
+    assert.deepEqual(result, { superseded: 1, merged: 0, linked: 0, skipped: 3 });
+    assert.equal(writes.records?.[0]?.valid.to, OLD.valid.from);
+  });
+});
+
+describe("erasure rule (pure)", () => {
+  it("reports the conversation's ids, restores what it superseded and trims merged sources", () => {
+    const superseded = { ...OLD, valid: { ...OLD.valid, to: NEW.valid.from, supersededBy: DUP.id } };
+    const canonical = { ...NEW, mergedSources: [DUP.source] };
+    const untouched = { ...record("k3", "Jon likes tea.", "2023-02-01T00:00:00.000Z"), mergedSources: [NEW.source] };
+    const { writes, result } = erasureWrites("A", "k2", {
+      recordIds: [DUP.id],
+      turnIds: ["k2-t"],
+      dependants: [superseded, canonical, untouched],
+    });
+    assert.deepEqual(result, { records: [DUP.id], turns: [turnRowId("k2", "k2-t")], restored: 1 });
+    assert.deepEqual(writes.records, [
+      { ...OLD, valid: { from: OLD.valid.from } },
+      { ...NEW }, // mergedSources gone: the only one came from k2
+    ]);
+    assert.deepEqual(writes.deleteRecords, [DUP.id]);
+    assert.equal(writes.deleteConversation, "k2");
+    assert.deepEqual(writes.deleteDeadLetters, ["A/k2"]);
+  });
+});

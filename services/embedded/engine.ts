@@ -12,6 +12,7 @@ import type {
 } from "../consolidator/types.ts";
 import { ValidationError } from "../core/errors.ts";
 import { parseConversationKey } from "../core/keys.ts";
+import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import {
   type Compressor,
   costOfError,
@@ -25,17 +26,11 @@ import {
   type StateStore,
   type VectorStore,
 } from "../core/ports.ts";
-import {
-  type Health,
-  type IngestResult,
-  type MemoryService,
-  type QueryRequest,
-  type QueryResult,
-  type TurnInput,
-  toTurn,
-} from "../core/service.ts";
+import type { QueryResult } from "../core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../core/requests.ts";
 import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
+import { toTurn } from "../core/turn-validation.ts";
 import {
   type DeadLetter,
   type DisambiguationContext,

@@ -7,7 +7,8 @@
 import { type CallOptions, type Client, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import { ValidationError, type ValidationIssue } from "../core/errors.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
-import type { ContextItem, QueryPlan, QueryRequest, QueryResult, RouteName, TurnInput } from "../core/service.ts";
+import type { ContextItem, QueryPlan, QueryResult, RouteName } from "../core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../core/requests.ts";
 import type { Entity, MemoryRecord, RecordType, Source } from "../core/types.ts";
 import {
   type ContextItemWire,

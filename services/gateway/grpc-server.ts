@@ -38,16 +38,10 @@ import {
 } from "../core/errors.ts";
 import { ingestAroundConflicts } from "../core/ingest-conflicts.ts";
 import { idSchema } from "../core/input-rules.ts";
+import type { MemoryService } from "../core/memory-service.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
-import {
-  type ContextItem,
-  type MemoryService,
-  QueryRequestSchema,
-  type QueryResult,
-  recordListingSchema,
-  type TurnInput,
-  TurnInputSchema,
-} from "../core/service.ts";
+import type { ContextItem, QueryResult } from "../core/query-types.ts";
+import { QueryRequestSchema, recordListingSchema, type TurnInput, TurnInputSchema } from "../core/requests.ts";
 import type { MemoryRecord, Source } from "../core/types.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
 import type { Metrics } from "./metrics.ts";

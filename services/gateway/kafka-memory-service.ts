@@ -18,17 +18,12 @@ import { RegistrySerdes, SCHEMA_FILES, type TopicCodec } from "../core/adapters/
 import { CONTROL_HEADER, type ControlKind, type TopicNames } from "../core/adapters/kafka/topics.ts";
 import type { Config } from "../core/config.ts";
 import { ValidationError } from "../core/errors.ts";
+import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
-import {
-  type Health,
-  type IngestResult,
-  type MemoryService,
-  type QueryRequest,
-  type QueryResult,
-  type TurnInput,
-  toTurn,
-} from "../core/service.ts";
+import type { QueryResult } from "../core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../core/requests.ts";
 import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
+import { toTurn } from "../core/turn-validation.ts";
 import { keyOf, type MemoryRecord, type Turn, TurnSchema } from "../core/types.ts";
 import type { QueryBackend } from "./grpc-client.ts";
 

@@ -3,8 +3,11 @@
  * graph store and a vector store (Neo4j, or the embedded SQLite/HNSW stores). Ingest and Flush
  * belong to the gateway; here they are UNIMPLEMENTED.
  */
+
+import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import type { Embedder, GraphStore, QueryPlanner, RecordPage, RecordQuery, VectorStore } from "../core/ports.ts";
-import type { Health, IngestResult, MemoryService, QueryRequest, QueryResult } from "../core/service.ts";
+import type { QueryResult } from "../core/query-types.ts";
+import type { QueryRequest } from "../core/requests.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { UnsupportedOperation } from "../gateway/grpc-server.ts";
 import { type QuerySettings, runQuery } from "./query.ts";

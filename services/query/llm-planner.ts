@@ -7,7 +7,7 @@
 import { z } from "zod";
 import type { MeteredLlmRequest } from "../core/adapters/llm-factory.ts";
 import type { Llm, LlmCost, PlannerInput, QueryPlanner } from "../core/ports.ts";
-import type { QueryPlan, RouteName } from "../core/service.ts";
+import type { QueryPlan, RouteName } from "../core/query-types.ts";
 import { countTokens } from "../core/tokens.ts";
 import { planQuery } from "./planner.ts";
 

@@ -1,12 +1,7 @@
+import type { Health, IngestResult, MemoryService } from "../../services/core/memory-service.ts";
 import type { RecordPage, RecordQuery } from "../../services/core/ports.ts";
-import type {
-  Health,
-  IngestResult,
-  MemoryService,
-  QueryRequest,
-  QueryResult,
-  TurnInput,
-} from "../../services/core/service.ts";
+import type { QueryResult } from "../../services/core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../../services/core/requests.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 
 export type FakeCall =

@@ -4,7 +4,7 @@ import type { LlmUsageEvent, MeteredLlmRequest } from "../../services/core/adapt
 import { metricsUsageSink } from "../../services/core/adapters/llm-factory.ts";
 import { recordId } from "../../services/core/ids.ts";
 import type { Llm, LlmRequest, LlmResponse } from "../../services/core/ports.ts";
-import type { ContextItem } from "../../services/core/service.ts";
+import type { ContextItem } from "../../services/core/query-types.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import {
   type DisambiguationContext,

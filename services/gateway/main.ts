@@ -1,7 +1,7 @@
 /**
  * Gateway process (distributed runtime): the front door. HTTP (the same createHttpApp and OpenAPI
  * document as the embedded server) and gRPC (schemas/memory.proto) on 127.0.0.1 by default, both
- * over the KafkaMemoryService: turns and flushes go to memory.turns.v1, reads go to the query
+ * over the DistributedMemoryService: turns and flushes go to memory.turns.v1, reads go to the query
  * service over gRPC. The tenant always comes from the API key (MEMORY_API_KEYS / config apiKeys).
  *
  * Env: MEMORY_HTTP_HOST / MEMORY_HTTP_PORT (127.0.0.1 / 8787; /healthz, /readyz are on it, and
@@ -14,11 +14,11 @@
 import { pino } from "pino";
 import { envInt, jsonLogger } from "../core/adapters/kafka/process.ts";
 import { DEFAULT_API_KEY, defaultKeyExposure, loadConfig } from "../core/config.ts";
+import { DistributedMemoryService } from "./distributed-memory-service.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { apiKeyAuthenticator, startGrpcServer } from "./grpc-server.ts";
 import { createHttpApp } from "./http-app.ts";
 import { startHttpServer } from "./http-server.ts";
-import { KafkaMemoryService } from "./kafka-memory-service.ts";
 import { Metrics } from "./metrics.ts";
 
 const log = jsonLogger("gateway");
@@ -41,7 +41,7 @@ const metrics = new Metrics({ defaultLabels: { service: "gateway" } });
 const internalToken = process.env.MEMORY_INTERNAL_TOKEN;
 const queryAddr = process.env.MEMORY_QUERY_ADDR ?? "127.0.0.1:50052";
 const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
-const service = await KafkaMemoryService.open({ config, backend, log });
+const service = await DistributedMemoryService.open({ config, backend, log });
 
 const metricsPortSetting = process.env.MEMORY_METRICS_PORT;
 const metricsHttp =

@@ -1,24 +1,40 @@
 /**
  * The distributed runtime's MemoryService, behind the gateway's HTTP and gRPC front doors: writes
- * go to Kafka (KafkaTurnWriter), reads go to the query service over gRPC (a QueryBackend, whose
+ * go to Kafka (KafkaTurnWriter), reads go to the query service over gRPC (GrpcQueryBackend, whose
  * service reads with the same StoreMemoryReader as the embedded engine). Healthy when both are.
  */
-import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
+import type { Health, IngestResult, MemoryReader, MemoryService, MemoryWriter } from "../core/memory-service.ts";
 import type { QueryResult, RecordPage, RecordQuery } from "../core/query-types.ts";
 import type { QueryRequest, TurnInput } from "../core/requests.ts";
 import type { MemoryRecord } from "../core/types.ts";
-import type { QueryBackend } from "./grpc-client.ts";
 import { KafkaTurnWriter, type KafkaTurnWriterOptions } from "./kafka-turn-writer.ts";
+
+/** A probe's answer: reachable or not, and what was checked. */
+export interface SideHealth {
+  ok: boolean;
+  detail: string;
+}
+
+/** The write side: KafkaTurnWriter (a fake in tests). */
+export interface TurnWriter extends MemoryWriter {
+  health(): SideHealth;
+  close(): Promise<void>;
+}
+
+/** The read side: the query service's client, GrpcQueryBackend (a fake in tests). */
+export interface RemoteReader extends MemoryReader {
+  health(): Promise<SideHealth>;
+}
 
 export interface DistributedMemoryServiceOptions extends KafkaTurnWriterOptions {
   /** The reader: the query service's client. */
-  backend: QueryBackend;
+  backend: RemoteReader;
 }
 
 export class DistributedMemoryService implements MemoryService {
   constructor(
-    readonly writer: KafkaTurnWriter,
-    readonly reader: QueryBackend,
+    readonly writer: TurnWriter,
+    readonly reader: RemoteReader,
   ) {}
 
   /** Opens the Kafka writer (topics, turn schema, producer) next to the given reader. */

@@ -13,7 +13,7 @@ import { join, resolve } from "node:path";
 import { type IntervalHistogram, monitorEventLoopDelay } from "node:perf_hooks";
 import type { Config } from "../core/config.ts";
 import { loadLocomo } from "../core/datasets/locomo.ts";
-import type { TurnInput } from "../core/service.ts";
+import type { TurnInput } from "../core/requests.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { createHttpApp } from "../gateway/http-app.ts";
 import { startHttpServer } from "../platform/http-server.ts";

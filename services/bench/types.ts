@@ -1,4 +1,4 @@
-import type { TurnInput } from "../core/service.ts";
+import type { TurnInput } from "../core/requests.ts";
 import type { CategoryAggregate } from "./scoring.ts";
 
 /** "ours-consolidated": our engine again after sleep-time consolidation (only with --consolidate). */

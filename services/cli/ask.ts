@@ -9,8 +9,10 @@
 import type { Command } from "commander";
 import { createLlm } from "../core/adapters/llm-factory.ts";
 import type { Config } from "../core/config.ts";
+import type { MemoryService } from "../core/memory-service.ts";
 import type { Llm } from "../core/ports.ts";
-import type { ContextItem, MemoryService, QueryCost, QueryRequest, QueryResult } from "../core/service.ts";
+import type { ContextItem, QueryCost, QueryResult } from "../core/query-types.ts";
+import type { QueryRequest } from "../core/requests.ts";
 import { type OpenOptions, openEmbeddedEngine } from "../embedded/open.ts";
 import { answerQuestion, withAnswerCost } from "../query/answer.ts";
 import { queryRequestFromArgs, UsageError } from "./usage.ts";

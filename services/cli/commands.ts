@@ -1,6 +1,6 @@
 import { SingleBar } from "cli-progress";
 import { type Config, DEFAULT_API_KEY, defaultKeyExposure } from "../core/config.ts";
-import type { QueryRequest } from "../core/service.ts";
+import type { QueryRequest } from "../core/requests.ts";
 import type { EmbeddedEngine } from "../embedded/engine.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { createHttpApp } from "../gateway/http-app.ts";

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { loadLocomo } from "../core/datasets/locomo.ts";
 import { idSchema } from "../core/input-rules.ts";
-import { type TurnInput, TurnInputSchema } from "../core/service.ts";
+import { type TurnInput, TurnInputSchema } from "../core/requests.ts";
 
 export interface ConversationTurns {
   conversation: string;

@@ -3,7 +3,7 @@
  * HTTP API accepts. A bad argument is a UsageError: main prints it and exits with status 2.
  */
 import type { z } from "zod";
-import { type QueryRequest, QueryRequestSchema } from "../core/service.ts";
+import { type QueryRequest, QueryRequestSchema } from "../core/requests.ts";
 
 /** Exit status of a command given bad arguments (as conventional for usage errors). */
 export const USAGE_EXIT_CODE = 2;

@@ -1,5 +1,6 @@
 import { isConflictError, type TurnIdConflict } from "./errors.ts";
-import type { IngestResult, MemoryService, TurnInput } from "./service.ts";
+import type { IngestResult, MemoryWriter } from "./memory-service.ts";
+import type { TurnInput } from "./requests.ts";
 
 export interface IngestAroundConflicts extends IngestResult {
   /** Turns set aside because their id exists with other content; `index` is the position in the input. */
@@ -12,7 +13,7 @@ export interface IngestAroundConflicts extends IngestResult {
  * Bounded: every repetition has at least one turn fewer.
  */
 export const ingestAroundConflicts = async (
-  service: Pick<MemoryService, "ingest">,
+  service: Pick<MemoryWriter, "ingest">,
   tenant: string,
   conversation: string,
   turns: readonly TurnInput[],

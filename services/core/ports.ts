@@ -1,4 +1,4 @@
-import type { QueryPlan } from "./service.ts";
+import type { QueryPlan, RecordPage, RecordQuery } from "./query-types.ts";
 import type {
   DeadLetter,
   DisambiguationContext,
@@ -259,23 +259,8 @@ export interface TimeWindow {
   to: number;
 }
 
-export interface RecordQuery {
-  conversation?: string;
-  entity?: string;
-  type?: RecordType;
-  timeFrom?: number;
-  timeTo?: number;
-  /** Include superseded versions (default false: current versions only). */
-  includeSuperseded?: boolean;
-  limit: number;
-  /** Opaque cursor from the previous page. */
-  cursor?: string;
-}
-
-export interface RecordPage {
-  records: MemoryRecord[];
-  nextCursor?: string;
-}
+/** The record store lists with the read side's query and page shapes (services/core/query-types.ts). */
+export type { RecordPage, RecordQuery };
 
 export interface ScoredId {
   id: string;

@@ -11,8 +11,8 @@ import type {
   MemoryMaintenance,
   RecordHistory,
 } from "../consolidator/types.ts";
-import { ValidationError } from "../core/errors.ts";
 import { parseConversationKey } from "../core/keys.ts";
+import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import {
   type Compressor,
   costOfError,
@@ -26,17 +26,11 @@ import {
   type StateStore,
   type VectorStore,
 } from "../core/ports.ts";
-import {
-  type Health,
-  type IngestResult,
-  type MemoryService,
-  type QueryRequest,
-  type QueryResult,
-  type TurnInput,
-  toTurn,
-} from "../core/service.ts";
-import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
+import type { QueryResult } from "../core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../core/requests.ts";
+import { SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
+import { validateTurns } from "../core/turn-validation.ts";
 import {
   type DeadLetter,
   type DisambiguationContext,
@@ -49,7 +43,8 @@ import { walkVersionGraph } from "../core/version-graph.ts";
 import { emptyContext } from "../encoder/extractor.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { indexSegment } from "../indexer/indexer.ts";
-import { type QuerySettings, runQuery } from "../query/query.ts";
+import { StoreMemoryReader } from "../query/memory-reader.ts";
+import type { QuerySettings } from "../query/query.ts";
 import {
   initialSegmenterState,
   isIdle,
@@ -162,6 +157,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
   private readonly segStates = new Map<string, KeyedSegmenterState>();
   private readonly encStates = new Map<string, KeyedEncoderState>();
   private readonly clock: () => number;
+  /** The read side, shared with the distributed query service. */
+  private readonly reader: StoreMemoryReader;
   private wake: (() => void) | undefined;
   private ingestLoop: Promise<void> | undefined;
   private encodeLoop: Promise<void> | undefined;
@@ -187,6 +184,13 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     this.queue = new BoundedQueue(settings.queueCapacity);
     this.clock = settings.clock ?? Date.now;
     this.lastActivityMs = this.clock();
+    this.reader = new StoreMemoryReader({
+      graph: parts.graph,
+      vectors: parts.vectors,
+      embedder: parts.embedder,
+      ...(parts.planner ? { planner: parts.planner } : {}),
+      settings: settings.query,
+    });
   }
 
   /** Starts the stages; segments left pending by a previous run are indexed first. */
@@ -227,16 +231,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
 
   async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
     this.assertRunning();
-    assertClientTurnIds(turns);
-    const checked = turns.map((t, i) => {
-      // A placeholder id for the schema; the log assigns the real one with the conversation's counter.
-      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, SERVER_TURN_ID_PREFIX));
-      if (!parsed.success) {
-        const fields = parsed.error.issues.map((x) => `${x.path.join(".")}: ${x.message}`).join("; ");
-        throw ValidationError.fromZod(parsed.error, `invalid turn at index ${i}: ${fields}`);
-      }
-      return parsed.data;
-    });
+    // A placeholder id for the schema; the log assigns the real one with the conversation's counter.
+    const checked = validateTurns(tenant, conversation, turns, () => SERVER_TURN_ID_PREFIX);
     const full = this.parts.log.appendConversationTurns(
       tenant,
       conversation,
@@ -264,27 +260,16 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     if (this.failure) throw this.failure;
   }
 
-  async query(tenant: string, req: QueryRequest): Promise<QueryResult> {
-    return runQuery(
-      {
-        graph: this.parts.graph,
-        vectors: this.parts.vectors,
-        embedder: this.parts.embedder,
-        ...(this.parts.planner ? { planner: this.parts.planner } : {}),
-      },
-      tenant,
-      req,
-      this.settings.query,
-    );
+  query(tenant: string, req: QueryRequest): Promise<QueryResult> {
+    return this.reader.query(tenant, req);
   }
 
   listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
-    return this.parts.graph.listRecords(tenant, query);
+    return this.reader.listRecords(tenant, query);
   }
 
-  async getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
-    const [r] = await this.parts.graph.getRecords(tenant, [id]);
-    return r;
+  getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
+    return this.reader.getRecord(tenant, id);
   }
 
   /** The newest dead letters: what was set aside, by which stage, and why. */

@@ -17,13 +17,8 @@ import {
 } from "../core/errors.ts";
 import { ingestAroundConflicts } from "../core/ingest-conflicts.ts";
 import { idSchema } from "../core/input-rules.ts";
-import {
-  type MemoryService,
-  QueryRequestSchema,
-  recordListingSchema,
-  type TurnInput,
-  TurnInputSchema,
-} from "../core/service.ts";
+import type { MemoryService } from "../core/memory-service.ts";
+import { QueryRequestSchema, recordListingSchema, type TurnInput, TurnInputSchema } from "../core/requests.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
 

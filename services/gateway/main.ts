@@ -1,7 +1,7 @@
 /**
  * Gateway process (distributed runtime): the front door. HTTP (the same createHttpApp and OpenAPI
  * document as the embedded server) and gRPC (schemas/memory.proto) on 127.0.0.1 by default, both
- * over the KafkaMemoryService: turns and flushes go to memory.turns.v1, reads go to the query
+ * over the DistributedMemoryService: turns and flushes go to memory.turns.v1, reads go to the query
  * service over gRPC. The tenant always comes from the API key (MEMORY_API_KEYS / config apiKeys).
  *
  * Env: MEMORY_HTTP_HOST / MEMORY_HTTP_PORT (127.0.0.1 / 8787; /healthz, /readyz are on it, and
@@ -18,10 +18,10 @@ import { jsonLogger, requestLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
+import { DistributedMemoryService } from "./distributed-memory-service.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { startGrpcServer } from "./grpc-server.ts";
 import { createHttpApp } from "./http-app.ts";
-import { KafkaMemoryService } from "./kafka-memory-service.ts";
 
 const log = jsonLogger("gateway");
 const config = loadProcessConfig();
@@ -43,7 +43,7 @@ const metrics = new Metrics({ defaultLabels: { service: "gateway" } });
 const internalToken = config.internalToken;
 const queryAddr = config.queryService.address;
 const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
-const service = await KafkaMemoryService.open({ config, backend, log });
+const service = await DistributedMemoryService.open({ config, backend, log });
 
 // With MEMORY_METRICS_PORT set, /metrics leaves the public port for a port of its own.
 const metricsHttp =

@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { UNATTRIBUTED } from "../core/llm-metering.ts";
 import type { Llm, LlmCost, MeteredLlmRequest } from "../core/ports.ts";
-import type { ContextItem, QueryCost, QueryResult } from "../core/service.ts";
+import type { ContextItem, QueryCost, QueryResult } from "../core/query-types.ts";
 
 export const ANSWER_SYSTEM = `You answer a question from dated memories of past chats. Use only the memories given.
 Answer briefly (a few words or one sentence), with absolute dates where the question asks when.

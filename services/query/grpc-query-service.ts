@@ -3,11 +3,15 @@
  * graph store and a vector store (Neo4j, or the embedded SQLite/HNSW stores). Ingest and Flush
  * belong to the gateway; here they are UNIMPLEMENTED.
  */
+
+import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import type { Embedder, GraphStore, QueryPlanner, RecordPage, RecordQuery, VectorStore } from "../core/ports.ts";
-import type { Health, IngestResult, MemoryService, QueryRequest, QueryResult } from "../core/service.ts";
+import type { QueryResult } from "../core/query-types.ts";
+import type { QueryRequest } from "../core/requests.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { UnsupportedOperation } from "../platform/grpc/status-mapping.ts";
-import { type QuerySettings, runQuery } from "./query.ts";
+import { StoreMemoryReader } from "./memory-reader.ts";
+import type { QuerySettings } from "./query.ts";
 
 export interface StoreQueryServiceDeps {
   graph: GraphStore;
@@ -20,7 +24,12 @@ export interface StoreQueryServiceDeps {
 }
 
 export class StoreQueryService implements MemoryService {
-  constructor(private readonly deps: StoreQueryServiceDeps) {}
+  /** The read side, the same implementation the embedded engine reads through. */
+  private readonly reader: StoreMemoryReader;
+
+  constructor(private readonly deps: StoreQueryServiceDeps) {
+    this.reader = new StoreMemoryReader(deps);
+  }
 
   async ingest(): Promise<IngestResult> {
     throw new UnsupportedOperation("the query service does not ingest: send turns to the gateway");
@@ -31,17 +40,15 @@ export class StoreQueryService implements MemoryService {
   }
 
   query(tenant: string, req: QueryRequest): Promise<QueryResult> {
-    const { graph, vectors, embedder, planner } = this.deps;
-    return runQuery({ graph, vectors, embedder, ...(planner ? { planner } : {}) }, tenant, req, this.deps.settings);
+    return this.reader.query(tenant, req);
   }
 
   listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
-    return this.deps.graph.listRecords(tenant, query);
+    return this.reader.listRecords(tenant, query);
   }
 
-  async getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
-    const [r] = await this.deps.graph.getRecords(tenant, [id]);
-    return r;
+  getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
+    return this.reader.getRecord(tenant, id);
   }
 
   /** Ready when the graph store answers a (tenant-scoped, cheap) count. */

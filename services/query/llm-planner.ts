@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import type { Llm, LlmCost, MeteredLlmRequest, PlannerInput, QueryPlanner } from "../core/ports.ts";
-import type { QueryPlan, RouteName } from "../core/service.ts";
+import type { QueryPlan, RouteName } from "../core/query-types.ts";
 import { countTokens } from "../core/tokens.ts";
 import { planQuery } from "./planner.ts";
 

@@ -1,4 +1,4 @@
-import type { ContextItem } from "../core/service.ts";
+import type { ContextItem } from "../core/query-types.ts";
 import { countTokens } from "../core/tokens.ts";
 
 export const CONTEXT_HEADER = "Memories (dated, with sources; newest facts override older ones):";

@@ -1,6 +1,6 @@
 import * as chrono from "chrono-node";
 import { NO_LLM_COST, type PlannerInput, type QueryPlanner } from "../core/ports.ts";
-import type { QueryPlan, RouteName } from "../core/service.ts";
+import type { QueryPlan, RouteName } from "../core/query-types.ts";
 
 const TEMPORAL =
   /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;

@@ -1,7 +1,8 @@
 import { CONFIG_DEFAULTS } from "../core/config.ts";
 import { isTurnRowId, turnRowId } from "../core/ids.ts";
 import type { Embedder, GraphStore, QueryPlanner, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
-import type { ContextItem, QueryRequest, QueryResult, RouteName } from "../core/service.ts";
+import type { ContextItem, QueryResult, RouteName } from "../core/query-types.ts";
+import type { QueryRequest } from "../core/requests.ts";
 import { getTurnsByRowIds } from "../core/turn-order.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";

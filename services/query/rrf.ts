@@ -1,4 +1,4 @@
-import type { RouteName } from "../core/service.ts";
+import type { RouteName } from "../core/query-types.ts";
 
 export interface RankedList {
   route: RouteName;

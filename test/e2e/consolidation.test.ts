@@ -6,7 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { turnRowId } from "../../services/core/ids.ts";
-import type { TurnInput } from "../../services/core/service.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";

@@ -15,7 +15,7 @@ import { hnswFileOf } from "../../services/core/adapters/hnsw/vector-store.ts";
 import { loadOnnxEmbedder, type OnnxEmbedder } from "../../services/core/adapters/onnx/embedder.ts";
 import { SQLITE_FILE } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
-import type { TurnInput } from "../../services/core/service.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { seededRandom } from "../helpers/seeded.ts";
 

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { loadConfig } from "../../services/core/config.ts";
 import { loadLocomo } from "../../services/core/datasets/locomo.ts";
-import type { QueryResult } from "../../services/core/service.ts";
+import type { QueryResult } from "../../services/core/query-types.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { type RunningHttpServer, startHttpServer } from "../../services/platform/http-server.ts";

@@ -7,7 +7,7 @@ import { createInterface } from "node:readline";
 import { after, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
-import type { TurnInput } from "../../services/core/service.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 

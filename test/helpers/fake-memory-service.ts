@@ -1,13 +1,9 @@
+import type { Health, IngestResult, MemoryService } from "../../services/core/memory-service.ts";
 import type { RecordPage, RecordQuery } from "../../services/core/ports.ts";
-import type {
-  Health,
-  IngestResult,
-  MemoryService,
-  QueryRequest,
-  QueryResult,
-  TurnInput,
-} from "../../services/core/service.ts";
+import type { QueryResult } from "../../services/core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../../services/core/requests.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
+import type { RemoteReader, TurnWriter } from "../../services/gateway/distributed-memory-service.ts";
 
 export type FakeCall =
   | { method: "ingest"; tenant: string; conversation: string; turns: TurnInput[] }
@@ -137,3 +133,29 @@ export class FakeMemoryService implements MemoryService {
     if (this.failWith) throw this.failWith;
   }
 }
+
+/**
+ * A fake as the distributed runtime's write side (the Kafka writer): its ingest and flush, healthy
+ * while the fake is ready; `closed` tells whether it was closed.
+ */
+export const fakeTurnWriter = (fake: FakeMemoryService): TurnWriter & { closed: boolean } => {
+  const writer = {
+    closed: false,
+    ingest: (tenant: string, conversation: string, turns: readonly TurnInput[]) =>
+      fake.ingest(tenant, conversation, turns),
+    flush: (tenant: string, conversation?: string) => fake.flush(tenant, conversation),
+    health: () => ({ ok: fake.ready, detail: fake.ready ? "producer connected (fake)" : "producer disconnected" }),
+    close: async () => {
+      writer.closed = true;
+    },
+  };
+  return writer;
+};
+
+/** A fake as the distributed runtime's read side (the query service's client), healthy while ready. */
+export const fakeRemoteReader = (fake: FakeMemoryService): RemoteReader => ({
+  query: (tenant, req) => fake.query(tenant, req),
+  listRecords: (tenant, query) => fake.listRecords(tenant, query),
+  getRecord: (tenant, id) => fake.getRecord(tenant, id),
+  health: async () => ({ ok: fake.ready, detail: fake.ready ? "query service serving (fake)" : "unreachable" }),
+});

@@ -18,7 +18,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { kafkaClient } from "../../services/core/adapters/kafka/process.ts";
 import { loadConfig } from "../../services/core/config.ts";
-import type { QueryResult } from "../../services/core/service.ts";
+import type { QueryResult } from "../../services/core/query-types.ts";
 import {
   cleanUp,
   httpJson,

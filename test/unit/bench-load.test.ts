@@ -8,7 +8,7 @@ import {
   renderLoadMarkdown,
   summarize,
 } from "../../services/bench/load.ts";
-import type { TurnInput } from "../../services/core/service.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
 
 const turn = (n: number): TurnInput => ({
   speaker: "A",

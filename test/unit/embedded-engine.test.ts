@@ -6,7 +6,7 @@ import { after, afterEach, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import type { CompressionResult, Compressor } from "../../services/core/ports.ts";
-import type { TurnInput } from "../../services/core/service.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
 import { engineSettingsFrom, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { StatisticalCompressor } from "../../services/sensory/statistical-compressor.ts";
 import { Closer } from "../helpers/closer.ts";

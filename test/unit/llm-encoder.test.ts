@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import { recordId } from "../../services/core/ids.ts";
 import { metricsUsageSink } from "../../services/core/llm-metering.ts";
 import type { Llm, LlmRequest, LlmResponse, LlmUsageEvent, MeteredLlmRequest } from "../../services/core/ports.ts";
-import type { ContextItem } from "../../services/core/service.ts";
+import type { ContextItem } from "../../services/core/query-types.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import {
   type DisambiguationContext,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import type { ContextItem } from "../../services/core/service.ts";
+import type { ContextItem } from "../../services/core/query-types.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import { maximalMarginalRelevance } from "../../services/query/mmr.ts";
 import { CONTEXT_HEADER, packContext } from "../../services/query/pack.ts";

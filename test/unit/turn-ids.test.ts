@@ -7,7 +7,7 @@ import { status } from "@grpc/grpc-js";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { ConflictError, ValidationError } from "../../services/core/errors.ts";
-import type { TurnInput } from "../../services/core/service.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { startGrpcServer } from "../../services/gateway/grpc-server.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import * as chrono from "chrono-node";
 import { z } from "zod";
-import { type TurnInput, TurnInputSchema } from "../service.ts";
+import { type TurnInput, TurnInputSchema } from "../requests.ts";
 
 const LocomoTurnSchema = z.object({
   speaker: z.string(),

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import type { TurnInput } from "../service.ts";
+import type { TurnInput } from "../requests.ts";
 
 const LongMemEvalTurnSchema = z.object({
   role: z.string(),

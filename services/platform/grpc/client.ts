@@ -5,7 +5,8 @@
  */
 import { type CallOptions, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import type { RecordPage, RecordQuery } from "../../core/ports.ts";
-import type { QueryRequest, QueryResult, TurnInput } from "../../core/service.ts";
+import type { QueryResult } from "../../core/query-types.ts";
+import type { QueryRequest, TurnInput } from "../../core/requests.ts";
 import type { MemoryRecord } from "../../core/types.ts";
 import {
   type FlushReply,

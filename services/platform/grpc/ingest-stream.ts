@@ -8,7 +8,8 @@
 import type { ServerReadableStream } from "@grpc/grpc-js";
 import { ConflictError, conflictMessage } from "../../core/errors.ts";
 import { ingestAroundConflicts } from "../../core/ingest-conflicts.ts";
-import type { MemoryService, TurnInput } from "../../core/service.ts";
+import type { MemoryService } from "../../core/memory-service.ts";
+import type { TurnInput } from "../../core/requests.ts";
 import type { IngestRequest, IngestSummary } from "./generated/memory.ts";
 import { parseIngestRequest } from "./request-parsing.ts";
 import { InvalidArgument, ResourceExhausted } from "./status-mapping.ts";

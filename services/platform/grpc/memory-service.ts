@@ -5,7 +5,7 @@
  * run against the service for that tenant, mapped to the wire, and counted per method and status.
  */
 import { Metadata, type ServerReadableStream, type sendUnaryData, status } from "@grpc/grpc-js";
-import type { MemoryService } from "../../core/service.ts";
+import type { MemoryService } from "../../core/memory-service.ts";
 import { type Authenticator, type AuthFailureGuard, peerAddressOf } from "./auth.ts";
 import { GrpcCallMetrics, type GrpcMetricsSink } from "./call-metrics.ts";
 import type { IngestRequest, IngestSummary, MemoryServer } from "./generated/memory.ts";

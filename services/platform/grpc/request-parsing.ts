@@ -14,7 +14,7 @@ import {
   recordListingSchema,
   type TurnInput,
   TurnInputSchema,
-} from "../../core/service.ts";
+} from "../../core/requests.ts";
 import type {
   FlushRequest,
   GetRecordRequest,

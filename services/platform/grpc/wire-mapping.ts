@@ -5,7 +5,8 @@
  * record or a query answer that crosses the wire twice comes back deep-equal.
  */
 import type { RecordPage, RecordQuery } from "../../core/ports.ts";
-import type { ContextItem, QueryPlan, QueryRequest, QueryResult, RouteName } from "../../core/service.ts";
+import type { ContextItem, QueryPlan, QueryResult, RouteName } from "../../core/query-types.ts";
+import type { QueryRequest } from "../../core/requests.ts";
 import type { Entity, MemoryRecord, RecordType, Source } from "../../core/types.ts";
 import type {
   ContextItem as ContextItemMessage,

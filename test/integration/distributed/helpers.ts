@@ -14,7 +14,7 @@ import { openDriver } from "../../../services/core/adapters/neo4j/driver.ts";
 import { Neo4jGraphStore } from "../../../services/core/adapters/neo4j/graph-store.ts";
 import { Neo4jVectorStore } from "../../../services/core/adapters/neo4j/vector-store.ts";
 import type { RecordPage } from "../../../services/core/ports.ts";
-import type { QueryResult } from "../../../services/core/service.ts";
+import type { QueryResult } from "../../../services/core/query-types.ts";
 import type { MemoryRecord } from "../../../services/core/types.ts";
 import { deleteSubjects, deleteTopics, sleep, testEnv } from "../pipeline/helpers.ts";
 

@@ -37,8 +37,8 @@ import { CONTROL_HEADER, type TopicNames } from "../../../services/core/adapters
 import { loadOnnxEmbedder } from "../../../services/core/adapters/onnx/embedder.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import { loadLocomo } from "../../../services/core/datasets/locomo.ts";
-import { toTurn } from "../../../services/core/service.ts";
 import { turnEmbeddingText } from "../../../services/core/turn-text.ts";
+import { toTurn } from "../../../services/core/turn-validation.ts";
 import {
   type DisambiguationContext,
   keyOf,

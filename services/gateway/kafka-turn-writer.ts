@@ -1,15 +1,14 @@
 /**
- * The distributed runtime's MemoryService, behind the gateway's HTTP and gRPC front doors:
- * - ingest: every turn is completed (tenant from the credential, conversation, `@` + a random UUID
- *   when it has no id: the reserved namespace of services/core/turn-ids.ts), validated with TurnSchema, and produced to memory.turns.v1 through the schema
- *   registry's Avro codec, keyed tenant/conversation, by an idempotent producer with acks=all. The
- *   call resolves once Kafka has acknowledged every turn: an accepted turn is durable.
+ * The distributed runtime's write side (a MemoryWriter), behind the gateway's front doors:
+ * - ingest: every turn is completed and validated (services/core/turn-validation.ts: tenant from the
+ *   credential, the conversation, `@` + a random UUID when it has no id: the reserved namespace of
+ *   services/core/turn-ids.ts) and produced to memory.turns.v1 through the schema registry's Avro
+ *   codec, keyed tenant/conversation, by an idempotent producer with acks=all. The call resolves
+ *   once Kafka has acknowledged every turn: an accepted turn is durable.
  * - flush: the control message (null value, header `memory-control: flush`) on the turns topic, so
  *   it keeps its place in the conversation's order. Without a conversation: every conversation of
  *   the tenant that this gateway instance has produced to since it started (a bounded set; with
  *   several gateway instances, flush per conversation).
- * - query / listRecords / getRecord: the query service (a QueryBackend, over gRPC).
- * - health: the producer is connected and the query backend is reachable.
  */
 import { randomUUID } from "node:crypto";
 import type { Kafka, Producer } from "kafkajs";
@@ -17,34 +16,24 @@ import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/proces
 import { RegistrySerdes, SCHEMA_FILES, type TopicCodec } from "../core/adapters/kafka/serde.ts";
 import { CONTROL_HEADER, type ControlKind, type TopicNames } from "../core/adapters/kafka/topics.ts";
 import type { Config } from "../core/config.ts";
-import { ValidationError } from "../core/errors.ts";
-import type { RecordPage, RecordQuery } from "../core/ports.ts";
-import {
-  type Health,
-  type IngestResult,
-  type MemoryService,
-  type QueryRequest,
-  type QueryResult,
-  type TurnInput,
-  toTurn,
-} from "../core/service.ts";
-import { assertClientTurnIds, SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
-import { keyOf, type MemoryRecord, type Turn, TurnSchema } from "../core/types.ts";
+import type { IngestResult, MemoryWriter } from "../core/memory-service.ts";
+import type { TurnInput } from "../core/requests.ts";
+import { SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
+import { validateTurns } from "../core/turn-validation.ts";
+import { keyOf, type Turn, TurnSchema } from "../core/types.ts";
 import type { LogFn } from "../platform/log.ts";
-import type { QueryBackend } from "./grpc-client.ts";
 
 /** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */
 export const MAX_TRACKED_CONVERSATIONS = 10_000;
 
-export interface KafkaMemoryServiceOptions {
+export interface KafkaTurnWriterOptions {
   config: Config;
-  backend: QueryBackend;
   /** Default: a client from config.kafka. */
   kafka?: Kafka;
   log?: LogFn;
 }
 
-export class KafkaMemoryService implements MemoryService {
+export class KafkaTurnWriter implements MemoryWriter {
   private connected = false;
   private closed = false;
   private readonly seen = new Map<string, Set<string>>();
@@ -54,7 +43,6 @@ export class KafkaMemoryService implements MemoryService {
     private readonly codec: TopicCodec<Turn>,
     private readonly topics: TopicNames,
     private readonly serdes: RegistrySerdes,
-    private readonly backend: QueryBackend,
   ) {
     producer.on(producer.events.CONNECT, () => {
       this.connected = true;
@@ -65,7 +53,7 @@ export class KafkaMemoryService implements MemoryService {
   }
 
   /** Creates missing topics, registers the turn schema, connects the producer. */
-  static async open(options: KafkaMemoryServiceOptions): Promise<KafkaMemoryService> {
+  static async open(options: KafkaTurnWriterOptions): Promise<KafkaTurnWriter> {
     const { config } = options;
     const kafka = options.kafka ?? kafkaClient(config, "gateway");
     const topics = await ensurePipelineTopics(kafka, config);
@@ -74,11 +62,11 @@ export class KafkaMemoryService implements MemoryService {
       const codec = await serdes.codec(topics.turns, SCHEMA_FILES.turns, TurnSchema);
       // Idempotent: no duplicates or reordering on retries; kafkajs needs acks=all and one request in flight.
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-      const service = new KafkaMemoryService(producer, codec, topics, serdes, options.backend);
+      const writer = new KafkaTurnWriter(producer, codec, topics, serdes);
       await producer.connect();
-      service.connected = true;
+      writer.connected = true;
       options.log?.("info", "producing turns", { topic: topics.turns, schemaId: codec.schemaId });
-      return service;
+      return writer;
     } catch (err) {
       await serdes.close().catch(() => undefined);
       throw err;
@@ -100,21 +88,13 @@ export class KafkaMemoryService implements MemoryService {
   }
 
   private assertOpen(): void {
-    if (this.closed) throw new Error("KafkaMemoryService is closed");
+    if (this.closed) throw new Error("KafkaTurnWriter is closed");
   }
 
   async ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {
     this.assertOpen();
-    assertClientTurnIds(turns);
-    const full = turns.map((t, i) => {
-      // The gateway keeps no per-conversation counter: a random id in the reserved namespace.
-      const parsed = TurnSchema.safeParse(toTurn(tenant, conversation, t, `${SERVER_TURN_ID_PREFIX}${randomUUID()}`));
-      if (!parsed.success) {
-        const fields = parsed.error.issues.map((x) => `${x.path.join(".")}: ${x.message}`).join("; ");
-        throw ValidationError.fromZod(parsed.error, `invalid turn at index ${i}: ${fields}`);
-      }
-      return parsed.data;
-    });
+    // The gateway keeps no per-conversation counter: a random id in the reserved namespace.
+    const full = validateTurns(tenant, conversation, turns, () => `${SERVER_TURN_ID_PREFIX}${randomUUID()}`);
     if (full.length === 0) return { accepted: 0, turnIds: [] };
     const key = keyOf(tenant, conversation);
     const messages = await Promise.all(full.map(async (t) => ({ key, value: await this.codec.encode(t) })));
@@ -134,32 +114,15 @@ export class KafkaMemoryService implements MemoryService {
     });
   }
 
-  query(tenant: string, req: QueryRequest): Promise<QueryResult> {
-    return this.backend.query(tenant, req);
-  }
-
-  listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {
-    return this.backend.listRecords(tenant, query);
-  }
-
-  getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
-    return this.backend.getRecord(tenant, id);
-  }
-
-  async health(): Promise<Health> {
-    const backend = await this.backend.health();
-    const ok = this.connected && backend.ok && !this.closed;
+  /** Ready to produce: open and the producer connected; the detail names the topic. */
+  health(): { ok: boolean; detail: string } {
     return {
-      ok,
-      ready: ok,
-      details: {
-        kafka: this.connected ? `producer connected (${this.topics.turns})` : "producer disconnected",
-        query: backend.detail,
-      },
+      ok: this.connected && !this.closed,
+      detail: this.connected ? `producer connected (${this.topics.turns})` : "producer disconnected",
     };
   }
 
-  /** Disconnects the producer (pending sends finish first) and the registry client; not the backend. */
+  /** Disconnects the producer (pending sends finish first) and the registry client. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

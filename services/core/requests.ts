@@ -1,3 +1,7 @@
+/**
+ * What clients send, as zod schemas every front door (HTTP, gRPC, CLI) parses with: a turn, a
+ * query, the record-listing filters. The field rules themselves are in input-rules.ts.
+ */
 import { z } from "zod";
 import {
   idSchema,
@@ -7,14 +11,14 @@ import {
   timeFilterSchema,
   timestampSchema,
 } from "./input-rules.ts";
-import type { RecordPage, RecordQuery } from "./ports.ts";
+import type { RecordQuery } from "./query-types.ts";
 import { isServerTurnId, RESERVED_TURN_ID_MESSAGE } from "./turn-ids.ts";
-import { type MemoryRecord, RecordTypeSchema, type Turn } from "./types.ts";
+import { RecordTypeSchema } from "./types.ts";
 
 /**
  * A turn as a client sends it: tenant comes from the credential, not the body. Ids and speaker
  * follow the identifier rule, text has its control characters stripped, the timestamp is ISO 8601
- * with an offset (services/core/input-rules.ts); toTurn normalises it to UTC.
+ * with an offset (services/core/input-rules.ts); toTurn (turn-validation.ts) normalises it to UTC.
  */
 export const TurnInputSchema = z.object({
   /** Absent: the service assigns one, with a prefix client ids may not use (services/core/turn-ids.ts). */
@@ -88,84 +92,3 @@ export const recordListingSchema = <L extends z.ZodType<number>, S extends z.Zod
       if (p.cursor !== undefined) query.cursor = p.cursor;
       return query;
     });
-
-export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
-
-export interface ContextItem {
-  kind: "record" | "turn";
-  id: string;
-  text: string;
-  /** ISO date the item is dated by (event time, else when it was said). */
-  date: string;
-  conversation: string;
-  turnIds: string[];
-  speakers: string[];
-  routes: { route: RouteName; rank: number; score: number }[];
-  fusedScore: number;
-  tokens: number;
-}
-
-export interface QueryCost {
-  embeddingCalls: number;
-  llmCalls: number;
-  inputTokens: number;
-  outputTokens: number;
-  ms: number;
-  routeMs: Partial<Record<RouteName, number>>;
-}
-
-export interface QueryPlan {
-  questionType: "single-hop" | "multi-hop" | "temporal" | "open";
-  entities: string[];
-  topics: string[];
-  timeWindow?: { from: string; to: string };
-  routes: RouteName[];
-  rewrites: string[];
-}
-
-export interface QueryResult {
-  context: string;
-  contextTokens: number;
-  budget: number;
-  items: ContextItem[];
-  plan: QueryPlan;
-  cost: QueryCost;
-}
-
-export interface IngestResult {
-  accepted: number;
-  turnIds: string[];
-}
-
-export interface Health {
-  ok: boolean;
-  ready: boolean;
-  details: Record<string, string>;
-}
-
-/**
- * What a front door (HTTP, gRPC, CLI) needs from a memory engine, whichever runtime is behind it.
- * Every method takes the tenant resolved from the caller's credential.
- */
-export interface MemoryService {
-  ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult>;
-  /** Close open segments of a conversation (session end) and index what they hold. */
-  flush(tenant: string, conversation?: string): Promise<void>;
-  query(tenant: string, req: QueryRequest): Promise<QueryResult>;
-  listRecords(tenant: string, query: RecordQuery): Promise<RecordPage>;
-  getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined>;
-  health(): Promise<Health>;
-}
-
-export const toTurn = (tenant: string, conversation: string, input: TurnInput, fallbackId: string): Turn => ({
-  tenant,
-  conversation,
-  turnId: input.turnId ?? fallbackId,
-  speaker: input.speaker,
-  role: input.role,
-  text: input.text,
-  // Normalised to UTC ISO when it parses; left as sent otherwise, for the schema to reject by name.
-  timestamp: Number.isNaN(Date.parse(input.timestamp)) ? input.timestamp : new Date(input.timestamp).toISOString(),
-  sessionId: input.sessionId,
-  ...(input.metadata ? { metadata: input.metadata } : {}),
-});

@@ -1,0 +1,67 @@
+/**
+ * The read side's domain shapes: what a query plans and returns, and how records are listed.
+ * Both the ports (the planner and the record store speak them) and the service contracts
+ * (memory-service.ts) depend on this module, so neither depends on the other.
+ */
+import type { MemoryRecord, RecordType } from "./types.ts";
+
+export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
+
+export interface ContextItem {
+  kind: "record" | "turn";
+  id: string;
+  text: string;
+  /** ISO date the item is dated by (event time, else when it was said). */
+  date: string;
+  conversation: string;
+  turnIds: string[];
+  speakers: string[];
+  routes: { route: RouteName; rank: number; score: number }[];
+  fusedScore: number;
+  tokens: number;
+}
+
+export interface QueryCost {
+  embeddingCalls: number;
+  llmCalls: number;
+  inputTokens: number;
+  outputTokens: number;
+  ms: number;
+  routeMs: Partial<Record<RouteName, number>>;
+}
+
+export interface QueryPlan {
+  questionType: "single-hop" | "multi-hop" | "temporal" | "open";
+  entities: string[];
+  topics: string[];
+  timeWindow?: { from: string; to: string };
+  routes: RouteName[];
+  rewrites: string[];
+}
+
+export interface QueryResult {
+  context: string;
+  contextTokens: number;
+  budget: number;
+  items: ContextItem[];
+  plan: QueryPlan;
+  cost: QueryCost;
+}
+
+export interface RecordQuery {
+  conversation?: string;
+  entity?: string;
+  type?: RecordType;
+  timeFrom?: number;
+  timeTo?: number;
+  /** Include superseded versions (default false: current versions only). */
+  includeSuperseded?: boolean;
+  limit: number;
+  /** Opaque cursor from the previous page. */
+  cursor?: string;
+}
+
+export interface RecordPage {
+  records: MemoryRecord[];
+  nextCursor?: string;
+}

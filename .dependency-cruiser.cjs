@@ -55,6 +55,21 @@ module.exports = {
       to: { path: `^services/${STAGES}/` },
     },
     {
+      name: "stages-below-runtimes",
+      severity: "error",
+      comment:
+        "A stage's logic does not reach up into a runtime, a front door or the composition root; only its process entry point (main.ts) is composed there.",
+      from: { path: `^services/${STAGES}/`, pathNot: `^services/${STAGES}/main[.]ts` },
+      to: { path: "^services/(embedded|gateway|cli|bench|composition)/" },
+    },
+    {
+      name: "platform-below-stages",
+      severity: "error",
+      comment: "The platform layer is what every process shares: it knows no stage, runtime or composition.",
+      from: { path: "^services/platform/" },
+      to: { path: `^services/(${STAGES.slice(1, -1)}|embedded|gateway|cli|bench|composition)/` },
+    },
+    {
       name: "resolvable",
       severity: "error",
       comment: "Every import resolves (a ./x.ts import that the checker cannot follow would hide its edges).",

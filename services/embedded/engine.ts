@@ -31,14 +31,7 @@ import type { QueryRequest, TurnInput } from "../core/requests.ts";
 import { SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import { validateTurns } from "../core/turn-validation.ts";
-import {
-  type DeadLetter,
-  type DisambiguationContext,
-  keyOf,
-  type MemoryRecord,
-  type Segment,
-  TurnSchema,
-} from "../core/types.ts";
+import { type DeadLetter, type DisambiguationContext, keyOf, type MemoryRecord, type Segment } from "../core/types.ts";
 import { walkVersionGraph } from "../core/version-graph.ts";
 import { emptyContext } from "../encoder/extractor.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";

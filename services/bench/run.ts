@@ -3,12 +3,11 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
-import { loadOnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import { openEmbedder } from "../composition/parts.ts";
 import type { Config } from "../core/config.ts";
 import { loadLocomo } from "../core/datasets/locomo.ts";
 import { loadLongMemEval } from "../core/datasets/longmemeval.ts";
 import type { Embedder } from "../core/ports.ts";
-import { EMBEDDER_DIR } from "../embedded/open.ts";
 import { locomoCases, longMemEvalCases } from "./datasets.ts";
 import { runHarness } from "./harness.ts";
 import { renderMarkdown } from "./report.ts";
@@ -142,7 +141,7 @@ export const runBench = async (
   const cases = select(all, options.ids, options.limit);
   if (cases.length === 0) throw new Error(`no cases to run in ${dataFile}`);
 
-  const embedder = options.embedder ?? (await loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR)));
+  const embedder = options.embedder ?? (await openEmbedder(config));
   let result: Awaited<ReturnType<typeof runHarness>>;
   try {
     result = await runHarness(spec, cases, {

@@ -7,7 +7,7 @@
  * opens: `memory query` is the LLM-free way to the same context.
  */
 import type { Command } from "commander";
-import { createLlm } from "../core/adapters/llm-factory.ts";
+import { openLlm } from "../composition/parts.ts";
 import type { Config } from "../core/config.ts";
 import type { MemoryService } from "../core/memory-service.ts";
 import type { Llm } from "../core/ports.ts";
@@ -68,7 +68,7 @@ export const runAskCommand = async (
   open: OpenOptions = {},
 ): Promise<void> => {
   if (config.llm.provider === "none") throw new UsageError(NO_LLM_MESSAGE);
-  const llm = await createLlm(config.llm, { modelDir: config.modelDir });
+  const llm = await openLlm(config, { answer: true });
   if (!llm) throw new UsageError(NO_LLM_MESSAGE);
   try {
     const opened = await openEmbeddedEngine(config, open);

@@ -58,6 +58,8 @@ export const openCompressor = (config: Pick<Config, "sensory" | "modelDir">): Pr
 export interface LlmUsers {
   encoder?: boolean;
   planner?: boolean;
+  /** `memory ask`: answers with whatever provider is configured. */
+  answer?: boolean;
 }
 
 /**
@@ -71,7 +73,8 @@ export const openLlm = async (
 ): Promise<ClosableLlm | undefined> => {
   const wanted =
     (users.encoder === true && config.llm.encoder === "llm") ||
-    (users.planner === true && config.llm.planner === "llm");
+    (users.planner === true && config.llm.planner === "llm") ||
+    (users.answer === true && config.llm.provider !== "none");
   if (!wanted) return undefined;
   const usageSink = typeof usage === "function" ? usage : usage ? metricsUsageSink(usage) : undefined;
   return createLlm(config.llm, { modelDir: config.modelDir, ...(usageSink ? { usageSink } : {}) });

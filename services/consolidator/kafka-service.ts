@@ -148,6 +148,7 @@ export class ConsolidatorService {
 
   private setGate(reason: TriggerReason | undefined): void {
     this.reason = reason;
+    this.opts.metrics.checked();
     const open = reason !== undefined;
     if (open === this.gateOpen) return;
     this.gateOpen = open;

@@ -18,6 +18,7 @@ export class ConsolidatorMetrics {
   private readonly lag: Gauge<"stage" | "topic" | "partition">;
   private readonly upstreamLag: Gauge;
   private readonly skipped: Counter<"reason">;
+  private readonly checks: Counter;
 
   constructor(registry: Registry, startedAtMs = Date.now()) {
     const registers = [registry];
@@ -61,6 +62,11 @@ export class ConsolidatorMetrics {
       help: "Total consumer lag of the upstream stage groups, as the lag trigger sees it.",
       registers,
     });
+    this.checks = new Counter({
+      name: "memory_consolidation_gate_checks_total",
+      help: "Times the off-peak triggers were evaluated (the partitions paused or resumed accordingly).",
+      registers,
+    });
     this.skipped = new Counter({
       name: "memory_consolidation_skipped_messages_total",
       help: "Update-queue messages skipped: tombstones and values that do not decode.",
@@ -86,6 +92,10 @@ export class ConsolidatorMetrics {
 
   gate(open: boolean): void {
     this.windowOpen.set(open ? 1 : 0);
+  }
+
+  checked(): void {
+    this.checks.inc();
   }
 
   ownLag(topic: string, lags: readonly PartitionLag[]): void {

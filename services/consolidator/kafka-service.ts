@@ -23,6 +23,9 @@ import type { ConsolidatorMetrics } from "./service-metrics.ts";
 import type { ConsolidationDecider, ConsolidationReport } from "./types.ts";
 import { groupLag, type UpstreamProbe } from "./upstream.ts";
 
+/** Heartbeats during a consolidation run (kafkajs sends one at most every heartbeatInterval). */
+const HEARTBEAT_MS = 2000;
+
 export interface ConsolidatorServiceOptions {
   kafka: Kafka;
   /** Connected admin client (lag probes). */
@@ -188,10 +191,14 @@ export class ConsolidatorService {
       tenants.add(d.value.tenant);
       candidates.push(...d.value.candidates);
     }
-    if (candidates.length > 0) await this.opts.graph.putUpdateCandidates(candidates);
-    for (const tenant of [...tenants].sort()) {
-      await this.consolidate(tenant, trigger);
-      await heartbeat();
+    // A tenant's run can outlast the session timeout: keep the member alive meanwhile (a failed
+    // heartbeat means a rebalance; the stale check below then leaves the offsets uncommitted).
+    const beat = setInterval(() => void heartbeat().catch(() => undefined), HEARTBEAT_MS);
+    try {
+      if (candidates.length > 0) await this.opts.graph.putUpdateCandidates(candidates);
+      for (const tenant of [...tenants].sort()) await this.consolidate(tenant, trigger);
+    } finally {
+      clearInterval(beat);
     }
     if (!isRunning() || isStale()) return;
     // lastOffset() covers the transaction marker that follows the last message, when fetched.

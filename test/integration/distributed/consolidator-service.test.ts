@@ -32,9 +32,10 @@ import { Neo4jVectorStore } from "../../../services/core/adapters/neo4j/vector-s
 import { loadOnnxEmbedder } from "../../../services/core/adapters/onnx/embedder.ts";
 import { SqliteGraphStore } from "../../../services/core/adapters/sqlite/graph-store.ts";
 import { SqliteStateStore } from "../../../services/core/adapters/sqlite/state-store.ts";
-import { openSqlite, type SqliteDatabase } from "../../../services/core/adapters/sqlite-db.ts";
+import { openSqlite } from "../../../services/core/adapters/sqlite-db.ts";
 import { CachingEmbedder } from "../../../services/core/caching-embedder.ts";
 import { type Config, loadConfig } from "../../../services/core/config.ts";
+import { loadLocomo } from "../../../services/core/datasets/locomo.ts";
 import type { GraphStore, VectorStore } from "../../../services/core/ports.ts";
 import type { TurnInput } from "../../../services/core/requests.ts";
 import type { UpdateCandidate } from "../../../services/core/types.ts";
@@ -44,7 +45,7 @@ import { EMBEDDER_DIR, engineSettingsFrom } from "../../../services/embedded/ope
 import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
 import { runPrefix, testConfig, until } from "../pipeline/helpers.ts";
-import { cleanUp, MODEL_DIR, type Proc, ROOT, sharedEnv, skip, spawnLogged, waitStarted } from "./helpers.ts";
+import { cleanUp, LOCOMO, MODEL_DIR, type Proc, ROOT, sharedEnv, skip, spawnLogged, waitStarted } from "./helpers.ts";
 
 const at = (day: string, minute: number): string => `${day}T10:${String(minute).padStart(2, "0")}:00.000Z`;
 
@@ -146,143 +147,203 @@ const metricValue = (text: string, name: string): number =>
     .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
     .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
 
+interface Ingest {
+  tenant: string;
+  conversation: string;
+  turns: TurnInput[];
+}
+
+/** Kafka topics, one mirrored ingest (SQLite + Neo4j) and its update-queue entries on the topic. */
+interface Prepared {
+  config: Config;
+  kafka: Kafka;
+  admin: Admin;
+  topic: string;
+  sqliteGraph: SqliteGraphStore;
+  neoGraph: Neo4jGraphStore;
+  /** The update-queue entries produced, by tenant. */
+  events: Map<string, UpdateCandidatesEvent[]>;
+  close(tenants: readonly string[]): Promise<void>;
+}
+
+const prepare = async (prefix: string, ingests: readonly Ingest[]): Promise<Prepared> => {
+  const config = testConfig(prefix, { MEMORY_STORE: "neo4j" });
+  const kafka = kafkaClient(config, "c13svc-test");
+  const admin = kafka.admin();
+  await admin.connect();
+  const topic = (await ensurePipelineTopics(kafka, config)).updateQueue;
+  const dir = mkdtempSync(join(tmpdir(), "c13svc-"));
+  const engineConfig = loadConfig(
+    { dataDir: dir, modelDir: MODEL_DIR, consolidation: { window: "", idleMinutes: 0 } },
+    {},
+  );
+  const embedder = await loadOnnxEmbedder(join(MODEL_DIR, EMBEDDER_DIR));
+  const db = openSqlite(dir);
+  const sqliteGraph = new SqliteGraphStore(db);
+  const hnsw = new HnswVectorStore(db, dir);
+  const { driver } = openDriver({
+    uri: process.env.NEO4J_URI as string,
+    user: process.env.NEO4J_USER ?? "neo4j",
+    password: process.env.NEO4J_PASSWORD ?? "",
+  });
+  const neoGraph = await Neo4jGraphStore.open({ driver });
+  const neoVectors = new Neo4jVectorStore({ driver });
+  await neoVectors.ensureSchema();
+  const engine = new EmbeddedEngine(
+    {
+      log: new DurableLog(db),
+      graph: mirrored<GraphStore>(sqliteGraph, neoGraph),
+      vectors: mirrored<VectorStore>(hnsw, neoVectors),
+      state: new SqliteStateStore(db),
+      embedder: new CachingEmbedder(embedder),
+      compressor: new StatisticalCompressor(),
+      encoder: new ExtractiveEncoder(),
+    },
+    engineSettingsFrom(engineConfig),
+  );
+  await engine.start();
+  for (const { tenant, conversation, turns } of ingests) {
+    for (let i = 0; i < turns.length; i += 20) await engine.ingest(tenant, conversation, turns.slice(i, i + 20));
+    await engine.flush(tenant, conversation);
+  }
+  await engine.drain();
+  await engine.close();
+
+  // The update-queue entries, as the indexer produces them: one per record, key = record id.
+  const events = new Map<string, UpdateCandidatesEvent[]>();
+  for (const tenant of new Set(ingests.map((x) => x.tenant))) {
+    const pending: UpdateCandidate[] = await neoGraph.pendingUpdateCandidates(tenant, 100_000);
+    const byRecord = new Map<string, UpdateCandidate[]>();
+    for (const c of pending) byRecord.set(c.recordId, [...(byRecord.get(c.recordId) ?? []), c]);
+    events.set(
+      tenant,
+      [...byRecord].map(([recordId, candidates]) => ({ recordId, tenant, candidates })),
+    );
+  }
+  const serdes = new RegistrySerdes(config.kafka.registryUrl);
+  const codec = await serdes.codec(topic, SCHEMA_FILES.updateQueue, UpdateCandidatesEventSchema);
+  const producer = kafka.producer({ idempotent: true });
+  await producer.connect();
+  await producer.send({
+    topic,
+    messages: await Promise.all(
+      [...events.values()].flat().map(async (e) => ({ key: e.recordId, value: await codec.encode(e) })),
+    ),
+  });
+  await producer.disconnect();
+  await serdes.close();
+  return {
+    config,
+    kafka,
+    admin,
+    topic,
+    sqliteGraph,
+    neoGraph,
+    events,
+    close: async (tenants) => {
+      await admin.disconnect().catch(() => undefined);
+      db.close();
+      await driver.close();
+      await embedder.close();
+      await cleanUp(kafka, prefix, tenants);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+};
+
+/** Consolidator processes of one run prefix, and what the tests read of them. */
+const services = (prefix: string, get: () => Prepared) => {
+  const procs: Proc[] = [];
+  return {
+    procs,
+    spawn: (name: string, extra: Record<string, string>): Proc => {
+      const env = {
+        ...sharedEnv(prefix, {}),
+        MEMORY_CONSOLIDATION_IDLE_MINUTES: "0",
+        MEMORY_CONSOLIDATION_CHECK_INTERVAL_MS: "200",
+        ...extra,
+      };
+      const p = spawnLogged(name, ["--import", "tsx", join(ROOT, "services/consolidator/main.ts")], ROOT, env);
+      procs.push(p);
+      return p;
+    },
+    stop: async (p: Proc): Promise<void> => {
+      if (!p.exited) p.child.kill("SIGTERM");
+      await until(`${p.name} exited`, () => p.exited, 60_000);
+    },
+    killAll: async (): Promise<void> => {
+      for (const p of procs) if (!p.exited) p.child.kill("SIGKILL");
+      await until("every consolidator exited", () => procs.every((p) => p.exited), 30_000);
+    },
+    scrape: async (p: Proc): Promise<string> => (await fetch(new URL("/metrics", String(p.started?.metrics)))).text(),
+    lagOf: async (group: string): Promise<number> =>
+      (await groupLag(get().admin, `${prefix}${group}`, get().topic, 0)).reduce((a, p) => a + p.lag, 0),
+    committedAny: async (group: string): Promise<boolean> => {
+      const [c] = await get().admin.fetchOffsets({ groupId: `${prefix}${group}`, topics: [get().topic] });
+      return (c?.partitions ?? []).some((p) => Number(p.offset) >= 0);
+    },
+    /** Polls the group's lag on the update queue until it is 0. */
+    drained: async (group: string, ms: number): Promise<void> => {
+      const end = Date.now() + ms;
+      for (;;) {
+        const lag = (await groupLag(get().admin, `${prefix}${group}`, get().topic, 0)).reduce((a, p) => a + p.lag, 0);
+        if (lag === 0) return;
+        assert.ok(Date.now() < end, `group ${group}: lag still ${lag} after ${ms} ms`);
+        await new Promise((r) => setTimeout(r, 300));
+      }
+    },
+  };
+};
+
+const logged = (p: Proc, msg: string): Record<string, unknown>[] =>
+  p.log.flatMap((l) => {
+    try {
+      const e = JSON.parse(l) as Record<string, unknown>;
+      return e.msg === msg ? [e] : [];
+    } catch {
+      return [];
+    }
+  });
+
+const counts = (r: Pick<ConsolidationReport, "merged" | "superseded" | "linked" | "unchanged" | "dropped">) => ({
+  merged: r.merged,
+  superseded: r.superseded,
+  linked: r.linked,
+  unchanged: r.unchanged,
+  dropped: r.dropped,
+});
+
 describe("consolidator service (real Kafka, registry, Neo4j)", {
   skip: skip || (modelMissing && "model missing"),
 }, () => {
   const prefix = runPrefix("c13svc");
   const tenant = `c13svc-${randomUUID().slice(0, 8)}`;
-  const dir = mkdtempSync(join(tmpdir(), "c13svc-"));
-  const procs: Proc[] = [];
-  let config: Config;
-  let kafka: Kafka;
-  let admin: Admin;
-  let db: SqliteDatabase;
-  let sqliteGraph: SqliteGraphStore;
-  let neoGraph: Neo4jGraphStore;
-  let closeNeo: () => Promise<void>;
+  let prep: Prepared;
   let events: UpdateCandidatesEvent[] = [];
   let reference: Awaited<ReturnType<typeof dump>>;
   let referenceReport: ConsolidationReport;
-  let topic: string;
+  let sqliteGraph: SqliteGraphStore;
+  let neoGraph: Neo4jGraphStore;
+  const svc = services(prefix, () => prep);
+  const { spawn: spawnConsolidator, stop: stopProc, scrape, lagOf, committedAny } = svc;
 
-  const spawnConsolidator = (name: string, extra: Record<string, string>): Proc => {
-    const env = {
-      ...sharedEnv(prefix, {}),
-      MEMORY_CONSOLIDATION_IDLE_MINUTES: "0",
-      MEMORY_CONSOLIDATION_CHECK_INTERVAL_MS: "200",
-      ...extra,
-    };
-    const p = spawnLogged(name, ["--import", "tsx", join(ROOT, "services/consolidator/main.ts")], ROOT, env);
-    procs.push(p);
-    return p;
-  };
-  const stopProc = async (p: Proc): Promise<void> => {
-    if (!p.exited) p.child.kill("SIGTERM");
-    await until(`${p.name} exited`, () => p.exited, 60_000);
-  };
-  const scrape = async (p: Proc): Promise<string> =>
-    (await fetch(new URL("/metrics", String(p.started?.metrics)))).text();
-  const lagOf = async (group: string): Promise<number> =>
-    (await groupLag(admin, group, topic, 0)).reduce((a, p) => a + p.lag, 0);
-  const committedAny = async (group: string): Promise<boolean> => {
-    const [c] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    return (c?.partitions ?? []).some((p) => Number(p.offset) >= 0);
-  };
-  const logged = (p: Proc, msg: string): Record<string, unknown>[] =>
-    p.log.flatMap((l) => {
-      try {
-        const e = JSON.parse(l) as Record<string, unknown>;
-        return e.msg === msg ? [e] : [];
-      } catch {
-        return [];
-      }
-    });
-
-  afterEach(async () => {
-    for (const p of procs) if (!p.exited) p.child.kill("SIGKILL");
-    await until("every consolidator exited", () => procs.every((p) => p.exited), 30_000);
-  });
+  afterEach(() => svc.killAll());
 
   before(async () => {
-    config = testConfig(prefix, { MEMORY_STORE: "neo4j" });
-    kafka = kafkaClient(config, "c13svc-test");
-    admin = kafka.admin();
-    await admin.connect();
-    const topics = await ensurePipelineTopics(kafka, config);
-    topic = topics.updateQueue;
-
-    // One ingest, written to SQLite and Neo4j alike.
-    const engineConfig = loadConfig(
-      { dataDir: dir, modelDir: MODEL_DIR, consolidation: { window: "", idleMinutes: 0 } },
-      {},
-    );
-    const embedder = await loadOnnxEmbedder(join(MODEL_DIR, EMBEDDER_DIR));
-    db = openSqlite(dir);
-    sqliteGraph = new SqliteGraphStore(db);
-    const hnsw = new HnswVectorStore(db, dir);
-    const { driver } = openDriver({
-      uri: process.env.NEO4J_URI as string,
-      user: process.env.NEO4J_USER ?? "neo4j",
-      password: process.env.NEO4J_PASSWORD ?? "",
-    });
-    neoGraph = await Neo4jGraphStore.open({ driver });
-    const neoVectors = new Neo4jVectorStore({ driver });
-    await neoVectors.ensureSchema();
-    closeNeo = async () => {
-      await driver.close();
-      await embedder.close();
-    };
-    const engine = new EmbeddedEngine(
-      {
-        log: new DurableLog(db),
-        graph: mirrored<GraphStore>(sqliteGraph, neoGraph),
-        vectors: mirrored<VectorStore>(hnsw, neoVectors),
-        state: new SqliteStateStore(db),
-        embedder: new CachingEmbedder(embedder),
-        compressor: new StatisticalCompressor(),
-        encoder: new ExtractiveEncoder(),
-      },
-      engineSettingsFrom(engineConfig),
-    );
-    await engine.start();
-    for (const [conversation, turns] of [
-      ["life", LIFE],
-      ["travel", TRAVEL],
-    ] as const) {
-      await engine.ingest(tenant, conversation, turns);
-      await engine.flush(tenant, conversation);
-    }
-    await engine.drain();
-    await engine.close();
-
-    // The update-queue entries, as the indexer produces them: one per record, key = record id.
-    const pending: UpdateCandidate[] = await neoGraph.pendingUpdateCandidates(tenant, 100_000);
-    const byRecord = new Map<string, UpdateCandidate[]>();
-    for (const c of pending) byRecord.set(c.recordId, [...(byRecord.get(c.recordId) ?? []), c]);
-    events = [...byRecord].map(([recordId, candidates]) => ({ recordId, tenant, candidates }));
-    const serdes = new RegistrySerdes(config.kafka.registryUrl);
-    const codec = await serdes.codec(topic, SCHEMA_FILES.updateQueue, UpdateCandidatesEventSchema);
-    const producer = kafka.producer({ idempotent: true });
-    await producer.connect();
-    await producer.send({
-      topic,
-      messages: await Promise.all(events.map(async (e) => ({ key: e.recordId, value: await codec.encode(e) }))),
-    });
-    await producer.disconnect();
-    await serdes.close();
-
+    prep = await prepare(prefix, [
+      { tenant, conversation: "life", turns: LIFE },
+      { tenant, conversation: "travel", turns: TRAVEL },
+    ]);
+    ({ sqliteGraph, neoGraph } = prep);
+    events = prep.events.get(tenant) ?? [];
     // The uninterrupted reference: the embedded runtime's consolidation over the SQLite copy.
     referenceReport = await runConsolidation({ graph: sqliteGraph }, { tenant, concurrency: 4 });
     reference = await dump(sqliteGraph, tenant);
   });
 
   after(async () => {
-    for (const p of procs) if (!p.exited) p.child.kill("SIGKILL");
-    await admin?.disconnect().catch(() => undefined);
-    db?.close();
-    await closeNeo?.();
-    if (kafka) await cleanUp(kafka, prefix, [tenant]);
-    rmSync(dir, { recursive: true, force: true });
+    await svc.killAll().catch(() => undefined);
+    await prep?.close([tenant]);
   });
 
   it("the ingest queued candidates in both stores and on the topic; nothing is consolidated yet", async () => {
@@ -292,7 +353,7 @@ describe("consolidator service (real Kafka, registry, Neo4j)", {
     assert.ok(before.pending > 0);
     assert.ok(before.records.every((r) => r.valid.to === undefined));
     assert.deepEqual(before.relations, []);
-    assert.equal(await lagOf(`${prefix}memory-consolidator`), events.length);
+    assert.equal(await lagOf("memory-consolidator"), events.length);
   });
 
   it("(b) off-peak: with a window that excludes now the partitions stay paused and nothing is applied", async () => {
@@ -314,7 +375,7 @@ describe("consolidator service (real Kafka, registry, Neo4j)", {
     // The gauge leaves out one offset per partition for the indexer's transaction markers; this
     // test's producer writes none, so it reads at most the number of entries.
     assert.ok(metricValue(metrics, "memory_consumer_lag") > 0, "its lag gauge shows the waiting work");
-    assert.equal(await committedAny(`${prefix}memory-consolidator`), false, "nothing consumed");
+    assert.equal(await committedAny("memory-consolidator"), false, "nothing consumed");
     assert.deepEqual(await dump(neoGraph, tenant), before, "nothing applied");
     assert.deepEqual(logged(p, "consolidated"), []);
     await stopProc(p);
@@ -333,7 +394,7 @@ describe("consolidator service (real Kafka, registry, Neo4j)", {
     assert.ok(mid.pending > 0, "the crash left candidates pending");
     assert.ok(mid.relations.length > 0 || mid.records.some((r) => r.valid.to), "decisions before the crash committed");
     assert.equal(mid.records.length, total);
-    assert.equal(await committedAny(`${prefix}memory-consolidator`), false, "no offset committed before the decisions");
+    assert.equal(await committedAny("memory-consolidator"), false, "no offset committed before the decisions");
 
     const restarted = spawnConsolidator("consolidator-restart", { MEMORY_CONSOLIDATION_WINDOW: window });
     await waitStarted([restarted], 120_000);
@@ -343,8 +404,8 @@ describe("consolidator service (real Kafka, registry, Neo4j)", {
       180_000,
     );
     const end = Date.now() + 180_000;
-    while ((await lagOf(`${prefix}memory-consolidator`)) > 0) {
-      assert.ok(Date.now() < end, `lag still ${await lagOf(`${prefix}memory-consolidator`)}`);
+    while ((await lagOf("memory-consolidator")) > 0) {
+      assert.ok(Date.now() < end, `lag still ${await lagOf("memory-consolidator")}`);
       await new Promise((r) => setTimeout(r, 300));
     }
     const final = await dump(neoGraph, tenant);
@@ -369,7 +430,7 @@ describe("consolidator service (real Kafka, registry, Neo4j)", {
     });
     await waitStarted([p], 120_000);
     const end = Date.now() + 180_000;
-    while ((await lagOf(`${prefix}memory-consolidator-again`)) > 0) {
+    while ((await lagOf("memory-consolidator-again")) > 0) {
       assert.ok(Date.now() < end, "the second group did not read the queue");
       await new Promise((r) => setTimeout(r, 300));
     }
@@ -380,5 +441,64 @@ describe("consolidator service (real Kafka, registry, Neo4j)", {
     await stopProc(p);
     const again = await runConsolidation({ graph: neoGraph }, { tenant });
     assert.equal(again.examined, 0);
+  });
+});
+
+// LoCoMo conv-26 and conv-30 (one tenant each) through the consolidator service: the same
+// consolidation as the embedded runtime's, record for record; the counts are printed for the notes.
+const LOCOMO_IDS = ["conv-26", "conv-30"] as const;
+describe("consolidator service on LoCoMo conv-26 / conv-30 equals the embedded runtime", {
+  skip: skip || (modelMissing && "model missing") || (!existsSync(LOCOMO) && `${LOCOMO} not found`),
+}, () => {
+  const prefix = runPrefix("c13loc");
+  const run = randomUUID().slice(0, 8);
+  const tenantOf = (id: string) => `c13loc-${id}-${run}`;
+  let prep: Prepared;
+  const svc = services(prefix, () => prep);
+
+  before(async () => {
+    const convs = loadLocomo(LOCOMO).filter((c) => (LOCOMO_IDS as readonly string[]).includes(c.id));
+    assert.equal(convs.length, LOCOMO_IDS.length);
+    prep = await prepare(
+      prefix,
+      convs.map((c) => ({ tenant: tenantOf(c.id), conversation: c.id, turns: c.turns })),
+    );
+  });
+
+  after(async () => {
+    await svc.killAll().catch(() => undefined);
+    await prep?.close(LOCOMO_IDS.map(tenantOf));
+  });
+
+  it("consolidates every tenant of the queue as runConsolidation does on the SQLite copy", async () => {
+    const p = svc.spawn("consolidator-locomo", { MEMORY_CONSOLIDATION_WINDOW: windowFromNow(-60, 60) });
+    await waitStarted([p], 120_000);
+    const started = Date.now();
+    await svc.drained("memory-consolidator", 600_000);
+    const serviceMs = Date.now() - started;
+    await svc.stop(p);
+    for (const id of LOCOMO_IDS) {
+      const tenant = tenantOf(id);
+      const distributed = await dump(prep.neoGraph, tenant);
+      const runs = logged(p, "consolidated").filter((r) => r.tenant === tenant);
+      const sum = (k: string) => runs.reduce((a, r) => a + Number(r[k] ?? 0), 0);
+      const t0 = performance.now();
+      const embedded = await runConsolidation({ graph: prep.sqliteGraph }, { tenant, concurrency: 4 });
+      const embeddedMs = performance.now() - t0;
+      assert.deepEqual(distributed, await dump(prep.sqliteGraph, tenant), id);
+      const service = {
+        merged: sum("merged"),
+        superseded: sum("superseded"),
+        linked: sum("linked"),
+        unchanged: sum("unchanged"),
+        dropped: sum("dropped"),
+      };
+      assert.deepEqual(service, counts(embedded), `${id}: the service's counts`);
+      console.log(
+        `# ${id}: ${distributed.records.length} records, ${prep.events.get(tenant)?.length ?? 0} with candidates; ` +
+          `embedded ${JSON.stringify(counts(embedded))} in ${Math.round(embeddedMs)} ms; ` +
+          `service ${JSON.stringify(service)} in ${runs.length} run(s); queue drained in ${serviceMs} ms (both tenants)`,
+      );
+    }
   });
 });

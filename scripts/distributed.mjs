@@ -1,15 +1,18 @@
 #!/usr/bin/env node
 // The whole distributed runtime locally, against the infra/ servers (npm run infra:up first):
 //   node scripts/distributed.mjs up       the four stages (scripts/pipeline.mjs up), then the query
-//                                         service and the gateway
-//   node scripts/distributed.mjs down     gateway, query service, then the stages (SIGTERM, then SIGKILL after 30 s)
+//                                         service, the consolidator and the gateway
+//   node scripts/distributed.mjs down     gateway, consolidator, query service, then the stages
+//                                         (SIGTERM, then SIGKILL after 30 s)
 //   node scripts/distributed.mjs status
-// Logs and pids beside the pipeline's: <run dir>/{query,gateway}.{log,pid}, the run dir being
+// Logs and pids beside the pipeline's: <run dir>/{query,consolidator,gateway}.{log,pid}, the run dir being
 // $MEMORY_PIPELINE_DIR or ./data/pipeline. MEMORY_STORE defaults to neo4j here (the query service
 // reads what the indexer writes; the embedded store only gives it a snapshot of the vectors).
-// Ports: stages' /metrics 9101..9104, the query service's /metrics 9105 (MEMORY_METRICS_BASE_PORT
-// moves them all), query gRPC 50052 (MEMORY_QUERY_GRPC_PORT), gateway HTTP 8787 (MEMORY_HTTP_PORT,
-// /metrics there too) and gRPC 50051 (MEMORY_GRPC_PORT). Every other MEMORY_* variable is passed on.
+// Ports: stages' /metrics 9101..9104, the query service's /metrics 9105, the consolidator's 9106
+// (MEMORY_METRICS_BASE_PORT moves them all), query gRPC 50052 (MEMORY_QUERY_GRPC_PORT), gateway HTTP 8787 (MEMORY_HTTP_PORT,
+// /metrics there too) and gRPC 50051 (MEMORY_GRPC_PORT). Every other MEMORY_* variable is passed on,
+// e.g. the consolidator's triggers: MEMORY_CONSOLIDATION_WINDOW, _IDLE_MINUTES (30 by default),
+// _LAG_THRESHOLD (README "Distributed runtime").
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -51,6 +54,11 @@ const SERVICES = [
     name: "query",
     main: join(ROOT, "services", "query", "main.ts"),
     env: () => ({ MEMORY_METRICS_PORT: String(BASE_PORT + 4), MEMORY_QUERY_GRPC_PORT: QUERY_GRPC_PORT }),
+  },
+  {
+    name: "consolidator",
+    main: join(ROOT, "services", "consolidator", "main.ts"),
+    env: () => ({ MEMORY_METRICS_PORT: String(BASE_PORT + 5) }),
   },
   {
     name: "gateway",

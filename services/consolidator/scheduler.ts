@@ -1,6 +1,7 @@
 /**
  * Off-peak triggers for the sleep-time consolidator: a daily UTC window ("01:00-05:00", may wrap
- * past midnight) and/or an idle trigger (no ingest for a while and the inbox lag low). The decision
+ * past midnight), an idle trigger (no ingest for a while and the inbox lag low) and, in the
+ * distributed runtime, a lag trigger (the upstream stages have caught up). The decision
  * is pure (`dueReason`); `ConsolidationScheduler` polls it on an unref'd timer with an injectable
  * clock, runs one consolidation at a time, and only when there is pending work.
  */
@@ -39,6 +40,8 @@ export interface ScheduleSettings {
   idleMs: number;
   /** The idle trigger also needs the inbox lag (accepted, not yet processed entries) at or below this. */
   maxInboxLag: number;
+  /** Run whenever the inbox lag is at or below this (undefined: no lag trigger). */
+  lagThreshold?: number;
 }
 
 export interface ScheduleProbe {
@@ -48,13 +51,14 @@ export interface ScheduleProbe {
   pending: number;
 }
 
-export type TriggerReason = "window" | "idle";
+export type TriggerReason = "window" | "idle" | "lag";
 
 /** Why a consolidation is due now, or undefined (pure). Nothing is due without pending candidates. */
 export const dueReason = (s: ScheduleSettings, p: ScheduleProbe): TriggerReason | undefined => {
   if (p.pending <= 0) return undefined;
   if (s.window && inWindow(p.nowMs, s.window)) return "window";
   if (s.idleMs > 0 && p.nowMs - p.lastActivityMs >= s.idleMs && p.inboxLag <= s.maxInboxLag) return "idle";
+  if (s.lagThreshold !== undefined && p.inboxLag <= s.lagThreshold) return "lag";
   return undefined;
 };
 
@@ -80,7 +84,7 @@ export class ConsolidationScheduler {
   ) {}
 
   get enabled(): boolean {
-    return this.settings.window !== undefined || this.settings.idleMs > 0;
+    return this.settings.window !== undefined || this.settings.idleMs > 0 || this.settings.lagThreshold !== undefined;
   }
 
   start(): void {

@@ -231,6 +231,13 @@ export const ConfigSchema = z.object({
       concurrency: num.int().positive().default(4),
       /** How often the scheduler checks its triggers. */
       checkIntervalMs: num.int().positive().default(60_000),
+      /**
+       * Distributed consolidator only: also run while the total consumer lag of the upstream stage
+       * groups is at or below this (the pipeline has caught up). Unset: no lag trigger.
+       */
+      lagThreshold: num.int().min(0).optional(),
+      /** Distributed consolidator only: its consumer group on the update queue (the topic prefix is prepended). */
+      consumerGroup: z.string().trim().min(1).default("memory-consolidator"),
     })
     .default({
       window: "",
@@ -239,6 +246,7 @@ export const ConfigSchema = z.object({
       similarityThreshold: 0.8,
       concurrency: 4,
       checkIntervalMs: 60_000,
+      consumerGroup: "memory-consolidator",
     }),
   llm: LlmConfigSchema,
   kafka: KafkaConfigSchema,
@@ -358,6 +366,9 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_CONSOLIDATION_MAX_LAG: ["consolidation", "maxInboxLag"],
   MEMORY_CONSOLIDATION_SIMILARITY: ["consolidation", "similarityThreshold"],
   MEMORY_CONSOLIDATION_CONCURRENCY: ["consolidation", "concurrency"],
+  MEMORY_CONSOLIDATION_CHECK_INTERVAL_MS: ["consolidation", "checkIntervalMs"],
+  MEMORY_CONSOLIDATION_LAG_THRESHOLD: ["consolidation", "lagThreshold"],
+  MEMORY_CONSOLIDATOR_GROUP: ["consolidation", "consumerGroup"],
   MEMORY_LLM_PROVIDER: ["llm", "provider"],
   MEMORY_LLM_BASE_URL: ["llm", "baseUrl"],
   MEMORY_LLM_MODEL: ["llm", "model"],

@@ -62,7 +62,7 @@ describe("Dockerfile", () => {
     );
     assert.match(runtime.find((l) => l.startsWith("CMD ")) ?? "", /^CMD \["node", "dist\/services\/\w+\/main\.js"\]$/);
     // k8s/ passes args (not command), so tini stays PID 1 there too.
-    for (const file of ["sensory", "segmenter", "encoder", "indexer", "query", "gateway"]) {
+    for (const file of ["sensory", "segmenter", "encoder", "indexer", "consolidator", "query", "gateway"]) {
       const yaml = readFileSync(join(ROOT, "k8s", "base", `${file}.yaml`), "utf8");
       assert.match(yaml, new RegExp(`args: \\["node", "dist/services/${file}/main\\.js"\\]`));
       assert.doesNotMatch(yaml, /^\s+command:/m);

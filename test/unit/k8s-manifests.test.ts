@@ -67,6 +67,7 @@ const REQUIRED: Record<string, string[]> = {
   segmenter: [...KAFKA, "MEMORY_METRICS_HOST"],
   encoder: [...KAFKA, "MEMORY_METRICS_HOST"],
   indexer: [...KAFKA, ...NEO4J, "MEMORY_METRICS_HOST"],
+  consolidator: [...KAFKA, ...NEO4J, "MEMORY_METRICS_HOST", "MEMORY_CONSOLIDATION_WINDOW"],
   query: [...NEO4J, "MEMORY_QUERY_GRPC_HOST", "MEMORY_METRICS_HOST", "MEMORY_INTERNAL_TOKEN"],
   gateway: [...KAFKA, "MEMORY_HTTP_HOST", "MEMORY_QUERY_ADDR", "MEMORY_API_KEYS", "MEMORY_INTERNAL_TOKEN"],
 };
@@ -114,7 +115,11 @@ describe("k8s manifests", { skip }, () => {
 
   it("renders every component in both overlays", () => {
     for (const overlay of ["dev", "prod"])
-      assert.deepEqual(ours(overlay).map(component).sort(), [...STAGES, "gateway", "query"].sort(), overlay);
+      assert.deepEqual(
+        ours(overlay).map(component).sort(),
+        [...STAGES, "consolidator", "gateway", "query"].sort(),
+        overlay,
+      );
   });
 
   it("sets only variables the code reads, and every variable a component needs", () => {
@@ -199,6 +204,7 @@ describe("k8s manifests", { skip }, () => {
             "<secret:memory-neo4j/password>",
           ],
           indexer: ["<secret:memory-neo4j/password>"],
+          consolidator: ["<secret:memory-neo4j/password>"],
           encoder: ["<secret:memory-llm/api-key>"],
         };
         assert.deepEqual(secrets, (expected[component(d)] ?? []).sort(), d.metadata.name);
@@ -292,6 +298,26 @@ describe("k8s manifests", { skip }, () => {
     );
   });
 
+  it("scales the consolidator on its group's update-queue lag, only inside its window, to zero", () => {
+    const cm = named("prod", "ConfigMap", "memory-kafka").data;
+    const so = named("prod", "ScaledObject", "memory-consolidator");
+    const env = envOf("prod", named("prod", "Deployment", "memory-consolidator").spec.template.spec.containers[0]);
+    assert.equal(so.spec.minReplicaCount, 0);
+    assert.ok(so.spec.maxReplicaCount <= Number(cm.MEMORY_KAFKA_PARTITIONS));
+    const lag = so.spec.triggers.find((t: Obj) => t.type === "kafka");
+    const cron = so.spec.triggers.find((t: Obj) => t.type === "cron");
+    assert.equal(lag.metadata.consumerGroup, env.get("MEMORY_CONSOLIDATOR_GROUP"));
+    assert.equal(lag.metadata.topic, TOPICS.updateQueue);
+    assert.equal(lag.metadata.offsetResetPolicy, "earliest");
+    // The cron trigger covers the same UTC hours as the service's window.
+    const [from, to] = String(env.get("MEMORY_CONSOLIDATION_WINDOW")).split("-");
+    const cronAt = (hhmm: string) => `${Number(hhmm.split(":")[1])} ${Number(hhmm.split(":")[0])} * * *`;
+    assert.equal(cron.metadata.timezone, "Etc/UTC");
+    assert.equal(cron.metadata.start, cronAt(from as string));
+    assert.equal(cron.metadata.end, cronAt(to as string));
+    assert.equal(so.spec.advanced.scalingModifiers.formula, `${cron.name} * ${lag.name}`);
+  });
+
   it("declares the topics with the services' partitions, compaction and replication", () => {
     for (const [overlay, rf] of [
       ["dev", 1],
@@ -343,6 +369,8 @@ describe("k8s manifests", { skip }, () => {
     const rules = named("prod", "PrometheusRule", "memory");
     const alerts = rules.spec.groups.flatMap((g: Obj) => g.rules.map((r: Obj) => r.alert)).sort();
     assert.deepEqual(alerts, [
+      "MemoryConsolidationFailing",
+      "MemoryConsolidationNotRun",
       "MemoryConsumerLagGrowing",
       "MemoryDeadLetterRate",
       "MemoryPartitionPausedTooLong",

@@ -9,12 +9,23 @@
  *   it keeps its place in the conversation's order. Without a conversation: every conversation of
  *   the tenant that this gateway instance has produced to since it started (a bounded set; with
  *   several gateway instances, flush per conversation).
+ * - publishErasure: the erase controls behind an erasure (topics.ts says what each stage does on
+ *   them). For a conversation, one "erase" keyed like its turns: turns produced before it are
+ *   ahead of it in the partition (in flight), turns after it are new. For a tenant, one
+ *   "erase-tenant" on every partition of the turns topic, each keyed so that the key hashes to that
+ *   partition (the stages forward it by key, and every pipeline topic has the turns' partition count).
  */
 import { randomUUID } from "node:crypto";
-import type { Kafka, Producer } from "kafkajs";
+import { type Kafka, Partitioners, type Producer } from "kafkajs";
+import { partitionCount } from "../core/adapters/kafka/admin.ts";
 import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
 import { RegistrySerdes, SCHEMA_FILES, type TopicCodec } from "../core/adapters/kafka/serde.ts";
-import { CONTROL_HEADER, type ControlKind, type TopicNames } from "../core/adapters/kafka/topics.ts";
+import {
+  CONTROL_HEADER,
+  type ControlKind,
+  eraseTenantConversation,
+  type TopicNames,
+} from "../core/adapters/kafka/topics.ts";
 import type { Config } from "../core/config.ts";
 import type { IngestResult, MemoryWriter } from "../core/memory-service.ts";
 import type { TurnInput } from "../core/requests.ts";
@@ -25,6 +36,37 @@ import type { LogFn } from "../platform/log.ts";
 
 /** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */
 export const MAX_TRACKED_CONVERSATIONS = 10_000;
+
+/** Attempts at a key that hashes to a given partition (each hits with probability 1/partitions). */
+const MAX_KEY_ATTEMPTS = 100_000;
+
+/**
+ * For each partition of a topic with `partitions` partitions, a key of the tenant's erase-tenant
+ * control that kafkajs' default partitioner (murmur2, as the Java client; every producer of the
+ * pipeline uses it) sends to that partition.
+ */
+export const eraseTenantKeys = (tenant: string, partitions: number): string[] => {
+  const partitionOf = Partitioners.DefaultPartitioner();
+  const metadata = Array.from({ length: partitions }, (_, partitionId) => ({
+    partitionId,
+    leader: 0,
+    replicas: [0],
+    isr: [0],
+    partitionErrorCode: 0,
+  }));
+  const keys: string[] = [];
+  for (let p = 0; p < partitions; p++) {
+    for (let attempt = 0; ; attempt++) {
+      if (attempt >= MAX_KEY_ATTEMPTS) throw new Error(`no erase-tenant key found for partition ${p}`);
+      const key = keyOf(tenant, eraseTenantConversation(p, attempt));
+      if (partitionOf({ topic: "erase", partitionMetadata: metadata, message: { key, value: null } }) === p) {
+        keys.push(key);
+        break;
+      }
+    }
+  }
+  return keys;
+};
 
 export interface KafkaTurnWriterOptions {
   config: Config;
@@ -43,6 +85,7 @@ export class KafkaTurnWriter implements MemoryWriter {
     private readonly codec: TopicCodec<Turn>,
     private readonly topics: TopicNames,
     private readonly serdes: RegistrySerdes,
+    private readonly kafka: Kafka,
   ) {
     producer.on(producer.events.CONNECT, () => {
       this.connected = true;
@@ -62,7 +105,7 @@ export class KafkaTurnWriter implements MemoryWriter {
       const codec = await serdes.codec(topics.turns, SCHEMA_FILES.turns, TurnSchema);
       // Idempotent: no duplicates or reordering on retries; kafkajs needs acks=all and one request in flight.
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-      const writer = new KafkaTurnWriter(producer, codec, topics, serdes);
+      const writer = new KafkaTurnWriter(producer, codec, topics, serdes, kafka);
       await producer.connect();
       writer.connected = true;
       options.log?.("info", "producing turns", { topic: topics.turns, schemaId: codec.schemaId });
@@ -112,6 +155,40 @@ export class KafkaTurnWriter implements MemoryWriter {
       acks: -1,
       messages: conversations.map((c) => ({ key: keyOf(tenant, c), value: null, headers: { [CONTROL_HEADER]: kind } })),
     });
+  }
+
+  /**
+   * Produces the erase control(s) of a conversation, or of the whole tenant, to the turns topic
+   * (acks=all: resolved once durable). The stores are erased by the caller (the query service); this
+   * makes every stage drop the keyed state and the indexer erase again what in-flight turns wrote.
+   */
+  async publishErasure(tenant: string, conversation?: string): Promise<{ messages: number }> {
+    this.assertOpen();
+    let messages: { key: string; value: null; partition?: number; headers: Record<string, string> }[];
+    if (conversation !== undefined) {
+      messages = [{ key: keyOf(tenant, conversation), value: null, headers: { [CONTROL_HEADER]: "erase" } }];
+      this.seen.get(tenant)?.delete(conversation);
+    } else {
+      const admin = this.kafka.admin();
+      await admin.connect();
+      let partitions: number;
+      try {
+        partitions = await partitionCount(admin, this.topics.turns);
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+      // The partition is also named, so the first hop does not depend on the hash; the stages
+      // downstream forward by key, which hashes to the same partition.
+      messages = eraseTenantKeys(tenant, partitions).map((key, partition) => ({
+        key,
+        value: null,
+        partition,
+        headers: { [CONTROL_HEADER]: "erase-tenant" },
+      }));
+      this.seen.delete(tenant);
+    }
+    await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
+    return { messages: messages.length };
   }
 
   /** Ready to produce: open and the producer connected; the detail names the topic. */

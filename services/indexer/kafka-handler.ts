@@ -4,9 +4,19 @@
  * produced to the compacted update queue (key: record id) in the transaction that commits the
  * consumed offsets. The store writes are not part of that transaction and need not be: a crash
  * between the writes and the commit replays the event, and the replay rewrites the same rows.
+ *
+ * Erasure (issue 13): the caller erased the stores at once; an erase control reaches the indexer
+ * after every turn of the conversation produced before it (partition order), so whatever those
+ * in-flight turns wrote since is erased here again with the same rule (services/core/erasure.ts),
+ * and each erased record's update candidates get a tombstone on the compacted update queue (an
+ * "erase" control, null value, key: record id). An "erase-tenant" (one per partition) erases the
+ * tenant. Both are idempotent: a replay after a crash erases nothing more and repeats the tombstones.
  */
 import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
-import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
+import { PoisonError, type StageHandler, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
+import { isErasure } from "../core/adapters/kafka/topics.ts";
+import { eraseConversation } from "../core/erasure.ts";
+import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
@@ -24,7 +34,64 @@ export interface IndexerStageDeps {
   /** How long a saturated sink stays paused before consumption resumes (default 2000 ms). */
   coolDownMs?: number;
   onIndexed?(records: number): void;
+  /** What an erase control erased again (records and raw turns), for metrics and logs. */
+  onErased?(erasure: IndexerErasure): void;
 }
+
+export interface IndexerErasure {
+  tenant: string;
+  conversation?: string;
+  records: number;
+  turns: number;
+}
+
+/** Records listed per page when a tenant's record ids are collected for their tombstones. */
+const LIST_PAGE = 500;
+
+/** Every record id of the tenant, superseded versions included. */
+const tenantRecordIds = async (graph: GraphStore, tenant: string): Promise<string[]> => {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await graph.listRecords(tenant, {
+      includeSuperseded: true,
+      limit: LIST_PAGE,
+      ...(cursor !== undefined ? { cursor } : {}),
+    });
+    for (const r of page.records) ids.push(r.id);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return ids;
+};
+
+/** The stores' side of an erase control; returns the erased record ids (for their tombstones). */
+const eraseInStores = async (
+  deps: IndexerStageDeps,
+  tenant: string,
+  conversation: string | undefined,
+): Promise<{ records: string[]; turns: number }> => {
+  let records: string[];
+  let turns = 0;
+  if (conversation !== undefined) {
+    const erased = await eraseConversation(deps.graph, tenant, conversation);
+    records = erased.records;
+    turns = erased.turns.length;
+    await deps.vectors.delete(tenant, [...erased.records, ...erased.turns]);
+    // By payload too: vectors of turns whose rows the immediate erasure had already removed.
+    await deps.vectors.deleteConversation?.(tenant, conversation);
+  } else {
+    records = await tenantRecordIds(deps.graph, tenant);
+    await deps.graph.deleteTenant(tenant);
+    await deps.vectors.deleteTenant(tenant);
+  }
+  await deps.vectors.flush();
+  if (records.length > 0 || turns > 0 || conversation === undefined) {
+    // Deleted is not yet gone from the stores' files (docs/erasure.md).
+    await deps.vectors.purgeDeleted?.(tenant);
+    await deps.graph.purgeDeleted?.();
+  }
+  return { records, turns };
+};
 
 export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
   const slow = deps.slowWriteMs ?? 5000;
@@ -35,8 +102,25 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
     input: deps.input,
     output: deps.output,
     pressure: () => Date.now() < saturatedUntil,
-    async handle(_key, input) {
-      if (input.kind === "control") return { outputs: [], state: undefined };
+    async handle(key, input) {
+      if (input.kind === "control") {
+        if (!isErasure(input.control)) return { outputs: [], state: undefined };
+        const parsed = parseConversationKey(key);
+        if (!parsed) throw new PoisonError(`key "${key}" is not tenant/conversation`);
+        const conversation = input.control === "erase" ? parsed.conversation : undefined;
+        const erased = await eraseInStores(deps, parsed.tenant, conversation);
+        deps.onErased?.({
+          tenant: parsed.tenant,
+          ...(conversation !== undefined ? { conversation } : {}),
+          records: erased.records.length,
+          turns: erased.turns,
+        });
+        const tombstones: StageOutput<UpdateCandidatesEvent>[] = erased.records.map((recordId) => ({
+          key: recordId,
+          control: "erase",
+        }));
+        return { outputs: tombstones, state: undefined };
+      }
       const { segment, records } = input.value;
       const started = Date.now();
       const { candidates: found } = await indexSegment(

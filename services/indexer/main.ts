@@ -28,6 +28,7 @@ await runStageProcess({
         embedder: stageEmbedder(model),
         candidates: candidateSettingsFrom(config),
         onIndexed: (n) => metrics.recordsWritten(n),
+        onErased: (e) => log("info", "erased again", { ...e }),
       }),
       close: async () => {
         await stores.close();

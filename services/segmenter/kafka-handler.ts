@@ -2,10 +2,12 @@
  * The segmenter as a Kafka stage handler: compressed turns -> closed segments, keyed state = the
  * open segment and short-term buffer of each tenant/conversation (SegmenterState, JSON in the
  * changelog). Control messages flush; the runtime's tick flushes idle keys through the same
- * transactional path.
+ * transactional path. An erase control drops the state of its conversation (or of every
+ * conversation of its tenant) without releasing the open segment or buffer, and travels on.
  */
 import type { TopicCodec } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageHandler, type StageInput } from "../core/adapters/kafka/stage-runtime.ts";
+import { erasedKeys, isErasure } from "../core/adapters/kafka/topics.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder } from "../core/ports.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
@@ -56,6 +58,11 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
     async handle(key, input: StageInput<SensoryTurn>, state) {
       const nowMs = clock();
       if (input.kind === "control") {
+        if (isErasure(input.control)) {
+          const erased = erasedKeys(input.control, key);
+          if (!erased) throw new PoisonError(`key "${key}" is not tenant/conversation`);
+          return { outputs: [{ key, control: input.control }], state: undefined, dropKeys: erased.matches };
+        }
         if (!state) return { outputs: [], state };
         const reason = input.control === "idle" ? "idle" : input.control === "session-end" ? "session-end" : "flush";
         const r = segmenterStep(state, { kind: "flush", reason, nowMs }, deps.cfg);

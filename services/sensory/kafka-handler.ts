@@ -17,7 +17,8 @@ export const sensoryStage = (deps: SensoryStageDeps): StageHandler<Turn, Sensory
   input: deps.input,
   output: deps.output,
   async handle(key, input) {
-    // Control messages (flush, session end) keep their place in the conversation's order.
+    // Control messages (flush, session end, erase) keep their place in the conversation's order;
+    // an erase-tenant's key hashes to its partition, so forwarding by key keeps it there.
     if (input.kind === "control") return { outputs: [{ key, control: input.control }], state: undefined };
     const turn = input.value;
     const own = keyOf(turn.tenant, turn.conversation);

@@ -162,4 +162,24 @@ describe("encoder stage handler", () => {
     assert.ok(r.state?.speakers.includes("Caroline"), "the context knows the speaker");
     assert.deepEqual(r.state, out.value.context);
   });
+
+  it("drops the context on an erase control and forwards it to the indexer; flushes still stop here", async () => {
+    const { encoder, seen } = scripted();
+    const stage = stageWith(encoder);
+    const r = await stage.handle(KEY, { kind: "control", control: "erase" }, contextOf(1));
+    assert.deepEqual(r.outputs, [{ key: KEY, control: "erase" }]);
+    assert.equal(r.state, undefined);
+    assert.ok(r.dropKeys?.(KEY));
+    assert.equal(r.dropKeys?.(keyOf("acme", "c2")), false);
+    const tenantKey = keyOf("acme", "\u0000erase-tenant:1:0");
+    const t = await stage.handle(tenantKey, { kind: "control", control: "erase-tenant" }, undefined);
+    assert.deepEqual(t.outputs, [{ key: tenantKey, control: "erase-tenant" }]);
+    assert.ok(t.dropKeys?.(keyOf("acme", "c9")));
+    assert.equal(t.dropKeys?.(keyOf("acme/eu", "c9")), false);
+    assert.deepEqual(await stage.handle(KEY, { kind: "control", control: "flush" }, contextOf(1)), {
+      outputs: [],
+      state: contextOf(1),
+    });
+    assert.equal(seen.length, 0, "nothing encoded");
+  });
 });

@@ -13,6 +13,7 @@ import { describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { HnswVectorStore } from "../../services/core/adapters/hnsw/index.ts";
 import { type UpdateCandidatesEvent, UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
+import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/index.ts";
 import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import type { Embedder, GraphStore, VectorStore } from "../../services/core/ports.ts";
@@ -206,6 +207,61 @@ describe("indexer stage handler", () => {
       assert.equal(stage.pressure?.(), true, "saturated right after the slow write");
       await new Promise((r) => setTimeout(r, 150));
       assert.equal(stage.pressure?.(), false, "clear after the cool-down");
+    });
+  });
+
+  it("on an erase control erases the conversation again and tombstones its records' update candidates", async () => {
+    await withStores(async (s) => {
+      const erasures: unknown[] = [];
+      const stage = stageWith(s, { onErased: (e) => erasures.push(e) });
+      const older = first();
+      await handle(stage, older);
+      const ev = second();
+      await handle(stage, ev);
+      const other = eventOf(segmentOf("seg-9", [segmentTurnOf("t9", "I like tea.")], "acme", "c2"), [
+        { text: "Caroline likes tea.", turnId: "t9", topic: "food" },
+      ]);
+      await handle(stage, other);
+      const r = await stage.handle(keyOf("acme", "c1"), { kind: "control", control: "erase" }, undefined);
+      const ids = [...older.records, ...ev.records].map((x) => x.id).sort();
+      assert.deepEqual(
+        r.outputs.map((o) => ("control" in o ? [o.key, o.control] : ["value", o.key])).sort(),
+        ids.map((id) => [id, "erase"]),
+        "one tombstone per erased record, keyed by record id",
+      );
+      assert.equal(r.state, undefined);
+      assert.deepEqual(erasures, [{ tenant: "acme", conversation: "c1", records: 3, turns: 3 }]);
+      assert.equal(await s.graph.countRecords("acme", "c1"), 0);
+      assert.equal(await s.graph.countRecords("acme", "c2"), 1, "the other conversation stays");
+      assert.equal(await s.vectors.count("acme"), 2, "only c2's record and turn vectors are left");
+      assert.equal(await s.graph.countPendingCandidates("acme"), 0);
+      const again = await stage.handle(keyOf("acme", "c1"), { kind: "control", control: "erase" }, undefined);
+      assert.deepEqual(again.outputs, [], "a replay erases nothing more");
+    });
+  });
+
+  it("on an erase-tenant control erases the tenant's records and vectors, no other tenant's", async () => {
+    await withStores(async (s) => {
+      const stage = stageWith(s);
+      const acme = first("acme");
+      await handle(stage, acme);
+      await handle(stage, first("globex"));
+      const key = keyOf("acme", "\u0000erase-tenant:0:5");
+      const r = await stage.handle(key, { kind: "control", control: "erase-tenant" }, undefined);
+      assert.deepEqual(r.outputs, [{ key: acme.records[0]?.id, control: "erase" }]);
+      assert.equal(await s.graph.countRecords("acme"), 0);
+      assert.equal(await s.vectors.count("acme"), 0);
+      assert.equal(await s.graph.countRecords("globex"), 1);
+      assert.equal(await s.vectors.count("globex"), 2);
+    });
+  });
+
+  it("refuses an erase control whose key is not tenant/conversation as poison", async () => {
+    await withStores(async (s) => {
+      await assert.rejects(
+        stageWith(s).handle("acme", { kind: "control", control: "erase" }, undefined),
+        (err: unknown) => err instanceof PoisonError,
+      );
     });
   });
 });

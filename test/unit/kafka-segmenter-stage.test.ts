@@ -186,4 +186,35 @@ describe("segmenter stage handler", () => {
       { key: keyOf("acme", "silent"), input: { kind: "control", control: "idle" } },
     ]);
   });
+
+  it("on an erase control drops the conversation's state without releasing the open segment, and forwards it", async () => {
+    const stage = stageWith(recording());
+    const { state } = await feed(stage, [sensory("t1", "I moved to Paris."), sensory("t2", "It was a big change.")]);
+    assert.ok(state?.open, "a segment is open");
+    const r = await stage.handle(KEY, { kind: "control", control: "erase" }, state);
+    assert.deepEqual(r.outputs, [{ key: KEY, control: "erase" }], "no segment released, the control travels on");
+    assert.equal(r.state, undefined, "a tombstone in the changelog");
+    assert.ok(r.dropKeys?.(KEY));
+    assert.equal(r.dropKeys?.(keyOf("acme", "c2")), false, "another conversation keeps its state");
+  });
+
+  it("on an erase-tenant control drops every conversation of the tenant, and no other tenant's", async () => {
+    const key = keyOf("acme", "\u0000erase-tenant:0:3");
+    const r = await stageWith(recording()).handle(key, { kind: "control", control: "erase-tenant" }, undefined);
+    assert.deepEqual(r.outputs, [{ key, control: "erase-tenant" }]);
+    assert.equal(r.state, undefined);
+    const drop = r.dropKeys ?? (() => false);
+    assert.ok(drop(keyOf("acme", "c1")) && drop(keyOf("acme", "c2")) && drop(keyOf("acme", "a/b")));
+    assert.equal(drop(keyOf("acme/eu", "c1")), false, "tenant acme/eu is not tenant acme");
+    assert.equal(drop(keyOf("globex", "c1")), false);
+    assert.equal(drop("not-a-key"), false);
+  });
+
+  it("refuses an erase control whose key is not tenant/conversation as poison", async () => {
+    for (const control of ["erase", "erase-tenant"] as const)
+      await assert.rejects(
+        stageWith(recording()).handle("acme", { kind: "control", control }, undefined),
+        (err: unknown) => err instanceof PoisonError,
+      );
+  });
 });

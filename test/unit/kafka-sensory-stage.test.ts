@@ -92,4 +92,19 @@ describe("sensory stage handler", () => {
       (err: unknown) => err instanceof Error && !(err instanceof PoisonError) && err.message === "model not loaded",
     );
   });
+
+  it("forwards erase and erase-tenant controls under their own key, compressing nothing", async () => {
+    const compressor = halving();
+    const stage = stageWith(compressor);
+    const tenantKey = keyOf("acme", "\u0000erase-tenant:2:17");
+    for (const [key, control] of [
+      [KEY, "erase"],
+      [tenantKey, "erase-tenant"],
+    ] as const) {
+      const r = await stage.handle(key, { kind: "control", control }, undefined);
+      assert.deepEqual(r.outputs, [{ key, control }] satisfies StageOutput<SensoryTurn>[]);
+      assert.equal(r.state, undefined);
+    }
+    assert.equal(compressor.calls.length, 0);
+  });
 });

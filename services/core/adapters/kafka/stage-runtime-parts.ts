@@ -172,6 +172,18 @@ export const changelogMessages = async <S>(
   return messages;
 };
 
+/**
+ * Erasure (issue 13): marks deleted, in the chunk's changed states, every key held or changed that
+ * `drop` selects; the commit writes their tombstones and applyStates removes them.
+ */
+export const dropMatching = <S>(
+  states: ReadonlyMap<string, S>,
+  dirty: Map<string, S | undefined>,
+  drop: (key: string) => boolean,
+): void => {
+  for (const key of [...states.keys(), ...dirty.keys()]) if (drop(key)) dirty.set(key, undefined);
+};
+
 /** After the commit: the changed keys' states replace the held ones; undefined deletes. */
 export const applyStates = <S>(states: Map<string, S>, dirty: ReadonlyMap<string, S | undefined>): void => {
   for (const [key, s] of dirty) {

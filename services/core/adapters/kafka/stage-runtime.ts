@@ -30,6 +30,7 @@ import {
   chunksOf,
   type DecodedInput,
   decodeStageInput,
+  dropMatching,
   lagAfter,
   nextOffset,
   outputMessages,
@@ -55,6 +56,11 @@ export interface StageResult<O, S> {
   outputs: StageOutput<O>[];
   /** The key's new state; undefined deletes it (a tombstone in the changelog). */
   state: S | undefined;
+  /**
+   * Erasure (issue 13): other keys of the partition whose state is deleted with this input, in the
+   * same transaction (tombstones in the changelog), e.g. every key of an erased tenant.
+   */
+  dropKeys?: (key: string) => boolean;
 }
 
 export interface StageStateSpec<S> {
@@ -368,14 +374,15 @@ export class StageRuntime<I, O, S> {
     input: StageInput<I>,
     state: S | undefined,
   ): Promise<
-    { ok: true; messages: Message[]; state: S | undefined } | { ok: false; reason: string; attempts: number }
+    | { ok: true; messages: Message[]; state: S | undefined; dropKeys?: (key: string) => boolean }
+    | { ok: false; reason: string; attempts: number }
   > {
     let last = "";
     for (let a = 1; a <= this.maxAttempts; a++) {
       try {
         const res = await this.handler.handle(key, input, state);
         const messages = await outputMessages(this.handler.name, res.outputs, this.handler.output);
-        return { ok: true, messages, state: res.state };
+        return { ok: true, messages, state: res.state, ...(res.dropKeys ? { dropKeys: res.dropKeys } : {}) };
       } catch (err) {
         last = errMessage(err);
         this.obs.event?.("error");
@@ -422,6 +429,8 @@ export class StageRuntime<I, O, S> {
       }
       outputs.push(...res.messages);
       if (this.handler.state) dirty.set(key, res.state);
+      // Erasure (issue 13): the handler's dropKeys, over the held and the chunk's changed keys.
+      if (this.handler.state && res.dropKeys) dropMatching(ctx.states, dirty, res.dropKeys);
     }
     const last = chunk[chunk.length - 1] as KafkaMessage;
     const next = nextOffset(last.offset);

@@ -1,4 +1,5 @@
 import type { KafkaConfig } from "../../config.ts";
+import { parseConversationKey } from "../../keys.ts";
 
 /** Every topic of docs/design.md §3 by role, with the prefix applied. */
 export interface TopicNames {
@@ -30,7 +31,57 @@ export const topicNames = (cfg: KafkaConfig): TopicNames => {
  * they keep their place in the partition's order: a flush requested after turn 12 of a
  * conversation is seen by the segmenter after turn 12. The gateway's flush() produces one to the
  * turns topic; sensory forwards it; the segmenter closes the open segment and releases its buffer.
+ *
+ * Erasure (issue 13) travels the same way, through every stage down to the indexer:
+ * - "erase", keyed tenant/conversation like the conversation's turns: the turns produced before
+ *   it are ahead of it in every partition, so each stage has seen them when the control arrives.
+ *   Each stage drops the key's state (a tombstone in its changelog); the indexer erases the
+ *   conversation from the stores again (what in-flight turns wrote after the immediate erasure).
+ * - "erase-tenant", one per partition of the turns topic (a tenant's conversations spread over
+ *   all of them), keyed by eraseTenantKey so that the key hashes to that partition on every topic
+ *   of the pipeline (they share the partition count). Each stage drops every key of the tenant it
+ *   holds for that partition; the indexer erases the tenant from the stores.
+ * On the compacted update queue the indexer writes an "erase" control keyed by each erased record
+ * id: a null value, so compaction removes the key (a tombstone), and a reader that decodes it
+ * through the stage input path sees why.
  */
 export const CONTROL_HEADER = "memory-control";
-export type ControlKind = "flush" | "session-end" | "idle";
-export const isControlKind = (s: string): s is ControlKind => s === "flush" || s === "session-end" || s === "idle";
+export type ControlKind = "flush" | "session-end" | "idle" | "erase" | "erase-tenant";
+const CONTROL_KINDS: ReadonlySet<string> = new Set<ControlKind>([
+  "flush",
+  "session-end",
+  "idle",
+  "erase",
+  "erase-tenant",
+]);
+export const isControlKind = (s: string): s is ControlKind => CONTROL_KINDS.has(s);
+/** The kinds that erase (state dropped, never a flush: an erased buffer is not released). */
+export const isErasure = (kind: ControlKind): kind is "erase" | "erase-tenant" =>
+  kind === "erase" || kind === "erase-tenant";
+
+/**
+ * What an erase control of `key` removes from a stage's keyed state: the key's conversation
+ * ("erase"), or every conversation of the key's tenant ("erase-tenant"). Keys are parsed, not
+ * prefix-matched: tenant `acme` must not match the keys of tenant `acme/eu`. Undefined when the key
+ * is not tenant/conversation.
+ */
+export const erasedKeys = (
+  kind: "erase" | "erase-tenant",
+  key: string,
+): { tenant: string; conversation?: string; matches(other: string): boolean } | undefined => {
+  const own = parseConversationKey(key);
+  if (!own) return undefined;
+  if (kind === "erase") return { ...own, matches: (other) => other === key };
+  return {
+    tenant: own.tenant,
+    matches: (other) => parseConversationKey(other)?.tenant === own.tenant,
+  };
+};
+
+/**
+ * The conversation part of an "erase-tenant" key for partition p: a name no client can send (it
+ * starts with a NUL character, which turn validation refuses), with a counter the gateway raises
+ * until the key hashes to p. Its tenant is the key's tenant part (parseConversationKey).
+ */
+export const eraseTenantConversation = (partition: number, attempt: number): string =>
+  `\u0000erase-tenant:${partition}:${attempt}`;

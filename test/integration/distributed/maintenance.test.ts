@@ -217,6 +217,28 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
     assert.ok(!(await ids()).includes(boston.id));
     const then = await ids("2024-02-01T00:00:00.000Z");
     assert.ok(then.includes(boston.id) && !then.includes(denver.id), "as of February, Ana lived in Boston");
+    // Not only through the dense route: Neo4j's lexical and entity indexes return the version valid then.
+    const february = Date.parse("2024-02-01T00:00:00.000Z");
+    const routeIds = async (at?: number) => ({
+      lexical: (await neoGraph.searchRecordsLexical(alice, "Ana lives Boston Denver", 20, undefined, at)).map(
+        (h) => h.id,
+      ),
+      entity: (await neoGraph.recordsByEntities(alice, ["Boston", "Denver"], 20, undefined, at)).map((h) => h.id),
+    });
+    for (const [route, hits] of Object.entries(await routeIds(february)))
+      assert.ok(hits.includes(boston.id) && !hits.includes(denver.id), `${route} route as of February`);
+    for (const [route, hits] of Object.entries(await routeIds()))
+      assert.ok(!hits.includes(boston.id) && hits.includes(denver.id), `${route} route now`);
+    const asked = await call<QueryResult>(dep.http, keyOf(alice), "POST", "/v1/query", {
+      question: "Did Ana live in Boston?",
+      budget: 2000,
+      asOf: "2024-02-01T00:00:00.000Z",
+    });
+    const bostonItem = asked.body.items.find((i) => i.id === boston.id);
+    assert.ok(
+      bostonItem?.routes.some((r) => r.route !== "dense"),
+      "found by more than the dense route",
+    );
 
     // --- Erasure of a conversation through the gateway --------------------------------------------
     const travelIds = records.filter((r) => r.source.conversation === "travel").map((r) => r.id);

@@ -1,7 +1,8 @@
 /**
  * A gRPC server of memory.v1.Memory (schemas/memory.proto, generated into ./generated) over any
  * MemoryService: the gateway's public front door and the internal query service both start one,
- * each with its own Authenticator. Binds before it resolves; closing lets calls in flight finish
+ * each with its own Authenticator; the query service also serves memory.v1.Maintenance (consolidation,
+ * history, erasure) to the gateway. Binds before it resolves; closing lets calls in flight finish
  * for a grace period, then cancels them.
  */
 import { ServerCredentials as Creds, Server, type ServerCredentials } from "@grpc/grpc-js";

@@ -1,5 +1,10 @@
-import type { CandidateDecision, LlmCost, RecordRelation } from "../core/ports.ts";
+import type { RecordHistory, VersionEntry, VersionRelation } from "../core/history.ts";
+import type { ConsolidationReport, ErasureReport, MemoryMaintenance } from "../core/maintenance.ts";
+import type { CandidateDecision, LlmCost } from "../core/ports.ts";
 import type { MemoryRecord, UpdateCandidate } from "../core/types.ts";
+
+// The report, history and erasure shapes live in core (every runtime and front door speaks them).
+export type { ConsolidationReport, ErasureReport, MemoryMaintenance, RecordHistory, VersionEntry, VersionRelation };
 
 /** An older (or concurrent) record the decider compares the record with. */
 export interface CandidateView {
@@ -33,28 +38,6 @@ export interface ConsolidationDecider {
   decide(record: MemoryRecord, candidates: readonly CandidateView[]): Promise<DecisionBatch>;
 }
 
-/** What a consolidation run did. */
-export interface ConsolidationReport {
-  tenants: string[];
-  /** Records with pending candidates that were examined. */
-  examined: number;
-  /** Candidate pairs decided. */
-  candidates: number;
-  /** Duplicates merged into an older canonical record. */
-  merged: number;
-  /** Older records superseded by a contradicting newer one. */
-  superseded: number;
-  /** Refinements linked (REFINES). */
-  linked: number;
-  /** Examined records whose decisions changed nothing (all unrelated, or nothing left to change). */
-  unchanged: number;
-  /** Candidate pairs judged unrelated (dropped: marked done, nothing written). */
-  dropped: number;
-  ms: number;
-  decider: string;
-  cost: LlmCost;
-}
-
 export const emptyReport = (decider: string): ConsolidationReport => ({
   tenants: [],
   examined: 0,
@@ -68,64 +51,6 @@ export const emptyReport = (decider: string): ConsolidationReport => ({
   decider,
   cost: { llmCalls: 0, inputTokens: 0, outputTokens: 0 },
 });
-
-/** How a version relates to the record the history was asked for. */
-export type VersionRelation =
-  | "self"
-  /** An earlier version in the chain (superseded, directly or through others). */
-  | "earlier"
-  /** A later version in the chain. */
-  | "later"
-  /** Merged with it as a duplicate (either side of the merge). */
-  | "duplicate"
-  /** Adds detail to a version of the chain (REFINES it). */
-  | "refines"
-  /** A version of the chain adds detail to it. */
-  | "refined-by";
-
-export interface VersionEntry {
-  id: string;
-  text: string;
-  relation: VersionRelation;
-  validFrom: string;
-  validTo?: string;
-  supersededBy?: string;
-  current: boolean;
-  record: MemoryRecord;
-}
-
-/** A record's version history: the chain of versions with valid ranges and the edges between them. */
-export interface RecordHistory {
-  id: string;
-  /** The current version of the chain (the head), when there is one. */
-  current?: string;
-  /** Oldest first (by valid.from, then id). */
-  versions: VersionEntry[];
-  relations: RecordRelation[];
-}
-
-/** What an erasure removed. */
-export interface ErasureReport {
-  tenant: string;
-  conversation?: string;
-  records: number;
-  /** Raw turns erased (reported for a conversation erasure). */
-  turns?: number;
-  /** Vectors erased (records and raw turns). */
-  vectors: number;
-  inboxEntries: number;
-  stateKeys: number;
-  /** Records of other conversations made current again (their superseder was erased). */
-  restored: number;
-  ms: number;
-}
-
-/** Maintenance operations a front door may offer next to MemoryService (the embedded engine has them). */
-export interface MemoryMaintenance {
-  consolidate(tenant?: string): Promise<ConsolidationReport>;
-  history(tenant: string, recordId: string): Promise<RecordHistory | undefined>;
-  erase(tenant: string, conversation?: string): Promise<ErasureReport>;
-}
 
 export const isMemoryMaintenance = (x: unknown): x is MemoryMaintenance =>
   typeof x === "object" &&

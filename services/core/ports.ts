@@ -327,20 +327,51 @@ export interface RecordStore {
   countSegments(tenant: string, conversation?: string): Promise<number>;
 }
 
-/** The entity / topic / time / event-frame indexes the query routes read (current records only). */
+/**
+ * The entity / topic / time / event-frame indexes the query routes read: current records, or with
+ * `validAt` (epoch ms, an as-of query) the versions valid at that moment, superseded ones included
+ * (valid.from <= validAt < valid.to).
+ */
 export interface RecordIndexes {
-  recordsByEntities(tenant: string, entities: readonly string[], k: number, conversation?: string): Promise<ScoredId[]>;
-  recordsByTopics(tenant: string, topics: readonly string[], k: number, conversation?: string): Promise<ScoredId[]>;
-  recordsInTime(tenant: string, window: TimeWindow, k: number, conversation?: string): Promise<ScoredId[]>;
+  recordsByEntities(
+    tenant: string,
+    entities: readonly string[],
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]>;
+  recordsByTopics(
+    tenant: string,
+    topics: readonly string[],
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]>;
+  recordsInTime(
+    tenant: string,
+    window: TimeWindow,
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]>;
   /** Records sharing an event frame with any of the given records. */
-  eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number): Promise<ScoredId[]>;
+  eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number, validAt?: number): Promise<ScoredId[]>;
   knownEntities(tenant: string, conversation?: string): Promise<string[]>;
   knownTopics(tenant: string, conversation?: string): Promise<string[]>;
 }
 
-/** BM25 over the shared lexical terms (services/core/lexical.ts) of current records and raw turns. */
+/**
+ * BM25 over the shared lexical terms (services/core/lexical.ts) of current records (or, with
+ * `validAt`, of the versions valid then, as RecordIndexes) and raw turns.
+ */
 export interface LexicalSearch {
-  searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
+  searchRecordsLexical(
+    tenant: string,
+    text: string,
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]>;
   /** Ids are turnRowId(conversation, turnId). */
   searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
 }

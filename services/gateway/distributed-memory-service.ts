@@ -2,7 +2,13 @@
  * The distributed runtime's MemoryService, behind the gateway's HTTP and gRPC front doors: writes
  * go to Kafka (KafkaTurnWriter), reads go to the query service over gRPC (GrpcQueryBackend, whose
  * service reads with the same StoreMemoryReader as the embedded engine). Healthy when both are.
+ *
+ * Maintenance (consolidation, version history, erasure) runs in the query service over its stores
+ * (memory.v1.Maintenance); an erasure is then also published through the pipeline by the writer
+ * (control messages and tombstones, so the stages drop the subject's keyed state and turns in flight).
  */
+import type { RecordHistory } from "../core/history.ts";
+import type { ConsolidationReport, ErasureReport, MaintenanceOffer, MemoryMaintenance } from "../core/maintenance.ts";
 import type { Health, IngestResult, MemoryReader, MemoryService, MemoryWriter } from "../core/memory-service.ts";
 import type { QueryResult, RecordPage, RecordQuery } from "../core/query-types.ts";
 import type { QueryRequest, TurnInput } from "../core/requests.ts";
@@ -19,10 +25,23 @@ export interface SideHealth {
 export interface TurnWriter extends MemoryWriter {
   health(): SideHealth;
   close(): Promise<void>;
+  /**
+   * After an erasure in the stores: erase control messages and tombstones through the pipeline
+   * (keyed state, compacted topics, an erasure watermark for turns still in flight). Resolves with
+   * how many messages were published. Optional: a writer without it publishes nothing.
+   */
+  publishErasure?(tenant: string, conversation?: string): Promise<{ messages: number }>;
+}
+
+/** Consolidation, history and erasure in the stores: the query service's Maintenance RPCs. */
+export interface RemoteMaintenance {
+  consolidate(tenant: string): Promise<ConsolidationReport>;
+  history(tenant: string, recordId: string): Promise<RecordHistory | undefined>;
+  erase(tenant: string, conversation?: string): Promise<ErasureReport>;
 }
 
 /** The read side: the query service's client, GrpcQueryBackend (a fake in tests). */
-export interface RemoteReader extends MemoryReader {
+export interface RemoteReader extends MemoryReader, Partial<RemoteMaintenance> {
   health(): Promise<SideHealth>;
 }
 
@@ -31,7 +50,7 @@ export interface DistributedMemoryServiceOptions extends KafkaTurnWriterOptions 
   backend: RemoteReader;
 }
 
-export class DistributedMemoryService implements MemoryService {
+export class DistributedMemoryService implements MemoryService, MemoryMaintenance, MaintenanceOffer {
   constructor(
     readonly writer: TurnWriter,
     readonly reader: RemoteReader,
@@ -61,6 +80,41 @@ export class DistributedMemoryService implements MemoryService {
 
   getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
     return this.reader.getRecord(tenant, id);
+  }
+
+  /** Whether the reader offers the Maintenance RPCs (the query service's client does); else the routes answer 501. */
+  get offersMaintenance(): boolean {
+    return (["consolidate", "history", "erase"] as const).every((op) => typeof this.reader[op] === "function");
+  }
+
+  /** The reader's maintenance side, or why there is none. */
+  private remote<K extends keyof RemoteMaintenance>(op: K): RemoteMaintenance[K] {
+    const fn = this.reader[op];
+    if (typeof fn !== "function") throw new Error(`the query backend does not offer ${op}`);
+    return fn.bind(this.reader) as RemoteMaintenance[K];
+  }
+
+  /**
+   * Consolidation of the caller's tenant now, in the query service; its report. Consolidating every
+   * tenant at once is the consolidator service's (services/consolidator/main.ts), not a caller's.
+   */
+  consolidate(tenant?: string): Promise<ConsolidationReport> {
+    if (tenant === undefined) throw new Error("the gateway consolidates one tenant at a time");
+    return this.remote("consolidate")(tenant);
+  }
+
+  history(tenant: string, recordId: string): Promise<RecordHistory | undefined> {
+    return this.remote("history")(tenant, recordId);
+  }
+
+  /**
+   * Erasure: first from the stores (records, turns, vectors, index nodes, candidates; the query
+   * service's counts), then through the pipeline by the writer (its message count as `kafka`).
+   */
+  async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
+    const report = await this.remote("erase")(tenant, conversation);
+    const published = await this.writer.publishErasure?.(tenant, conversation);
+    return published ? { ...report, kafka: published.messages } : report;
   }
 
   async health(): Promise<Health> {

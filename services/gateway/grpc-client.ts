@@ -5,6 +5,8 @@
 import type { Metadata } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
 import { ValidationError } from "../core/errors.ts";
+import type { RecordHistory } from "../core/history.ts";
+import type { ConsolidationReport, ErasureReport } from "../core/maintenance.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
 import type { QueryResult } from "../core/query-types.ts";
 import type { QueryRequest } from "../core/requests.ts";
@@ -62,6 +64,19 @@ export class GrpcQueryBackend implements QueryBackend {
 
   getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
     return this.mapErrors(() => this.client.getRecord(id, this.md(tenant)));
+  }
+
+  /** Maintenance (the query service's memory.v1.Maintenance) for the tenant. */
+  consolidate(tenant: string): Promise<ConsolidationReport> {
+    return this.mapErrors(() => this.client.consolidate(this.md(tenant)));
+  }
+
+  history(tenant: string, recordId: string): Promise<RecordHistory | undefined> {
+    return this.mapErrors(() => this.client.history(recordId, this.md(tenant)));
+  }
+
+  erase(tenant: string, conversation?: string): Promise<ErasureReport> {
+    return this.mapErrors(() => this.client.erase(conversation, this.md(tenant)));
   }
 
   async health(): Promise<{ ok: boolean; detail: string }> {

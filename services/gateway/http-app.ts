@@ -17,6 +17,7 @@ import {
 } from "../core/errors.ts";
 import { ingestAroundConflicts } from "../core/ingest-conflicts.ts";
 import { idSchema } from "../core/input-rules.ts";
+import type { MaintenanceOffer } from "../core/maintenance.ts";
 import type { MemoryService } from "../core/memory-service.ts";
 import { QueryRequestSchema, recordListingSchema, type TurnInput, TurnInputSchema } from "../core/requests.ts";
 import type { Metrics } from "../platform/metrics.ts";
@@ -367,7 +368,8 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   // --- Maintenance: consolidation, version history, erasure --------------------------------------
 
-  const maintenance = deps.maintenance ?? (isMemoryMaintenance(service) ? service : undefined);
+  const offered = (service as MaintenanceOffer).offersMaintenance !== false;
+  const maintenance = deps.maintenance ?? (offered && isMemoryMaintenance(service) ? service : undefined);
   const unsupported = (c: Context<HttpAppEnv>) =>
     c.json(
       { error: "not supported by this runtime (no consolidation or erasure)", requestId: c.get("requestId") },

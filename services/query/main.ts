@@ -1,7 +1,7 @@
 /**
  * Query service process (distributed runtime): a gRPC server of memory.v1.Memory's read side
  * (Query, ListRecords, GetRecord; schemas/memory.proto) over the stores the indexer writes, for the
- * gateway. Stateless apart from the embedder: run as many as the query load needs.
+ * gateway, and of memory.v1.Maintenance (Consolidate, History, Erase) over the same stores. Stateless apart from the embedder: run as many as the query load needs.
  *
  * Stores (MEMORY_STORE, services/composition/stores.ts):
  * - neo4j (preferred): Neo4jGraphStore + Neo4jVectorStore over NEO4J_URI / NEO4J_USER /
@@ -19,6 +19,7 @@
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
 import { openEmbedder, openLlm, plannerFrom, querySettingsFrom, stageEmbedder } from "../composition/parts.ts";
+import { StoreMaintenance } from "../composition/store-maintenance.ts";
 import { openStores } from "../composition/stores.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { internalAuthenticator } from "../platform/grpc/auth.ts";
@@ -45,9 +46,17 @@ const service = new StoreQueryService({
   storeLabel: stores.label,
 });
 
+// Consolidation, history and erasure over the same stores (memory.v1.Maintenance), for the gateway.
+const maintenance = new StoreMaintenance({
+  graph: stores.graph,
+  vectors: stores.vectors,
+  concurrency: config.consolidation.concurrency,
+});
+
 const internalToken = config.internalToken;
 const grpc = await startGrpcServer({
   service,
+  maintenance,
   authenticate: internalAuthenticator(internalToken),
   metrics,
   log,

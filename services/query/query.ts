@@ -110,6 +110,8 @@ export const runQuery = async (
   const started = performance.now();
   const budget = req.budget ?? settings.budget;
   const conversation = req.conversation;
+  // As of a moment, every route reads the versions valid then (superseded ones included), the dense
+  // route by the validity filter below, the graph routes in the store; without it, current records.
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
   const [[qv], knownEntities, knownTopics, totalRecords] = await Promise.all([
@@ -141,7 +143,7 @@ export const runQuery = async (
   const jobs: Promise<RankedList>[] = [
     timed("dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" })),
     timed("raw-dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" })),
-    timed("lexical", () => deps.graph.searchRecordsLexical(tenant, lexicalText, depth, conversation)),
+    timed("lexical", () => deps.graph.searchRecordsLexical(tenant, lexicalText, depth, conversation, asOf)),
     timed("raw-lexical", () => deps.graph.searchTurnsLexical(tenant, lexicalText, depth, conversation)),
   ];
   const lookup = (keys: readonly string[], find: (keys: readonly string[], k: number) => Promise<ScoredId[]>) =>
@@ -151,12 +153,14 @@ export const runQuery = async (
   if (plan.entities.length > 0)
     jobs.push(
       timed("entity", () =>
-        lookup(plan.entities, (keys, k) => deps.graph.recordsByEntities(tenant, keys, k, conversation)),
+        lookup(plan.entities, (keys, k) => deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf)),
       ),
     );
   if (plan.topics.length > 0)
     jobs.push(
-      timed("topic", () => lookup(plan.topics, (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation))),
+      timed("topic", () =>
+        lookup(plan.topics, (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation, asOf)),
+      ),
     );
   if (plan.timeWindow) {
     const window = { from: Date.parse(plan.timeWindow.from), to: Date.parse(plan.timeWindow.to) };
@@ -165,7 +169,7 @@ export const runQuery = async (
         rerankBySimilarity(
           deps,
           tenant,
-          await deps.graph.recordsInTime(tenant, window, depth * 5, conversation),
+          await deps.graph.recordsInTime(tenant, window, depth * 5, conversation, asOf),
           qvec,
           depth,
         ),
@@ -180,7 +184,7 @@ export const runQuery = async (
     .map((f) => f.id);
   lists.push(
     await timed("event-frame", async () =>
-      rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth), qvec, depth),
+      rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
     ),
   );
   const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);

@@ -4,19 +4,26 @@
  * compares directly with the HTTP one. Used by the gateway to reach the query service, and by tests.
  */
 import { type CallOptions, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import type { RecordHistory } from "../../core/history.ts";
+import type { ConsolidationReport, ErasureReport } from "../../core/maintenance.ts";
 import type { RecordPage, RecordQuery } from "../../core/ports.ts";
 import type { QueryResult } from "../../core/query-types.ts";
 import type { QueryRequest, TurnInput } from "../../core/requests.ts";
 import type { MemoryRecord } from "../../core/types.ts";
 import {
+  type ConsolidationReport as ConsolidationReportMessage,
+  type ErasureReport as ErasureReportMessage,
   type FlushReply,
   IngestRequest,
   type IngestSummary,
   type ListRecordsReply,
+  MaintenanceClient,
   MemoryClient,
   type QueryReply,
+  type RecordHistory as RecordHistoryMessage,
   type Record as RecordMessage,
 } from "./generated/memory.ts";
+import { consolidationReportFromWire, erasureReportFromWire, historyFromWire } from "./maintenance-mapping.ts";
 import { MAX_MESSAGE_BYTES } from "./server.ts";
 import { isServiceError } from "./status-mapping.ts";
 import {
@@ -65,12 +72,14 @@ const replyOf = <Res>(start: (callback: (err: ServiceError | null, res: Res) => 
 
 export class MemoryGrpcClient {
   private readonly client: MemoryClient;
+  /** memory.v1.Maintenance on the same server (the query service serves it). */
+  private readonly maintenance: MaintenanceClient;
   private readonly deadlineMs: number;
 
   constructor(private readonly options: MemoryGrpcClientOptions) {
-    this.client = new MemoryClient(options.address, credentials.createInsecure(), {
-      "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
-    });
+    const channelOptions = { "grpc.max_receive_message_length": MAX_MESSAGE_BYTES };
+    this.client = new MemoryClient(options.address, credentials.createInsecure(), channelOptions);
+    this.maintenance = new MaintenanceClient(options.address, credentials.createInsecure(), channelOptions);
     this.deadlineMs = options.deadlineMs ?? 30_000;
   }
 
@@ -133,6 +142,37 @@ export class MemoryGrpcClient {
     }
   }
 
+  /**
+   * Consolidation of the tenant's pending candidates now (Maintenance.Consolidate). A run over many
+   * candidates takes longer than a read: ten deadlines.
+   */
+  async consolidate(md: Metadata = this.metadata()): Promise<ConsolidationReport> {
+    return consolidationReportFromWire(
+      await replyOf<ConsolidationReportMessage>((cb) => this.maintenance.consolidate({}, md, this.callOptions(10), cb)),
+    );
+  }
+
+  /** A record's version history (Maintenance.History); undefined on NOT_FOUND. */
+  async history(id: string, md: Metadata = this.metadata()): Promise<RecordHistory | undefined> {
+    try {
+      return historyFromWire(
+        await replyOf<RecordHistoryMessage>((cb) => this.maintenance.history({ id }, md, this.callOptions(), cb)),
+      );
+    } catch (err) {
+      if (isServiceError(err) && err.code === status.NOT_FOUND) return undefined;
+      throw err;
+    }
+  }
+
+  /** Erases a conversation, or (none given) the whole tenant (Maintenance.Erase): four deadlines. */
+  async erase(conversation?: string, md: Metadata = this.metadata()): Promise<ErasureReport> {
+    return erasureReportFromWire(
+      await replyOf<ErasureReportMessage>((cb) =>
+        this.maintenance.erase({ conversation: conversation ?? "" }, md, this.callOptions(4), cb),
+      ),
+    );
+  }
+
   /** Resolves once the channel is connected; rejects after `ms`. */
   waitForReady(ms: number): Promise<void> {
     return new Promise((resolve, reject) =>
@@ -142,5 +182,6 @@ export class MemoryGrpcClient {
 
   close(): void {
     this.client.close();
+    this.maintenance.close();
   }
 }

@@ -4,9 +4,9 @@
  * caller's tenant from the metadata, or why not), then its request is parsed with the HTTP rules,
  * run against the service for that tenant, mapped to the wire, and counted per method and status.
  */
-import { Metadata, type ServerReadableStream, type sendUnaryData, status } from "@grpc/grpc-js";
+import type { ServerReadableStream } from "@grpc/grpc-js";
 import type { MemoryService } from "../../core/memory-service.ts";
-import { type Authenticator, type AuthFailureGuard, peerAddressOf } from "./auth.ts";
+import type { Authenticator, AuthFailureGuard } from "./auth.ts";
 import { GrpcCallMetrics, type GrpcMetricsSink } from "./call-metrics.ts";
 import type { IngestRequest, IngestSummary, MemoryServer } from "./generated/memory.ts";
 import { readIngestStream } from "./ingest-stream.ts";
@@ -16,10 +16,11 @@ import {
   parseListRecordsRequest,
   parseQueryRequest,
 } from "./request-parsing.ts";
-import { type GrpcFailure, NotFound, toGrpcFailure } from "./status-mapping.ts";
+import { callServing, type GrpcLog } from "./serve-call.ts";
+import { NotFound } from "./status-mapping.ts";
 import { queryResultToWire, recordPageToWire, recordToWire } from "./wire-mapping.ts";
 
-export type GrpcLog = (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
+export type { GrpcLog };
 
 export interface GrpcServiceDeps {
   service: MemoryService;
@@ -30,67 +31,16 @@ export interface GrpcServiceDeps {
    */
   authFailures?: AuthFailureGuard;
   metrics?: GrpcMetricsSink;
+  /** The per-method counters on `metrics`, when the caller made them already (one set per registry). */
+  callMetrics?: GrpcCallMetrics;
   log?: GrpcLog;
-}
-
-interface Call {
-  metadata: Metadata;
-  getPeer(): string;
 }
 
 export const memoryServiceImplementation = (deps: GrpcServiceDeps): MemoryServer => {
   const { service, log } = deps;
-  const callMetrics = deps.metrics ? new GrpcCallMetrics(deps.metrics) : undefined;
+  const callMetrics = deps.callMetrics ?? (deps.metrics ? new GrpcCallMetrics(deps.metrics) : undefined);
 
-  /**
-   * The caller's tenant, or why the call is refused. An address with too many failed
-   * authentications is refused before its key is looked at, as on HTTP.
-   */
-  const authorize = (call: Call): string | GrpcFailure => {
-    const address = peerAddressOf(call.getPeer());
-    const wait = deps.authFailures?.retryAfterSeconds(address) ?? 0;
-    if (wait > 0) {
-      const metadata = new Metadata();
-      metadata.set("retry-after", String(wait));
-      return { code: status.RESOURCE_EXHAUSTED, details: "too many failed authentications; retry later", metadata };
-    }
-    const tenant = deps.authenticate(call.metadata);
-    if (tenant !== undefined) return tenant;
-    deps.authFailures?.fail(address);
-    return { code: status.UNAUTHENTICATED, details: "missing or invalid API key" };
-  };
-
-  /**
-   * Authorizes the call, runs it for the tenant and answers: the reply, or the failure as a status
-   * (an unexpected one logged, never shown to the caller). `method` is the proto's name.
-   */
-  const serve = <Res>(
-    method: string,
-    call: Call,
-    callback: sendUnaryData<Res>,
-    run: (tenant: string) => Promise<Res>,
-  ): void => {
-    const started = performance.now();
-    const done = (code: status): void => callMetrics?.observe(method, code, (performance.now() - started) / 1000);
-    const tenant = authorize(call);
-    if (typeof tenant !== "string") {
-      done(tenant.code);
-      callback(tenant);
-      return;
-    }
-    run(tenant).then(
-      (res) => {
-        done(status.OK);
-        callback(null, res);
-      },
-      (err: unknown) => {
-        const f = toGrpcFailure(err);
-        if (f.code === status.INTERNAL) log?.("error", "gRPC call failed", { method, error: String(err) });
-        done(f.code);
-        callback({ code: f.code, details: f.details, ...(f.metadata ? { metadata: f.metadata } : {}) });
-      },
-    );
-  };
+  const serve = callServing(deps, callMetrics);
 
   return {
     ingest: (call: ServerReadableStream<IngestRequest, IngestSummary>, callback) =>

@@ -1,11 +1,15 @@
 /**
  * A gRPC server of memory.v1.Memory (schemas/memory.proto, generated into ./generated) over any
  * MemoryService: the gateway's public front door and the internal query service both start one,
- * each with its own Authenticator. Binds before it resolves; closing lets calls in flight finish
+ * each with its own Authenticator; the query service also serves memory.v1.Maintenance (consolidation,
+ * history, erasure) to the gateway. Binds before it resolves; closing lets calls in flight finish
  * for a grace period, then cancels them.
  */
 import { ServerCredentials as Creds, Server, type ServerCredentials } from "@grpc/grpc-js";
-import { MemoryService } from "./generated/memory.ts";
+import type { MemoryMaintenance } from "../../core/maintenance.ts";
+import { GrpcCallMetrics } from "./call-metrics.ts";
+import { MaintenanceService, MemoryService } from "./generated/memory.ts";
+import { maintenanceServiceImplementation } from "./maintenance-service.ts";
 import { type GrpcServiceDeps, memoryServiceImplementation } from "./memory-service.ts";
 
 export interface GrpcServerOptions extends GrpcServiceDeps {
@@ -16,6 +20,11 @@ export interface GrpcServerOptions extends GrpcServiceDeps {
   credentials?: ServerCredentials;
   /** On close, how long calls in flight may take before they are cancelled (default 5000 ms). */
   closeGraceMs?: number;
+  /**
+   * Also serve memory.v1.Maintenance (consolidation, history, erasure) over this, with the same
+   * authentication: the internal query service does, for the gateway.
+   */
+  maintenance?: MemoryMaintenance;
 }
 
 export interface RunningGrpcServer {
@@ -34,7 +43,16 @@ const hostPort = (host: string, port: number): string => (host.includes(":") ? `
 export const startGrpcServer = async (options: GrpcServerOptions): Promise<RunningGrpcServer> => {
   const host = options.host ?? "127.0.0.1";
   const server = new Server({ "grpc.max_receive_message_length": MAX_MESSAGE_BYTES });
-  server.addService(MemoryService, memoryServiceImplementation(options));
+  const callMetrics = options.metrics ? new GrpcCallMetrics(options.metrics) : undefined;
+  server.addService(
+    MemoryService,
+    memoryServiceImplementation({ ...options, ...(callMetrics ? { callMetrics } : {}) }),
+  );
+  if (options.maintenance)
+    server.addService(
+      MaintenanceService,
+      maintenanceServiceImplementation({ ...options, maintenance: options.maintenance }, callMetrics),
+    );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(
       hostPort(host, options.port ?? 50051),

@@ -132,6 +132,17 @@ const recordProps = (tenant: string, record: MemoryRecord): Record<string, unkno
 };
 
 /**
+ * Which versions a route reads: the current ones (not superseded), or for an as-of query those
+ * valid at $validAt (epoch ms; validFrom and validTo are stored as epoch ms integers).
+ */
+const validity = (v: string, validAt: number | undefined): string =>
+  validAt === undefined
+    ? ` AND ${v}.supersededBy IS NULL`
+    : ` AND ${v}.validFrom <= $validAt AND (${v}.validTo IS NULL OR ${v}.validTo > $validAt)`;
+
+const validAtParam = (validAt: number | undefined) => (validAt === undefined ? null : int(validAt));
+
+/**
  * GraphStore over Neo4j (neo4j-driver), with the graph model of docs/design.md §4. Every node carries
  * `tenant` and every query matches on it:
  *
@@ -689,19 +700,26 @@ export class Neo4jGraphStore implements GraphStore {
    * then id), so the ranking equals the SQLite store's. The index is shared by all tenants: hits
    * are filtered by tenant (and conversation) before they are counted.
    */
-  async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
-    const params = { tenant, conversation: conversation ?? null };
+  async searchRecordsLexical(
+    tenant: string,
+    text: string,
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]> {
+    const conv = (v: string): string =>
+      `${conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`}${validity(v, validAt)}`;
+    const params = { tenant, conversation: conversation ?? null, validAt: validAtParam(validAt) };
     return searchLexical(text, k, async (match) => {
       const [hits, [scope]] = await Promise.all([
         this.query<{ id: string; lex: string; time: unknown }>(
           `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
-           WHERE node.tenant = $tenant${conv("node")} AND node.supersededBy IS NULL
+           WHERE node.tenant = $tenant${conv("node")}
            RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
           { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
         this.query<{ items: unknown; totalLength: unknown }>(
-          `MATCH (r:Record {tenant: $tenant}) WHERE r.supersededBy IS NULL${conv("r")}
+          `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
            RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
           params,
         ),
@@ -751,18 +769,19 @@ export class Neo4jGraphStore implements GraphStore {
     entities: readonly string[],
     k: number,
     conversation?: string,
+    validAt?: number,
   ): Promise<ScoredId[]> {
     const keys = uniq(entities.map(normaliseKey).filter(Boolean));
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
-    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
         `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
-         WHERE e.key IN $keys${conv} AND r.supersededBy IS NULL
+         WHERE e.key IN $keys${conv}
          WITH r, count(DISTINCT m.name) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
-        { tenant, keys, conversation: conversation ?? null, limit: int(limit) },
+        { tenant, keys, conversation: conversation ?? null, validAt: validAtParam(validAt), limit: int(limit) },
       )
     ).map(toScored);
   }
@@ -773,18 +792,19 @@ export class Neo4jGraphStore implements GraphStore {
     topics: readonly string[],
     k: number,
     conversation?: string,
+    validAt?: number,
   ): Promise<ScoredId[]> {
     const keys = uniq(topics.map(normaliseKey).filter(Boolean));
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
-    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
         `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
-         WHERE t.key IN $keys${conv} AND r.supersededBy IS NULL
+         WHERE t.key IN $keys${conv}
          WITH r, count(DISTINCT t.key) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
-        { tenant, keys, conversation: conversation ?? null, limit: int(limit) },
+        { tenant, keys, conversation: conversation ?? null, validAt: validAtParam(validAt), limit: int(limit) },
       )
     ).map(toScored);
   }
@@ -794,23 +814,41 @@ export class Neo4jGraphStore implements GraphStore {
    * time they were said). score = w / (1 + span in days), w = 1 for a record's own time and 0.5 for
    * the said-at fallback: tighter, explicit times rank first.
    */
-  async recordsInTime(tenant: string, window: TimeWindow, k: number, conversation?: string): Promise<ScoredId[]> {
+  async recordsInTime(
+    tenant: string,
+    window: TimeWindow,
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]> {
     const limit = Math.floor(k);
     if (!(limit > 0) || !(window.from <= window.to)) return [];
-    const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
         `MATCH (r:Record {tenant: $tenant})
-         WHERE r.timeFrom <= $to AND r.timeTo >= $from${conv} AND r.supersededBy IS NULL
+         WHERE r.timeFrom <= $to AND r.timeTo >= $from${conv}
          WITH r, (CASE WHEN r.hasTime THEN 1.0 ELSE 0.5 END) / (1.0 + toFloat(r.timeTo - r.timeFrom) / ${DAY_MS}.0) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
-        { tenant, from: window.from, to: window.to, conversation: conversation ?? null, limit: int(limit) },
+        {
+          tenant,
+          from: window.from,
+          to: window.to,
+          conversation: conversation ?? null,
+          validAt: validAtParam(validAt),
+          limit: int(limit),
+        },
       )
     ).map(toScored);
   }
 
   /** Current records sharing an event frame with any given record (given ones excluded); score = shared frames. */
-  async eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number): Promise<ScoredId[]> {
+  async eventFrameNeighbours(
+    tenant: string,
+    recordIds: readonly string[],
+    k: number,
+    validAt?: number,
+  ): Promise<ScoredId[]> {
     const limit = Math.floor(k);
     if (recordIds.length === 0 || !(limit > 0)) return [];
     const ids = uniq(recordIds);
@@ -818,10 +856,10 @@ export class Neo4jGraphStore implements GraphStore {
       await this.query<ScoreRow>(
         `MATCH (r1:Record {tenant: $tenant}) WHERE r1.id IN $ids
          MATCH (r1)<-[:GROUPS]-(f:EventFrame {tenant: $tenant})-[:GROUPS]->(r2:Record {tenant: $tenant})
-         WHERE NOT r2.id IN $ids AND r2.supersededBy IS NULL
+         WHERE NOT r2.id IN $ids${validity("r2", validAt)}
          WITH r2, count(DISTINCT f) AS score
          RETURN r2.id AS id, score ORDER BY score DESC, r2.saidAt DESC, r2.id LIMIT $limit`,
-        { tenant, ids, limit: int(limit) },
+        { tenant, ids, validAt: validAtParam(validAt), limit: int(limit) },
       )
     ).map(toScored);
   }

@@ -76,6 +76,15 @@ const jsonList = (values: readonly string[]): string => JSON.stringify(values);
 
 const uniq = (values: readonly string[]): string[] => [...new Set(values)];
 
+/**
+ * Which versions a route reads: the current ones (not superseded), or for an as-of query those
+ * valid at `validAt` (epoch ms; valid_from and valid_to are stored as epoch ms).
+ */
+const validity = (validAt: number | undefined): { sql: string; params: Param[] } =>
+  validAt === undefined
+    ? { sql: " AND r.superseded_by IS NULL", params: [] }
+    : { sql: " AND r.valid_from <= ? AND (r.valid_to IS NULL OR r.valid_to > ?)", params: [validAt, validAt] };
+
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
 const tenantOfKey = (key: string): string | null => parseConversationKey(key)?.tenant ?? null;
 
@@ -547,21 +556,32 @@ export class SqliteGraphStore implements GraphStore {
    * BM25 (services/core/lexical.ts) over current records' terms; FTS5 finds the records holding
    * any query term, the shared scorer ranks them (ties: newer said-at, then id).
    */
-  async searchRecordsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
-    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
-    const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
+  async searchRecordsLexical(
+    tenant: string,
+    text: string,
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]> {
+    const valid = validity(validAt);
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = ?"}${valid.sql}`;
+    const scoped = (...head: Param[]): Param[] => [
+      ...head,
+      ...(conversation === undefined ? [] : [conversation]),
+      ...valid.params,
+    ];
     return searchLexical(text, k, async (match) => ({
       hits: this.all<LexicalHit>(
         `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
          FROM records_fts JOIN records r ON r.seq = records_fts.rowid
-         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv} AND r.superseded_by IS NULL
+         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
          ORDER BY rank LIMIT ?`,
         ...scoped(match, tenant, tenant),
         LEXICAL_POOL_LIMIT,
       ),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
-         FROM records r WHERE r.tenant = ?${conv} AND r.superseded_by IS NULL`,
+         FROM records r WHERE r.tenant = ?${conv}`,
         ...scoped(tenant),
       )[0] as LexicalScope,
     }));
@@ -593,18 +613,20 @@ export class SqliteGraphStore implements GraphStore {
     entities: readonly string[],
     k: number,
     conversation?: string,
+    validAt?: number,
   ): Promise<ScoredId[]> {
     const keys = uniq(entities.map(normaliseKey).filter(Boolean));
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
-    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const valid = validity(validAt);
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = ?"}${valid.sql}`;
     const params: Param[] = [tenant, jsonList(keys)];
     if (conversation !== undefined) params.push(conversation);
-    params.push(limit);
+    params.push(...valid.params, limit);
     return this.all<ScoreRow>(
       `SELECT r.id AS id, COUNT(DISTINCT e.name) AS score
        FROM record_entities e JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
-       WHERE e.tenant = ? AND e.entity IN (SELECT value FROM json_each(?))${conv} AND r.superseded_by IS NULL
+       WHERE e.tenant = ? AND e.entity IN (SELECT value FROM json_each(?))${conv}
        GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
       ...params,
     );
@@ -616,18 +638,20 @@ export class SqliteGraphStore implements GraphStore {
     topics: readonly string[],
     k: number,
     conversation?: string,
+    validAt?: number,
   ): Promise<ScoredId[]> {
     const keys = uniq(topics.map(normaliseKey).filter(Boolean));
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
-    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const valid = validity(validAt);
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = ?"}${valid.sql}`;
     const params: Param[] = [tenant, jsonList(keys)];
     if (conversation !== undefined) params.push(conversation);
-    params.push(limit);
+    params.push(...valid.params, limit);
     return this.all<ScoreRow>(
       `SELECT r.id AS id, COUNT(DISTINCT t.topic) AS score
        FROM record_topics t JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
-       WHERE t.tenant = ? AND t.topic IN (SELECT value FROM json_each(?))${conv} AND r.superseded_by IS NULL
+       WHERE t.tenant = ? AND t.topic IN (SELECT value FROM json_each(?))${conv}
        GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
       ...params,
     );
@@ -638,39 +662,53 @@ export class SqliteGraphStore implements GraphStore {
    * time they were said). score = w / (1 + span in days), w = 1 for a record's own time and 0.5 for
    * the said-at fallback: tighter, explicit times rank first.
    */
-  async recordsInTime(tenant: string, window: TimeWindow, k: number, conversation?: string): Promise<ScoredId[]> {
+  async recordsInTime(
+    tenant: string,
+    window: TimeWindow,
+    k: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<ScoredId[]> {
     const limit = Math.floor(k);
     if (!(limit > 0) || !(window.from <= window.to)) return [];
-    const conv = conversation === undefined ? "" : " AND r.conversation = ?";
+    const valid = validity(validAt);
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = ?"}${valid.sql}`;
     const params: Param[] = [tenant, window.to, window.from];
     if (conversation !== undefined) params.push(conversation);
-    params.push(limit);
+    params.push(...valid.params, limit);
     return this.all<ScoreRow>(
       `SELECT r.id AS id,
          (CASE WHEN r.has_time = 1 THEN 1.0 ELSE 0.5 END) / (1.0 + (r.time_to - r.time_from) / ${DAY_MS}.0) AS score
        FROM records r
-       WHERE r.tenant = ? AND r.time_from <= ? AND r.time_to >= ?${conv} AND r.superseded_by IS NULL
+       WHERE r.tenant = ? AND r.time_from <= ? AND r.time_to >= ?${conv}
        ORDER BY score DESC, r.said_at DESC, r.id LIMIT ?`,
       ...params,
     );
   }
 
   /** Current records sharing an event frame with any given record (given ones excluded); score = shared frames. */
-  async eventFrameNeighbours(tenant: string, recordIds: readonly string[], k: number): Promise<ScoredId[]> {
+  async eventFrameNeighbours(
+    tenant: string,
+    recordIds: readonly string[],
+    k: number,
+    validAt?: number,
+  ): Promise<ScoredId[]> {
     const limit = Math.floor(k);
     if (recordIds.length === 0 || !(limit > 0)) return [];
     const ids = jsonList(uniq(recordIds));
+    const valid = validity(validAt);
     return this.all<ScoreRow>(
       `SELECT e2.record_id AS id, COUNT(DISTINCT e2.frame_id) AS score
        FROM event_frames e1
        JOIN event_frames e2 ON e2.tenant = e1.tenant AND e2.frame_id = e1.frame_id
        JOIN records r ON r.tenant = e2.tenant AND r.id = e2.record_id
        WHERE e1.tenant = ? AND e1.record_id IN (SELECT value FROM json_each(?))
-         AND e2.record_id NOT IN (SELECT value FROM json_each(?)) AND r.superseded_by IS NULL
+         AND e2.record_id NOT IN (SELECT value FROM json_each(?))${valid.sql}
        GROUP BY e2.record_id ORDER BY score DESC, MAX(r.said_at) DESC, e2.record_id LIMIT ?`,
       tenant,
       ids,
       ids,
+      ...valid.params,
       limit,
     );
   }

@@ -237,6 +237,82 @@ export interface Record {
   merged_sources: Source[];
 }
 
+export interface ConsolidateRequest {
+}
+
+export interface LlmCost {
+  llm_calls: number;
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export interface ConsolidationReport {
+  tenants: string[];
+  examined: number;
+  candidates: number;
+  merged: number;
+  superseded: number;
+  linked: number;
+  unchanged: number;
+  dropped: number;
+  ms: number;
+  decider: string;
+  cost: LlmCost | undefined;
+}
+
+export interface HistoryRequest {
+  id: string;
+}
+
+export interface RecordRelation {
+  from: string;
+  to: string;
+  /** SUPERSEDES | REFINES | DUPLICATE_OF */
+  relation: string;
+  at: string;
+  /** Empty: none given. */
+  reason: string;
+}
+
+export interface VersionEntry {
+  id: string;
+  text: string;
+  /** self | earlier | later | duplicate | refines | refined-by */
+  relation: string;
+  valid_from: string;
+  /** Empty while current. */
+  valid_to: string;
+  superseded_by: string;
+  current: boolean;
+  record: Record | undefined;
+}
+
+export interface RecordHistory {
+  id: string;
+  /** Empty when the chain has no current version. */
+  current: string;
+  versions: VersionEntry[];
+  relations: RecordRelation[];
+}
+
+export interface EraseRequest {
+  /** Empty: the whole tenant. */
+  conversation: string;
+}
+
+export interface ErasureReport {
+  tenant: string;
+  conversation: string;
+  records: number;
+  /** Raw turns erased; absent for a tenant erasure. */
+  turns?: number | undefined;
+  vectors: number;
+  inbox_entries: number;
+  state_keys: number;
+  restored: number;
+  ms: number;
+}
+
 function createBaseIngestRequest(): IngestRequest {
   return {
     conversation: "",
@@ -2436,6 +2512,930 @@ export const Record: MessageFns<Record> = {
   },
 };
 
+function createBaseConsolidateRequest(): ConsolidateRequest {
+  return {};
+}
+
+export const ConsolidateRequest: MessageFns<ConsolidateRequest> = {
+  encode(_: ConsolidateRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConsolidateRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConsolidateRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ConsolidateRequest>, I>>(base?: I): ConsolidateRequest {
+    return ConsolidateRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConsolidateRequest>, I>>(_: I): ConsolidateRequest {
+    const message = createBaseConsolidateRequest();
+    return message;
+  },
+};
+
+function createBaseLlmCost(): LlmCost {
+  return { llm_calls: 0, input_tokens: 0, output_tokens: 0 };
+}
+
+export const LlmCost: MessageFns<LlmCost> = {
+  encode(message: LlmCost, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.llm_calls !== 0) {
+      writer.uint32(8).int32(message.llm_calls);
+    }
+    if (message.input_tokens !== 0) {
+      writer.uint32(16).int32(message.input_tokens);
+    }
+    if (message.output_tokens !== 0) {
+      writer.uint32(24).int32(message.output_tokens);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LlmCost {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLlmCost();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.llm_calls = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.input_tokens = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.output_tokens = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<LlmCost>, I>>(base?: I): LlmCost {
+    return LlmCost.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LlmCost>, I>>(object: I): LlmCost {
+    const message = createBaseLlmCost();
+    message.llm_calls = object.llm_calls ?? 0;
+    message.input_tokens = object.input_tokens ?? 0;
+    message.output_tokens = object.output_tokens ?? 0;
+    return message;
+  },
+};
+
+function createBaseConsolidationReport(): ConsolidationReport {
+  return {
+    tenants: [],
+    examined: 0,
+    candidates: 0,
+    merged: 0,
+    superseded: 0,
+    linked: 0,
+    unchanged: 0,
+    dropped: 0,
+    ms: 0,
+    decider: "",
+    cost: undefined,
+  };
+}
+
+export const ConsolidationReport: MessageFns<ConsolidationReport> = {
+  encode(message: ConsolidationReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tenants) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.examined !== 0) {
+      writer.uint32(16).int32(message.examined);
+    }
+    if (message.candidates !== 0) {
+      writer.uint32(24).int32(message.candidates);
+    }
+    if (message.merged !== 0) {
+      writer.uint32(32).int32(message.merged);
+    }
+    if (message.superseded !== 0) {
+      writer.uint32(40).int32(message.superseded);
+    }
+    if (message.linked !== 0) {
+      writer.uint32(48).int32(message.linked);
+    }
+    if (message.unchanged !== 0) {
+      writer.uint32(56).int32(message.unchanged);
+    }
+    if (message.dropped !== 0) {
+      writer.uint32(64).int32(message.dropped);
+    }
+    if (message.ms !== 0) {
+      writer.uint32(73).double(message.ms);
+    }
+    if (message.decider !== "") {
+      writer.uint32(82).string(message.decider);
+    }
+    if (message.cost !== undefined) {
+      LlmCost.encode(message.cost, writer.uint32(90).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ConsolidationReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseConsolidationReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenants.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.examined = reader.int32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.candidates = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.merged = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.superseded = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.linked = reader.int32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.unchanged = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.dropped = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 73) {
+              break;
+            }
+
+            message.ms = reader.double();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.decider = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.cost = LlmCost.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ConsolidationReport>, I>>(base?: I): ConsolidationReport {
+    return ConsolidationReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ConsolidationReport>, I>>(object: I): ConsolidationReport {
+    const message = createBaseConsolidationReport();
+    message.tenants = object.tenants?.map((e) => e) || [];
+    message.examined = object.examined ?? 0;
+    message.candidates = object.candidates ?? 0;
+    message.merged = object.merged ?? 0;
+    message.superseded = object.superseded ?? 0;
+    message.linked = object.linked ?? 0;
+    message.unchanged = object.unchanged ?? 0;
+    message.dropped = object.dropped ?? 0;
+    message.ms = object.ms ?? 0;
+    message.decider = object.decider ?? "";
+    message.cost = (object.cost !== undefined && object.cost !== null) ? LlmCost.fromPartial(object.cost) : undefined;
+    return message;
+  },
+};
+
+function createBaseHistoryRequest(): HistoryRequest {
+  return { id: "" };
+}
+
+export const HistoryRequest: MessageFns<HistoryRequest> = {
+  encode(message: HistoryRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HistoryRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseHistoryRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<HistoryRequest>, I>>(base?: I): HistoryRequest {
+    return HistoryRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HistoryRequest>, I>>(object: I): HistoryRequest {
+    const message = createBaseHistoryRequest();
+    message.id = object.id ?? "";
+    return message;
+  },
+};
+
+function createBaseRecordRelation(): RecordRelation {
+  return { from: "", to: "", relation: "", at: "", reason: "" };
+}
+
+export const RecordRelation: MessageFns<RecordRelation> = {
+  encode(message: RecordRelation, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.from !== "") {
+      writer.uint32(10).string(message.from);
+    }
+    if (message.to !== "") {
+      writer.uint32(18).string(message.to);
+    }
+    if (message.relation !== "") {
+      writer.uint32(26).string(message.relation);
+    }
+    if (message.at !== "") {
+      writer.uint32(34).string(message.at);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordRelation {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordRelation();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.from = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.to = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.relation = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordRelation>, I>>(base?: I): RecordRelation {
+    return RecordRelation.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordRelation>, I>>(object: I): RecordRelation {
+    const message = createBaseRecordRelation();
+    message.from = object.from ?? "";
+    message.to = object.to ?? "";
+    message.relation = object.relation ?? "";
+    message.at = object.at ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseVersionEntry(): VersionEntry {
+  return {
+    id: "",
+    text: "",
+    relation: "",
+    valid_from: "",
+    valid_to: "",
+    superseded_by: "",
+    current: false,
+    record: undefined,
+  };
+}
+
+export const VersionEntry: MessageFns<VersionEntry> = {
+  encode(message: VersionEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    if (message.relation !== "") {
+      writer.uint32(26).string(message.relation);
+    }
+    if (message.valid_from !== "") {
+      writer.uint32(34).string(message.valid_from);
+    }
+    if (message.valid_to !== "") {
+      writer.uint32(42).string(message.valid_to);
+    }
+    if (message.superseded_by !== "") {
+      writer.uint32(50).string(message.superseded_by);
+    }
+    if (message.current !== false) {
+      writer.uint32(56).bool(message.current);
+    }
+    if (message.record !== undefined) {
+      Record.encode(message.record, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): VersionEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseVersionEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.relation = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.valid_from = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.valid_to = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.superseded_by = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.current = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.record = Record.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<VersionEntry>, I>>(base?: I): VersionEntry {
+    return VersionEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<VersionEntry>, I>>(object: I): VersionEntry {
+    const message = createBaseVersionEntry();
+    message.id = object.id ?? "";
+    message.text = object.text ?? "";
+    message.relation = object.relation ?? "";
+    message.valid_from = object.valid_from ?? "";
+    message.valid_to = object.valid_to ?? "";
+    message.superseded_by = object.superseded_by ?? "";
+    message.current = object.current ?? false;
+    message.record = (object.record !== undefined && object.record !== null)
+      ? Record.fromPartial(object.record)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseRecordHistory(): RecordHistory {
+  return { id: "", current: "", versions: [], relations: [] };
+}
+
+export const RecordHistory: MessageFns<RecordHistory> = {
+  encode(message: RecordHistory, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.id !== "") {
+      writer.uint32(10).string(message.id);
+    }
+    if (message.current !== "") {
+      writer.uint32(18).string(message.current);
+    }
+    for (const v of message.versions) {
+      VersionEntry.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.relations) {
+      RecordRelation.encode(v!, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RecordHistory {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRecordHistory();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.current = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.versions.push(VersionEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.relations.push(RecordRelation.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RecordHistory>, I>>(base?: I): RecordHistory {
+    return RecordHistory.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RecordHistory>, I>>(object: I): RecordHistory {
+    const message = createBaseRecordHistory();
+    message.id = object.id ?? "";
+    message.current = object.current ?? "";
+    message.versions = object.versions?.map((e) => VersionEntry.fromPartial(e)) || [];
+    message.relations = object.relations?.map((e) => RecordRelation.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseEraseRequest(): EraseRequest {
+  return { conversation: "" };
+}
+
+export const EraseRequest: MessageFns<EraseRequest> = {
+  encode(message: EraseRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.conversation !== "") {
+      writer.uint32(10).string(message.conversation);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EraseRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEraseRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.conversation = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EraseRequest>, I>>(base?: I): EraseRequest {
+    return EraseRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EraseRequest>, I>>(object: I): EraseRequest {
+    const message = createBaseEraseRequest();
+    message.conversation = object.conversation ?? "";
+    return message;
+  },
+};
+
+function createBaseErasureReport(): ErasureReport {
+  return {
+    tenant: "",
+    conversation: "",
+    records: 0,
+    turns: undefined,
+    vectors: 0,
+    inbox_entries: 0,
+    state_keys: 0,
+    restored: 0,
+    ms: 0,
+  };
+}
+
+export const ErasureReport: MessageFns<ErasureReport> = {
+  encode(message: ErasureReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.tenant !== "") {
+      writer.uint32(10).string(message.tenant);
+    }
+    if (message.conversation !== "") {
+      writer.uint32(18).string(message.conversation);
+    }
+    if (message.records !== 0) {
+      writer.uint32(24).int32(message.records);
+    }
+    if (message.turns !== undefined) {
+      writer.uint32(32).int32(message.turns);
+    }
+    if (message.vectors !== 0) {
+      writer.uint32(40).int32(message.vectors);
+    }
+    if (message.inbox_entries !== 0) {
+      writer.uint32(48).int32(message.inbox_entries);
+    }
+    if (message.state_keys !== 0) {
+      writer.uint32(56).int32(message.state_keys);
+    }
+    if (message.restored !== 0) {
+      writer.uint32(64).int32(message.restored);
+    }
+    if (message.ms !== 0) {
+      writer.uint32(73).double(message.ms);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ErasureReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseErasureReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tenant = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.conversation = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.records = reader.int32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.turns = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.vectors = reader.int32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.inbox_entries = reader.int32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.state_keys = reader.int32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.restored = reader.int32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 73) {
+              break;
+            }
+
+            message.ms = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ErasureReport>, I>>(base?: I): ErasureReport {
+    return ErasureReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ErasureReport>, I>>(object: I): ErasureReport {
+    const message = createBaseErasureReport();
+    message.tenant = object.tenant ?? "";
+    message.conversation = object.conversation ?? "";
+    message.records = object.records ?? 0;
+    message.turns = object.turns ?? undefined;
+    message.vectors = object.vectors ?? 0;
+    message.inbox_entries = object.inbox_entries ?? 0;
+    message.state_keys = object.state_keys ?? 0;
+    message.restored = object.restored ?? 0;
+    message.ms = object.ms ?? 0;
+    return message;
+  },
+};
+
 export type MemoryService = typeof MemoryService;
 export const MemoryService = {
   /**
@@ -2594,6 +3594,127 @@ export interface MemoryClient extends Client {
 export const MemoryClient = makeGenericClientConstructor(MemoryService, "memory.v1.Memory") as unknown as {
   new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): MemoryClient;
   service: typeof MemoryService;
+  serviceName: string;
+};
+
+/**
+ * --- Maintenance (internal: the query service serves it to the gateway) -------------------------
+ *
+ * Consolidation, version history and erasure over the stores the query service holds (the HTTP
+ * routes POST /v1/consolidate, GET /v1/records/{id}/history, DELETE /v1/conversations/{id},
+ * DELETE /v1/tenant). Called by the gateway with the tenant in `x-memory-tenant` and the internal
+ * token, as Memory's read RPCs. The shapes are the HTTP JSON ones (ConsolidationReport,
+ * RecordHistory, ErasureReport).
+ */
+export type MaintenanceService = typeof MaintenanceService;
+export const MaintenanceService = {
+  /** Decides and applies the tenant's pending update candidates now; the run's report. */
+  consolidate: {
+    path: "/memory.v1.Maintenance/Consolidate" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ConsolidateRequest): Buffer => Buffer.from(ConsolidateRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ConsolidateRequest => ConsolidateRequest.decode(value),
+    responseSerialize: (value: ConsolidationReport): Buffer => Buffer.from(ConsolidationReport.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ConsolidationReport => ConsolidationReport.decode(value),
+  },
+  /** A record's version history; NOT_FOUND when the tenant has no record with this id. */
+  history: {
+    path: "/memory.v1.Maintenance/History" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: HistoryRequest): Buffer => Buffer.from(HistoryRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HistoryRequest => HistoryRequest.decode(value),
+    responseSerialize: (value: RecordHistory): Buffer => Buffer.from(RecordHistory.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RecordHistory => RecordHistory.decode(value),
+  },
+  /**
+   * Erases one conversation of the tenant (or, with `conversation` empty, the whole tenant) from
+   * the graph and vector stores; counts per store.
+   */
+  erase: {
+    path: "/memory.v1.Maintenance/Erase" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EraseRequest): Buffer => Buffer.from(EraseRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EraseRequest => EraseRequest.decode(value),
+    responseSerialize: (value: ErasureReport): Buffer => Buffer.from(ErasureReport.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ErasureReport => ErasureReport.decode(value),
+  },
+} as const;
+
+export interface MaintenanceServer extends UntypedServiceImplementation {
+  /** Decides and applies the tenant's pending update candidates now; the run's report. */
+  consolidate: handleUnaryCall<ConsolidateRequest, ConsolidationReport>;
+  /** A record's version history; NOT_FOUND when the tenant has no record with this id. */
+  history: handleUnaryCall<HistoryRequest, RecordHistory>;
+  /**
+   * Erases one conversation of the tenant (or, with `conversation` empty, the whole tenant) from
+   * the graph and vector stores; counts per store.
+   */
+  erase: handleUnaryCall<EraseRequest, ErasureReport>;
+}
+
+export interface MaintenanceClient extends Client {
+  /** Decides and applies the tenant's pending update candidates now; the run's report. */
+  consolidate(
+    request: ConsolidateRequest,
+    callback: (error: ServiceError | null, response: ConsolidationReport) => void,
+  ): ClientUnaryCall;
+  consolidate(
+    request: ConsolidateRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ConsolidationReport) => void,
+  ): ClientUnaryCall;
+  consolidate(
+    request: ConsolidateRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ConsolidationReport) => void,
+  ): ClientUnaryCall;
+  /** A record's version history; NOT_FOUND when the tenant has no record with this id. */
+  history(
+    request: HistoryRequest,
+    callback: (error: ServiceError | null, response: RecordHistory) => void,
+  ): ClientUnaryCall;
+  history(
+    request: HistoryRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RecordHistory) => void,
+  ): ClientUnaryCall;
+  history(
+    request: HistoryRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RecordHistory) => void,
+  ): ClientUnaryCall;
+  /**
+   * Erases one conversation of the tenant (or, with `conversation` empty, the whole tenant) from
+   * the graph and vector stores; counts per store.
+   */
+  erase(
+    request: EraseRequest,
+    callback: (error: ServiceError | null, response: ErasureReport) => void,
+  ): ClientUnaryCall;
+  erase(
+    request: EraseRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ErasureReport) => void,
+  ): ClientUnaryCall;
+  erase(
+    request: EraseRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ErasureReport) => void,
+  ): ClientUnaryCall;
+}
+
+export const MaintenanceClient = makeGenericClientConstructor(
+  MaintenanceService,
+  "memory.v1.Maintenance",
+) as unknown as {
+  new (address: string, credentials: ChannelCredentials, options?: Partial<ClientOptions>): MaintenanceClient;
+  service: typeof MaintenanceService;
   serviceName: string;
 };
 

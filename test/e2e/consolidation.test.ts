@@ -12,54 +12,9 @@ import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { Metrics } from "../../services/platform/metrics.ts";
+import { LIFE, TRAVEL } from "../helpers/consolidation-scenario.ts";
 
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
-
-const at = (day: string, minute: number): string => `${day}T10:${String(minute).padStart(2, "0")}:00.000Z`;
-
-/** Two sessions, two months apart: what Ana says first, and what changed (or was repeated) later. */
-const LIFE: TurnInput[] = [
-  ["2024-01-10", "Ana", "I live in Boston with my two cats."],
-  ["2024-01-10", "Ben", "Boston is lovely in winter."],
-  ["2024-01-10", "Ana", "I work at Google as a designer."],
-  ["2024-01-10", "Ben", "That sounds like a great job."],
-  ["2024-01-10", "Ana", "I love sushi."],
-  ["2024-01-10", "Ana", "My favourite band is Coldplay."],
-  ["2024-01-10", "Ana", "My sister Cleo is a nurse in Lisbon."],
-  ["2024-01-10", "Ana", "I'm planning a trip to Tokyo in April."],
-  ["2024-03-12", "Ana", "I moved to Denver last month."],
-  ["2024-03-12", "Ben", "Denver has great mountains."],
-  ["2024-03-12", "Ana", "I now work at Microsoft."],
-  ["2024-03-12", "Ana", "I don't like sushi anymore."],
-  ["2024-03-12", "Ana", "My favorite band is Coldplay!"],
-  ["2024-03-12", "Ana", "My sister Cleo is a nurse in Lisbon."],
-  [
-    "2024-03-12",
-    "Ana",
-    "Which trains go from Tokyo to Kyoto? I want to take the bullet train to Kyoto during my trip.",
-  ],
-].map(([day, speaker, text], i) => ({
-  turnId: `life-${i}`,
-  speaker: speaker as string,
-  text: text as string,
-  timestamp: at(day as string, i),
-  sessionId: day as string,
-  role: "user" as const,
-}));
-
-/** A second conversation of the same tenant, repeating one fact later (a cross-conversation duplicate). */
-const TRAVEL: TurnInput[] = [
-  ["2024-04-02", "Ana", "My favorite band is Coldplay, still."],
-  ["2024-04-02", "Ana", "I booked a hotel in Kyoto near the station."],
-  ["2024-04-02", "Ben", "Kyoto will be beautiful in spring."],
-].map(([day, speaker, text], i) => ({
-  turnId: `travel-${i}`,
-  speaker: speaker as string,
-  text: text as string,
-  timestamp: at(day as string, i),
-  sessionId: day as string,
-  role: "user" as const,
-}));
 
 const config = (dataDir: string) =>
   loadConfig({

@@ -1,6 +1,6 @@
 /**
- * The consolidation scenario of test/e2e/consolidation.test.ts, for the tests that run it through
- * another runtime (test/integration/distributed/maintenance.test.ts): two sessions two months apart
+ * The consolidation scenario, one copy for every runtime that runs it (test/e2e/consolidation.test.ts,
+ * test/integration/distributed/maintenance.test.ts and consolidator-service.test.ts): two sessions two months apart
  * (moved city, changed job, reversed preference, near and exact duplicates, a Tokyo plan and Kyoto
  * trains that are both current) and a second conversation repeating a fact (a cross-conversation
  * duplicate).

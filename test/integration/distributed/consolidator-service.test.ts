@@ -44,53 +44,9 @@ import { EmbeddedEngine } from "../../../services/embedded/engine.ts";
 import { EMBEDDER_DIR, engineSettingsFrom } from "../../../services/embedded/open.ts";
 import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
+import { LIFE, TRAVEL } from "../../helpers/consolidation-scenario.ts";
 import { runPrefix, testConfig, until } from "../pipeline/helpers.ts";
 import { cleanUp, LOCOMO, MODEL_DIR, type Proc, ROOT, sharedEnv, skip, spawnLogged, waitStarted } from "./helpers.ts";
-
-const at = (day: string, minute: number): string => `${day}T10:${String(minute).padStart(2, "0")}:00.000Z`;
-
-/** test/e2e/consolidation.test.ts's scenarios: moved city, changed job, reversed preference, duplicates, Tokyo/Kyoto. */
-const LIFE: TurnInput[] = [
-  ["2024-01-10", "Ana", "I live in Boston with my two cats."],
-  ["2024-01-10", "Ben", "Boston is lovely in winter."],
-  ["2024-01-10", "Ana", "I work at Google as a designer."],
-  ["2024-01-10", "Ben", "That sounds like a great job."],
-  ["2024-01-10", "Ana", "I love sushi."],
-  ["2024-01-10", "Ana", "My favourite band is Coldplay."],
-  ["2024-01-10", "Ana", "My sister Cleo is a nurse in Lisbon."],
-  ["2024-01-10", "Ana", "I'm planning a trip to Tokyo in April."],
-  ["2024-03-12", "Ana", "I moved to Denver last month."],
-  ["2024-03-12", "Ben", "Denver has great mountains."],
-  ["2024-03-12", "Ana", "I now work at Microsoft."],
-  ["2024-03-12", "Ana", "I don't like sushi anymore."],
-  ["2024-03-12", "Ana", "My favorite band is Coldplay!"],
-  ["2024-03-12", "Ana", "My sister Cleo is a nurse in Lisbon."],
-  [
-    "2024-03-12",
-    "Ana",
-    "Which trains go from Tokyo to Kyoto? I want to take the bullet train to Kyoto during my trip.",
-  ],
-].map(([day, speaker, text], i) => ({
-  turnId: `life-${i}`,
-  speaker: speaker as string,
-  text: text as string,
-  timestamp: at(day as string, i),
-  sessionId: day as string,
-  role: "user" as const,
-}));
-
-const TRAVEL: TurnInput[] = [
-  ["2024-04-02", "Ana", "My favorite band is Coldplay, still."],
-  ["2024-04-02", "Ana", "I booked a hotel in Kyoto near the station."],
-  ["2024-04-02", "Ben", "Kyoto will be beautiful in spring."],
-].map(([day, speaker, text], i) => ({
-  turnId: `travel-${i}`,
-  speaker: speaker as string,
-  text: text as string,
-  timestamp: at(day as string, i),
-  sessionId: day as string,
-  role: "user" as const,
-}));
 
 const modelMissing = !existsSync(join(MODEL_DIR, EMBEDDER_DIR, "model.onnx"));
 

@@ -11,12 +11,14 @@ import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { PoisonError, type StageInput } from "../../services/core/adapters/kafka/stage-runtime.ts";
 import type { Embedder } from "../../services/core/ports.ts";
 import { keyOf, type Segment, SegmentSchema, type SensoryTurn, SensoryTurnSchema } from "../../services/core/types.ts";
+import { summaryOf } from "../../services/segmenter/gate.ts";
 import { SEGMENTER_STATE_VERSION, segmenterStage } from "../../services/segmenter/kafka-handler.ts";
 import {
   defaultSegmenterConfig,
   initialSegmenterState,
   type SegmenterConfig,
   type SegmenterState,
+  storeSummary,
 } from "../../services/segmenter/segment-state.ts";
 import { jsonCodec, stateCodec, turnOf } from "../helpers/stage-fixtures.ts";
 
@@ -174,7 +176,13 @@ describe("segmenter stage handler", () => {
     const stage = stageWith(recording(), cfg);
     const open = (lastActivityMs: number): SegmenterState => ({
       ...initialSegmenterState("acme", "x"),
-      open: { sessionId: "s1", turns: [], embeddings: [], tokens: 0, decisions: [] },
+      open: {
+        sessionId: "s1",
+        turns: [],
+        gate: storeSummary(summaryOf(new Float32Array(4))),
+        tokens: 0,
+        decisions: [],
+      },
       lastActivityMs,
     });
     const states = new Map<string, SegmenterState>([

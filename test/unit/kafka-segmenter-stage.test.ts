@@ -131,6 +131,14 @@ describe("segmenter stage handler", () => {
     });
   }
 
+  it("deletes the key (a changelog tombstone) when a flush leaves nothing, not even surprise history", async () => {
+    const stage = stageWith(recording());
+    const { state } = await feed(stage, [sensory("t1", "I moved to Paris.")]);
+    const r = await stage.handle(KEY, { kind: "control", control: "idle" }, state);
+    assert.equal(r.outputs.length, 1);
+    assert.equal(r.state, undefined);
+  });
+
   it("does nothing for a control message on a key without state", async () => {
     const r = await stageWith(recording()).handle(KEY, { kind: "control", control: "flush" }, undefined);
     assert.deepEqual(r, { outputs: [], state: undefined });

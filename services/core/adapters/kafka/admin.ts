@@ -22,7 +22,8 @@ export interface TopicSpec {
  * - max.compaction.lag.ms 1 hour bounds how long a superseded entry can wait whatever the ratio.
  * - delete.retention.ms 1 hour (default 24 h): a tombstone must outlive any restore that could be
  *   reading past it (seconds to minutes) — an hour is a wide margin — and then it goes too, so
- *   deleted keys (idle conversations) cost nothing.
+ *   deleted keys (idle conversations) cost nothing. Only changelogs write tombstones (the update
+ *   queue carries values), so no consumer that resumes from a committed offset can miss a delete.
  * - min.compaction.lag.ms 0: no entry needs to stay readable uncompacted (the state is the latest).
  */
 export const COMPACTED_TOPIC_CONFIG: Readonly<Record<string, string>> = {

@@ -24,10 +24,16 @@ import {
 import { type StageHandler, StageRuntime } from "../../../services/core/adapters/kafka/stage-runtime.ts";
 import { CONTROL_HEADER } from "../../../services/core/adapters/kafka/topics.ts";
 import { CachingEmbedder } from "../../../services/core/caching-embedder.ts";
+import { turnEmbeddingText } from "../../../services/core/turn-text.ts";
 import { keyOf, type Segment, type SensoryTurn } from "../../../services/core/types.ts";
 import { DEFAULT_GATE } from "../../../services/segmenter/gate.ts";
 import { segmenterStage } from "../../../services/segmenter/kafka-handler.ts";
-import { defaultSegmenterConfig, type SegmenterState } from "../../../services/segmenter/segment-state.ts";
+import {
+  defaultSegmenterConfig,
+  initialSegmenterState,
+  type SegmenterState,
+  segmenterStep,
+} from "../../../services/segmenter/segment-state.ts";
 import { seededRandom } from "../../helpers/seeded.ts";
 import { collect, deleteSubjects, deleteTopics, readAll, runPrefix, skip, testConfig, until } from "./helpers.ts";
 
@@ -167,6 +173,119 @@ test("a 2,000-turn open segment: no commit fails, the changelog entries stay und
     );
   } finally {
     for (const r of runtimes) await r.stop().catch(() => undefined);
+    await collector?.consumer.disconnect().catch(() => undefined);
+    await producer.disconnect().catch(() => undefined);
+    await admin.disconnect().catch(() => undefined);
+    await deleteTopics(kafka, prefix);
+    await deleteSubjects(prefix);
+  }
+});
+
+test("a changelog entry of state format 1 (every embedding) is migrated at restore: the stage carries on as if never stopped", {
+  skip,
+  timeout: 180_000,
+}, async () => {
+  const prefix = runPrefix("segmigrate");
+  const config = testConfig(prefix, { MEMORY_KAFKA_PARTITIONS: "1" });
+  const kafka = kafkaClient(config, "segmenter-migrate-test");
+  const serdes = new RegistrySerdes(config.kafka.registryUrl);
+  const admin = kafka.admin();
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  let runtime: StageRuntime<SensoryTurn, Segment, SegmenterState> | undefined;
+  let collector: Awaited<ReturnType<typeof collect>> | undefined;
+  try {
+    const topics = await ensurePipelineTopics(kafka, config);
+    const codecs = await openPipelineCodecs(serdes, topics);
+    await admin.connect();
+    const changelog = topics.state("segmenter");
+    await ensureTopics(admin, [{ topic: changelog, partitions: 1, compacted: true }], config.kafka.replicationFactor);
+    const stateCodec = await serdes.codec(changelog, SCHEMA_FILES.state, StageStateEnvelopeSchema);
+    const embedder = new HashingEmbedder(384);
+    const cfg = defaultSegmenterConfig({ bufferTokens: 0 });
+    const tenant = `mig-${randomUUID().slice(0, 6)}`;
+    const key = keyOf(tenant, "c1");
+    const turns = turnsOf(tenant, "c1").slice(0, 12);
+    const vectors = await embedder.embed(turns.map((t) => turnEmbeddingText(t.speaker, t.text)));
+
+    // The reference: the pure step over all turns, then a flush; expected are the segments of the
+    // last turn's step and of the flush.
+    let reference = initialSegmenterState(tenant, "c1");
+    const expected: Segment[] = [];
+    for (const [i, turn] of turns.entries()) {
+      const r = segmenterStep(reference, { kind: "turn", turn, embedding: vectors[i] as Float32Array, nowMs: 0 }, cfg);
+      reference = r.state;
+      if (i === turns.length - 1) expected.push(...r.segments);
+      if (i === turns.length - 2) {
+        // What the previous version wrote after the eleventh turn: format 1, every open embedding.
+        const open = reference.open;
+        assert.ok(open);
+        const first = turns.findIndex((t) => t.turnId === open.turns[0]?.turnId);
+        const { gate: _gate, ...rest } = open;
+        // Active just now, so that the runtime's idle tick leaves it open.
+        const v1 = {
+          ...reference,
+          lastActivityMs: Date.now(),
+          open: { ...rest, embeddings: vectors.slice(first, i + 1).map((v) => Array.from(v)) },
+        };
+        await producer.connect();
+        await producer.send({
+          topic: changelog,
+          messages: [
+            {
+              key,
+              partition: 0,
+              value: await stateCodec.encode({
+                stage: "segmenter",
+                key,
+                stateVersion: 1,
+                payload: JSON.stringify(v1),
+                updatedAt: new Date().toISOString(),
+              }),
+            },
+          ],
+        });
+      }
+    }
+    expected.push(...segmenterStep(reference, { kind: "flush", reason: "flush", nowMs: 0 }, cfg).segments);
+
+    // The current stage restores the format-1 entry, then takes the last turn and a flush.
+    collector = await collect(kafka, topics.segments);
+    runtime = new StageRuntime(
+      segmenterStage({ input: codecs.sensory, output: codecs.segments, stateCodec, embedder, cfg }),
+      {
+        kafka,
+        admin,
+        groupId: `${prefix}memory-segmenter`,
+        transactionalIdPrefix: `${prefix}segmenter`,
+        dlq: codecs.dlq,
+        changelogTopic: changelog,
+      },
+    );
+    await runtime.start();
+    const last = turns.at(-1);
+    assert.ok(last);
+    await producer.send({
+      topic: topics.sensory,
+      messages: [
+        { key, value: await codecs.sensory.encode(last) },
+        { key, value: null, headers: { [CONTROL_HEADER]: "flush" } },
+      ],
+    });
+    await until(
+      "the segments after the migrated state",
+      () => (collector?.messages.length ?? 0) >= expected.length,
+      120_000,
+    );
+    const got: Segment[] = [];
+    for (const m of collector.messages) {
+      assert.ok(m.value);
+      const d = await codecs.segments.decode(m.value);
+      assert.ok(d.ok);
+      got.push(d.value);
+    }
+    assert.deepEqual(got, expected, "the segments of a run that never stopped");
+  } finally {
+    await runtime?.stop().catch(() => undefined);
     await collector?.consumer.disconnect().catch(() => undefined);
     await producer.disconnect().catch(() => undefined);
     await admin.disconnect().catch(() => undefined);

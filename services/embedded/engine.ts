@@ -44,6 +44,7 @@ import {
   type SegmenterConfig,
   type SegmenterState,
   segmenterStep,
+  upgradeSegmenterState,
 } from "../segmenter/segment-state.ts";
 import { compressTurn } from "../sensory/compress-turn.ts";
 import { BoundedQueue } from "./bounded-queue.ts";
@@ -447,7 +448,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
     const key = keyOf(tenant, conversation);
     let s = this.segStates.get(key);
     if (!s) {
-      s = (await this.parts.state.get<KeyedSegmenterState>(SEGMENTER, key)) ?? {
+      const stored = await this.parts.state.get<KeyedSegmenterState>(SEGMENTER, key);
+      // A state written before the bounded format (every open turn's embedding) is upgraded on load.
+      s = (stored && upgradeSegmenterState(stored)) ?? {
         ...initialSegmenterState(tenant, conversation),
         lastSeq: 0,
       };

@@ -14,14 +14,26 @@ import { turnEmbeddingText } from "../core/turn-text.ts";
 import { keyOf, type Segment, type SensoryTurn } from "../core/types.ts";
 import {
   initialSegmenterState,
+  isDisposable,
   isIdle,
   type SegmenterConfig,
   type SegmenterState,
   segmenterStep,
+  upgradeSegmenterState,
 } from "./segment-state.ts";
 
-/** Version of the JSON shape of SegmenterState in the changelog. */
-export const SEGMENTER_STATE_VERSION = 1;
+/**
+ * Version of the JSON shape of SegmenterState in the changelog. 1: every open turn's embedding as
+ * a number array; 2: the gate's constant-size summary (segment-state.ts StoredSummary). Version-1
+ * entries are migrated at restore, so a running deployment upgrades in place.
+ */
+export const SEGMENTER_STATE_VERSION = 2;
+
+/** A changelog entry of an older format as the current state. */
+export const migrateSegmenterState = (fromVersion: number, json: string): SegmenterState => {
+  if (fromVersion !== 1) throw new Error(`segmenter state version ${fromVersion} has no migration`);
+  return upgradeSegmenterState(JSON.parse(json) as SegmenterState);
+};
 
 export interface SegmenterStageDeps {
   input: TopicCodec<SensoryTurn>;
@@ -50,7 +62,7 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
     name: "segmenter",
     input: deps.input,
     output: deps.output,
-    state: { version: SEGMENTER_STATE_VERSION, codec: deps.stateCodec },
+    state: { version: SEGMENTER_STATE_VERSION, codec: deps.stateCodec, migrate: migrateSegmenterState },
     async prepare(inputs) {
       const texts = inputs.flatMap(({ input }) => (input.kind === "event" ? [textOf(input.value)] : []));
       if (texts.length > 0) await deps.embedder.embed(texts);
@@ -66,7 +78,8 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
         if (!state) return { outputs: [], state };
         const reason = input.control === "idle" ? "idle" : input.control === "session-end" ? "session-end" : "flush";
         const r = segmenterStep(state, { kind: "flush", reason, nowMs }, deps.cfg);
-        return { outputs: out(r.segments), state: r.state };
+        // A key left with nothing the gate needs is deleted: a tombstone in the compacted changelog.
+        return { outputs: out(r.segments), state: isDisposable(r.state) ? undefined : r.state };
       }
       const turn = input.value;
       const { tenant, conversation } = splitKey(key);

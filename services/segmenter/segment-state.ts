@@ -1,7 +1,8 @@
+import { z } from "zod";
 import { segmentId } from "../core/ids.ts";
 import { countTokens } from "../core/tokens.ts";
 import type { BoundaryDecision, CloseReason, Segment, SegmentTurn, SensoryTurn } from "../core/types.ts";
-import { DEFAULT_GATE, evaluateGate, type GateParams } from "./gate.ts";
+import { DEFAULT_GATE, evaluateGate, extendSummary, type GateParams, type SegmentSummary, summarise } from "./gate.ts";
 
 export interface SegmenterConfig {
   gate: GateParams;
@@ -17,11 +18,23 @@ export const defaultSegmenterConfig = (overrides: Partial<SegmenterConfig> = {})
   ...overrides,
 });
 
-interface OpenSegment {
+/**
+ * The gate's summary of the open segment's embeddings (gate.ts SegmentSummary) in a JSON-safe form:
+ * vectors as base64 of their little-endian float32 / float64 bytes, exact and about 4x smaller than
+ * JSON numbers. Constant size whatever the number of turns (about 10 KB at 384 dimensions).
+ */
+export interface StoredSummary {
+  count: number;
+  sum: string;
+  last: string[];
+  unitSum: string;
+  pairCosines: number;
+}
+
+export interface OpenSegment {
   sessionId: string;
   turns: SegmentTurn[];
-  /** Plain arrays so the state serialises as JSON (it is durable keyed state). */
-  embeddings: number[][];
+  gate: StoredSummary;
   tokens: number;
   decisions: BoundaryDecision[];
 }
@@ -97,10 +110,49 @@ const toSegmentTurn = (t: SensoryTurn): SegmentTurn => ({
   sessionId: t.sessionId,
 });
 
+const f32ToBase64 = (v: Float32Array): string => {
+  const b = Buffer.alloc(v.length * 4);
+  for (let i = 0; i < v.length; i++) b.writeFloatLE(v[i] as number, i * 4);
+  return b.toString("base64");
+};
+const f64ToBase64 = (v: Float64Array): string => {
+  const b = Buffer.alloc(v.length * 8);
+  for (let i = 0; i < v.length; i++) b.writeDoubleLE(v[i] as number, i * 8);
+  return b.toString("base64");
+};
+const base64ToF32 = (s: string): Float32Array => {
+  const b = Buffer.from(s, "base64");
+  const v = new Float32Array(b.length >> 2);
+  for (let i = 0; i < v.length; i++) v[i] = b.readFloatLE(i * 4);
+  return v;
+};
+const base64ToF64 = (s: string): Float64Array => {
+  const b = Buffer.from(s, "base64");
+  const v = new Float64Array(b.length >> 3);
+  for (let i = 0; i < v.length; i++) v[i] = b.readDoubleLE(i * 8);
+  return v;
+};
+
+export const storeSummary = (s: SegmentSummary): StoredSummary => ({
+  count: s.count,
+  sum: f32ToBase64(s.sum),
+  last: s.last.map(f32ToBase64),
+  unitSum: f64ToBase64(s.unitSum),
+  pairCosines: s.pairCosines,
+});
+
+export const loadSummary = (s: StoredSummary): SegmentSummary => ({
+  count: s.count,
+  sum: base64ToF32(s.sum),
+  last: s.last.map(base64ToF32),
+  unitSum: base64ToF64(s.unitSum),
+  pairCosines: s.pairCosines,
+});
+
 const openWith = (turn: SensoryTurn, embedding: Float32Array, tokens: number): OpenSegment => ({
   sessionId: turn.sessionId,
   turns: [toSegmentTurn(turn)],
-  embeddings: [Array.from(embedding)],
+  gate: storeSummary(extendSummary(undefined, embedding)),
   tokens,
   decisions: [],
 });
@@ -130,9 +182,10 @@ export const segmenterStep = (state: SegmenterState, input: SegmenterInput, cfg:
   }
 
   const open = s.open;
+  const summary = loadSummary(open.gate);
   const gate = evaluateGate(
     {
-      segment: open.embeddings.map((e) => Float32Array.from(e)),
+      segment: summary,
       segmentTokens: open.tokens,
       candidate: embedding,
       surpriseHistory: s.surprises,
@@ -162,7 +215,7 @@ export const segmenterStep = (state: SegmenterState, input: SegmenterInput, cfg:
       open: {
         ...open,
         turns: [...open.turns, toSegmentTurn(turn)],
-        embeddings: [...open.embeddings, Array.from(embedding)],
+        gate: storeSummary(extendSummary(summary, embedding)),
         tokens: open.tokens + tokens,
         decisions: [...open.decisions, decision],
       },
@@ -174,3 +227,33 @@ export const segmenterStep = (state: SegmenterState, input: SegmenterInput, cfg:
 /** Idle check (runtime tick): a key silent for longer than the timeout is flushed. */
 export const isIdle = (state: SegmenterState, nowMs: number, cfg: SegmenterConfig): boolean =>
   (state.open !== null || state.buffer.length > 0) && nowMs - state.lastActivityMs >= cfg.idleTimeoutMs;
+
+/**
+ * Whether the key's state can be deleted (a changelog tombstone): nothing open, nothing buffered
+ * and no surprise history. The history is what the gate's robust z reads when the conversation
+ * resumes (z stays 0 until minHistory surprises), so a key that has one keeps it — at most
+ * historySize numbers, about 1.3 KB — rather than change the next session's boundaries.
+ */
+export const isDisposable = (state: SegmenterState): boolean =>
+  state.open === null && state.buffer.length === 0 && state.surprises.length === 0;
+
+// --- Old state formats ---------------------------------------------------------------------------
+
+/** State format 1 kept every open turn's embedding as a JSON number array (~8 KB per turn). */
+const V1OpenSchema = z.object({ embeddings: z.array(z.array(z.number())) }).passthrough();
+
+/**
+ * A stored segmenter state of either format as the current one: a format-1 open segment's
+ * embeddings become the gate summary they add up to (the same summary the current code would have
+ * built turn by turn, so decisions after an upgrade are those of a fresh run). Used by the Kafka
+ * changelog migration and by the embedded runtime's state store, which holds the same JSON.
+ */
+export const upgradeSegmenterState = <S extends SegmenterState>(raw: S): S => {
+  const open: unknown = raw.open;
+  if (open === null || typeof open !== "object" || !("embeddings" in open)) return raw;
+  const v1 = V1OpenSchema.parse(open);
+  const { embeddings, ...rest } = v1;
+  if (embeddings.length === 0) throw new Error("format-1 segmenter state: an open segment without embeddings");
+  const gate = storeSummary(summarise(embeddings.map((e) => Float32Array.from(e))));
+  return { ...raw, open: { ...(rest as Omit<OpenSegment, "gate">), gate } };
+};

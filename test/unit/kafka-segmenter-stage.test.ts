@@ -11,12 +11,14 @@ import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { PoisonError, type StageInput } from "../../services/core/adapters/kafka/stage-runtime.ts";
 import type { Embedder } from "../../services/core/ports.ts";
 import { keyOf, type Segment, SegmentSchema, type SensoryTurn, SensoryTurnSchema } from "../../services/core/types.ts";
+import { summaryOf } from "../../services/segmenter/gate.ts";
 import { SEGMENTER_STATE_VERSION, segmenterStage } from "../../services/segmenter/kafka-handler.ts";
 import {
   defaultSegmenterConfig,
   initialSegmenterState,
   type SegmenterConfig,
   type SegmenterState,
+  storeSummary,
 } from "../../services/segmenter/segment-state.ts";
 import { jsonCodec, stateCodec, turnOf } from "../helpers/stage-fixtures.ts";
 
@@ -129,6 +131,14 @@ describe("segmenter stage handler", () => {
     });
   }
 
+  it("deletes the key (a changelog tombstone) when a flush leaves nothing, not even surprise history", async () => {
+    const stage = stageWith(recording());
+    const { state } = await feed(stage, [sensory("t1", "I moved to Paris.")]);
+    const r = await stage.handle(KEY, { kind: "control", control: "idle" }, state);
+    assert.equal(r.outputs.length, 1);
+    assert.equal(r.state, undefined);
+  });
+
   it("does nothing for a control message on a key without state", async () => {
     const r = await stageWith(recording()).handle(KEY, { kind: "control", control: "flush" }, undefined);
     assert.deepEqual(r, { outputs: [], state: undefined });
@@ -174,7 +184,13 @@ describe("segmenter stage handler", () => {
     const stage = stageWith(recording(), cfg);
     const open = (lastActivityMs: number): SegmenterState => ({
       ...initialSegmenterState("acme", "x"),
-      open: { sessionId: "s1", turns: [], embeddings: [], tokens: 0, decisions: [] },
+      open: {
+        sessionId: "s1",
+        turns: [],
+        gate: storeSummary(summaryOf(new Float32Array(4))),
+        tokens: 0,
+        decisions: [],
+      },
       lastActivityMs,
     });
     const states = new Map<string, SegmenterState>([

@@ -7,6 +7,7 @@ import {
   evaluateGate,
   lengthPressure,
   robustZ,
+  summarise,
   turnPressure,
 } from "../../services/segmenter/gate.ts";
 import {
@@ -40,12 +41,17 @@ describe("boundary gate", () => {
     const segment = Array.from({ length: 10 }, () => near(topicA, 0.15, rnd));
     const history = Array.from({ length: 20 }, () => 0.05 + rnd() * 0.05);
     const same = evaluateGate({
-      segment,
+      segment: summarise(segment),
       segmentTokens: 300,
       candidate: near(topicA, 0.15, rnd),
       surpriseHistory: history,
     });
-    const shift = evaluateGate({ segment, segmentTokens: 300, candidate: axis(DIM, 5), surpriseHistory: history });
+    const shift = evaluateGate({
+      segment: summarise(segment),
+      segmentTokens: 300,
+      candidate: axis(DIM, 5),
+      surpriseHistory: history,
+    });
     assert.equal(same.cut, false, `same topic p=${same.p}`);
     assert.equal(shift.cut, true, `new topic p=${shift.p}`);
     assert.ok(shift.surprise > 0.9 && same.surprise < 0.2);
@@ -58,7 +64,7 @@ describe("boundary gate", () => {
     drift[0] = 0.6;
     drift[1] = 0.8;
     const g = evaluateGate({
-      segment: [axis(DIM, 0), axis(DIM, 0)],
+      segment: summarise([axis(DIM, 0), axis(DIM, 0)]),
       segmentTokens: 40,
       candidate: drift,
       surpriseHistory: [],
@@ -67,7 +73,7 @@ describe("boundary gate", () => {
     assert.equal(g.cut, false, `p=${g.p}`);
     assert.equal(g.turnPressure, -0.85);
     const unrelated = evaluateGate({
-      segment: [axis(DIM, 0), axis(DIM, 0)],
+      segment: summarise([axis(DIM, 0), axis(DIM, 0)]),
       segmentTokens: 40,
       candidate: axis(DIM, 3),
       surpriseHistory: [],
@@ -79,7 +85,7 @@ describe("boundary gate", () => {
     const rnd = seededRandom(3);
     const segment = Array.from({ length: 12 }, () => near(axis(DIM, 1), 0.1, rnd));
     const g = evaluateGate({
-      segment,
+      segment: summarise(segment),
       segmentTokens: 1950,
       candidate: near(axis(DIM, 1), 0.1, rnd),
       surpriseHistory: [],

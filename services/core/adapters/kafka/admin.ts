@@ -1,4 +1,8 @@
-import type { Admin } from "kafkajs";
+import kafkajs, { type Admin, type IResourceConfigEntry } from "kafkajs";
+
+// kafkajs is CommonJS and Node's named-export detection misses these two (its exports object ends
+// in a spread), so they come off the default export.
+const { ConfigResourceTypes, ConfigSource } = kafkajs;
 
 export interface TopicSpec {
   topic: string;
@@ -8,8 +12,68 @@ export interface TopicSpec {
 }
 
 /**
+ * Topic-level settings of a compacted topic (stage changelogs, the update queue). The aim is that a
+ * restore reads about one entry per live key, not the key's whole history:
+ * - compaction never touches the active segment, and the broker defaults (roll after 7 days or
+ *   1 GiB) keep a small changelog in its active segment for a week: everything is re-read. Rolling
+ *   every 10 minutes or 64 MiB (whichever first) makes all but the last ~10 minutes cleanable.
+ * - min.cleanable.dirty.ratio 0.1 (default 0.5) lets the cleaner run once a tenth of the log is
+ *   superseded entries, so the log stays within ~1.1x its live size instead of ~2x.
+ * - max.compaction.lag.ms 1 hour bounds how long a superseded entry can wait whatever the ratio.
+ * - delete.retention.ms 1 hour (default 24 h): a tombstone must outlive any restore that could be
+ *   reading past it (seconds to minutes) — an hour is a wide margin — and then it goes too, so
+ *   deleted keys (idle conversations) cost nothing. Only changelogs write tombstones (the update
+ *   queue carries values), so no consumer that resumes from a committed offset can miss a delete.
+ * - min.compaction.lag.ms 0: no entry needs to stay readable uncompacted (the state is the latest).
+ */
+export const COMPACTED_TOPIC_CONFIG: Readonly<Record<string, string>> = {
+  "cleanup.policy": "compact",
+  "min.compaction.lag.ms": "0",
+  "max.compaction.lag.ms": String(60 * 60_000),
+  "segment.ms": String(10 * 60_000),
+  "segment.bytes": String(64 * 1024 * 1024),
+  "min.cleanable.dirty.ratio": "0.1",
+  "delete.retention.ms": String(60 * 60_000),
+};
+
+const entriesOf = (config: Readonly<Record<string, string>>): IResourceConfigEntry[] =>
+  Object.entries(config).map(([name, value]) => ({ name, value }));
+
+/**
+ * Brings existing compacted topics to COMPACTED_TOPIC_CONFIG (a topic created by an older version
+ * had only cleanup.policy and min.compaction.lag.ms). kafkajs's alterConfigs replaces every
+ * topic-level override, so the topic's other overrides are read and sent along; topics that
+ * already match are left alone.
+ */
+export const alignCompactedTopics = async (admin: Admin, topics: readonly string[]): Promise<string[]> => {
+  if (topics.length === 0) return [];
+  const described = await admin.describeConfigs({
+    resources: topics.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })),
+    includeSynonyms: false,
+  });
+  const changes = [];
+  for (const r of described.resources) {
+    const overrides = Object.fromEntries(
+      r.configEntries
+        .filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG)
+        .map((e) => [e.configName, e.configValue]),
+    );
+    const current = Object.fromEntries(r.configEntries.map((e) => [e.configName, e.configValue]));
+    const differs = Object.entries(COMPACTED_TOPIC_CONFIG).some(([k, v]) => current[k] !== v);
+    if (differs)
+      changes.push({
+        type: ConfigResourceTypes.TOPIC,
+        name: r.resourceName,
+        configEntries: entriesOf({ ...overrides, ...COMPACTED_TOPIC_CONFIG }),
+      });
+  }
+  if (changes.length > 0) await admin.alterConfigs({ validateOnly: false, resources: changes });
+  return changes.map((c) => c.name);
+};
+
+/**
  * Idempotent topic creation at start-up: creates what is missing, leaves existing topics as they
- * are. Several stage processes start together and race to create the same topics; a loser sees
+ * are, except that compacted ones get the current COMPACTED_TOPIC_CONFIG. Several stage processes start together and race to create the same topics; a loser sees
  * "already exists" or a metadata error while the winner's topic propagates, so the whole step is
  * retried until every topic is listed with its leaders.
  */
@@ -30,15 +94,14 @@ export const ensureTopics = async (
             topic: s.topic,
             numPartitions: s.partitions,
             replicationFactor,
-            configEntries: s.compacted
-              ? [
-                  { name: "cleanup.policy", value: "compact" },
-                  { name: "min.compaction.lag.ms", value: "0" },
-                ]
-              : [],
+            configEntries: s.compacted ? entriesOf(COMPACTED_TOPIC_CONFIG) : [],
           })),
         });
       await admin.fetchTopicMetadata({ topics: specs.map((s) => s.topic) });
+      await alignCompactedTopics(
+        admin,
+        specs.filter((s) => s.compacted && existing.has(s.topic)).map((s) => s.topic),
+      );
       return;
     } catch (err) {
       if (attempt >= attempts) throw err;

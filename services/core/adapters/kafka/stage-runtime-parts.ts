@@ -194,11 +194,12 @@ export const applyStates = <S>(states: Map<string, S>, dirty: ReadonlyMap<string
 
 // --- Restore ---------------------------------------------------------------------------------------
 
-/** A changelog entry's state; an entry written by another state version is refused. */
+/** A changelog entry's state; an older version goes through the stage's migrate(), any other is refused. */
 export const stateFromEnvelope = <S>(
-  format: { version: number; fromJson?(json: string): S },
+  format: { version: number; fromJson?(json: string): S; migrate?(fromVersion: number, json: string): S },
   env: Pick<StageStateEnvelope, "stateVersion" | "payload">,
 ): S => {
+  if (env.stateVersion < format.version && format.migrate) return format.migrate(env.stateVersion, env.payload);
   if (env.stateVersion !== format.version)
     throw new Error(`changelog state version ${env.stateVersion}, stage expects ${format.version}`);
   return format.fromJson ? format.fromJson(env.payload) : (JSON.parse(env.payload) as S);

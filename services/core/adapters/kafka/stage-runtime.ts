@@ -69,6 +69,8 @@ export interface StageStateSpec<S> {
   codec: TopicCodec<StageStateEnvelope>;
   toJson?(state: S): string;
   fromJson?(json: string): S;
+  /** Reads an entry of an older version (a running deployment upgrades in place); absent: refused. */
+  migrate?(fromVersion: number, json: string): S;
 }
 
 /** A stage as a small adapter over the shared pure logic. */

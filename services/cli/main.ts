@@ -6,6 +6,7 @@ import { registerAskCommand } from "./ask.ts";
 import { runIngest, runQueryCommand, runServe } from "./commands.ts";
 import { registerConsolidationCommands } from "./consolidate.ts";
 import { runDemo } from "./demo.ts";
+import { registerMcpCommand } from "./mcp.ts";
 import { queryRequestFromArgs, USAGE_EXIT_CODE, UsageError } from "./usage.ts";
 
 const int = (v: string): number => {
@@ -71,6 +72,7 @@ program
 registerBenchCommands(program, config);
 registerConsolidationCommands(program, config);
 registerAskCommand(program, config);
+registerMcpCommand(program, config);
 
 program.parseAsync().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : err);

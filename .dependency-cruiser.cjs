@@ -34,6 +34,24 @@ module.exports = {
       to: { path: "^services/gateway/" },
     },
     {
+      name: "no-mcp-below-front-door",
+      severity: "error",
+      comment: "The MCP server (services/mcp/) is a front door like the gateway: nothing below the front doors imports it.",
+      from: { path: `^services/(core|platform|embedded|composition|${STAGES.slice(1, -1)})/` },
+      to: { path: "^services/mcp/" },
+    },
+    {
+      name: "mcp-over-contracts",
+      severity: "error",
+      comment:
+        "The MCP server speaks the service contracts (core, and the maintenance guard next to them): no stage internals, runtime, other front door or composition.",
+      from: { path: "^services/mcp/" },
+      to: {
+        path: `^services/(${STAGES.slice(1, -1)}|embedded|gateway|cli|bench|composition)/`,
+        pathNot: "^services/consolidator/types[.]ts",
+      },
+    },
+    {
       name: "adapters-apart",
       severity: "error",
       comment: "An adapter (services/core/adapters/<name>/) does not import another adapter's folder.",

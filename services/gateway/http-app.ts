@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { type Context, Hono } from "hono";
+import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
@@ -20,6 +20,7 @@ import { idSchema } from "../core/input-rules.ts";
 import type { MaintenanceOffer } from "../core/maintenance.ts";
 import type { MemoryService } from "../core/memory-service.ts";
 import { QueryRequestSchema, recordListingSchema, type TurnInput, TurnInputSchema } from "../core/requests.ts";
+import { createMcpHttpHandler } from "../mcp/http.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
 
@@ -224,7 +225,8 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
 
   // --- /v1: API key required -----------------------------------------------------------------------
 
-  app.use("/v1/*", async (c, next) => {
+  // The same key check guards /v1 and the MCP endpoint (/mcp): one credential, one tenant.
+  const requireApiKey: MiddlewareHandler<HttpAppEnv> = async (c, next) => {
     // An address with too many failed authentications this minute is refused before its key is
     // looked at, so guessing keys costs a minute per `authFailuresPerMinute` guesses.
     const address = clientAddressOf(c);
@@ -246,15 +248,16 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     }
     c.set("tenant", tenant);
     await next();
+  };
+  const limitBody = bodyLimit({
+    maxSize: maxBodyBytes,
+    onError: (c) => c.json({ error: "request body too large", limitBytes: maxBodyBytes }, 413),
   });
 
-  app.use(
-    "/v1/*",
-    bodyLimit({
-      maxSize: maxBodyBytes,
-      onError: (c) => c.json({ error: "request body too large", limitBytes: maxBodyBytes }, 413),
-    }),
-  );
+  app.use("/v1/*", requireApiKey);
+  app.use("/v1/*", limitBody);
+  app.use("/mcp", requireApiKey);
+  app.use("/mcp", limitBody);
 
   const conversationOf = (c: Context<HttpAppEnv>): string => {
     const parsed = ConversationParamSchema.safeParse(c.req.param("conversation"));
@@ -422,6 +425,16 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     const report = await maintenance.erase(tenant);
     return c.json(report, 200);
   });
+
+  // --- MCP (Streamable HTTP): the same tools as `memory mcp`, for the tenant of the key ---------------
+
+  const mcp = createMcpHttpHandler({
+    service,
+    ...(maintenance ? { maintenance } : {}),
+    maxBodyBytes,
+    onInternalError: (err, tool) => logger?.error({ err, tool }, "MCP tool failed"),
+  });
+  app.all("/mcp", (c) => mcp(c.req.raw, c.get("tenant")));
 
   app.get("/v1/records/:id", async (c) => {
     const record = await service.getRecord(c.get("tenant"), recordIdOf(c));

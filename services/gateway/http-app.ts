@@ -434,7 +434,8 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
     maxBodyBytes,
     onInternalError: (err, tool) => logger?.error({ err, tool }, "MCP tool failed"),
   });
-  app.all("/mcp", (c) => mcp(c.req.raw, c.get("tenant")));
+  // Named methods, not app.all: the request metrics label a route by its method-bound pattern.
+  app.on(["POST", "GET", "DELETE"], "/mcp", (c) => mcp(c.req.raw, c.get("tenant")));
 
   app.get("/v1/records/:id", async (c) => {
     const record = await service.getRecord(c.get("tenant"), recordIdOf(c));

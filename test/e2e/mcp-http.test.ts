@@ -29,6 +29,7 @@ describe("MCP over Streamable HTTP at /mcp (gateway app, embedded engine, real e
   let dir: string;
   let opened: OpenedEngine;
   let server: RunningHttpServer;
+  const metrics = new Metrics({ defaultMetrics: false });
   const clients: Client[] = [];
 
   const connect = async (key: string): Promise<Client> => {
@@ -46,7 +47,6 @@ describe("MCP over Streamable HTTP at /mcp (gateway app, embedded engine, real e
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "memory-mcp-http-"));
-    const metrics = new Metrics({ defaultMetrics: false });
     opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }), { observer: metrics });
     server = await startHttpServer(createHttpApp({ service: opened.engine, apiKeys: KEYS, metrics }), {
       host: "127.0.0.1",
@@ -161,5 +161,7 @@ describe("MCP over Streamable HTTP at /mcp (gateway app, embedded engine, real e
     const get = await fetch(`${server.url}/mcp`, { headers: { authorization: `Bearer ${KEY_A}` } });
     assert.equal(get.status, 405);
     await assert.rejects(connect("wrong-key-123456"));
+    // Counted under their own route label, like the /v1 routes.
+    assert.match(await metrics.render(), /memory_http_requests_total\{[^}]*route="\/mcp"[^}]*status="200"/);
   });
 });

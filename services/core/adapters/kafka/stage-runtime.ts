@@ -162,6 +162,8 @@ interface ChunkIo {
   pause(): () => void;
   /** False once the work should be abandoned uncommitted (stop, rebalance, partition moved). */
   live(): boolean;
+  /** Heartbeats in the background while one long call runs (a handler step: Neo4j, an LLM); returns its stop. */
+  keepAlive(): () => void;
 }
 
 type Attempt<T> = { ok: true; value: T } | { ok: false; reason: string; attempts: number } | { abandoned: true };
@@ -179,7 +181,8 @@ export class StageRuntime<I, O, S> {
   private memberId: string | undefined;
   private readonly health = new DependencyHealth();
   private readonly reportedDown = new Set<Dependency>();
-  private readonly transientPaused = new Set<number>();
+  /** Partitions paused now while an input waits for a dependency. */
+  private transientPauses = 0;
   private tickTimer: NodeJS.Timeout | undefined;
   private resumeTimer: NodeJS.Timeout | undefined;
   private readonly maxChunk: number;
@@ -278,10 +281,26 @@ export class StageRuntime<I, O, S> {
             committed: ctx.committed.toString(),
           });
         }
+        // A heartbeat refused (the group is rebalancing, or this member was evicted) means the
+        // work in hand will be read again by the partition's next owner: it is abandoned.
+        let lost = false;
+        const beat = async (): Promise<void> => {
+          try {
+            await heartbeat();
+          } catch (err) {
+            lost = true;
+            throw err;
+          }
+        };
         const io: ChunkIo = {
-          heartbeat,
+          heartbeat: beat,
           pause,
-          live: () => !this.stopping && isRunning() && !isStale() && this.partitions.get(batch.partition) === ctx,
+          live: () =>
+            !lost && !this.stopping && isRunning() && !isStale() && this.partitions.get(batch.partition) === ctx,
+          keepAlive: () => {
+            const timer = setInterval(() => void beat().catch(() => undefined), 1000);
+            return () => clearInterval(timer);
+          },
         };
         for (const chunk of chunksOf(fresh, this.maxChunk)) {
           if (!io.live()) break;
@@ -391,7 +410,6 @@ export class StageRuntime<I, O, S> {
     if (!ctx) return;
     this.partitions.delete(partition);
     this.paused.delete(partition);
-    this.transientPaused.delete(partition);
     await ctx.lock.catch(() => undefined);
     await ctx.producer.disconnect().catch(() => undefined);
   }
@@ -501,11 +519,13 @@ export class StageRuntime<I, O, S> {
     let resume: (() => void) | undefined;
     try {
       for (;;) {
+        const stopBeating = io.keepAlive();
         try {
           const value = await call();
           this.recovered();
           return { ok: true, value };
         } catch (err) {
+          stopBeating();
           const last = errMessage(err);
           const cls = classifyError(err, hint);
           this.obs.event?.("error");
@@ -514,8 +534,14 @@ export class StageRuntime<I, O, S> {
             this.health.failed(cls.dependency, Date.now());
             this.reportDown();
             if (!resume) {
-              resume = io.pause();
-              this.obs.paused?.(this.paused.size + this.transientPaused.size);
+              const resumeFetch = io.pause();
+              this.transientPauses++;
+              this.obs.paused?.(this.paused.size + this.transientPauses);
+              resume = () => {
+                resumeFetch();
+                this.transientPauses--;
+                this.obs.paused?.(this.paused.size + this.transientPauses);
+              };
             }
             const delayMs = backoffDelay(transient, this.transientBackoff, this.random);
             this.obs.log?.("warn", `${what} failed: dependency unavailable, retrying`, {
@@ -536,6 +562,8 @@ export class StageRuntime<I, O, S> {
               : afterFailure(err, failures, this.maxAttempts, this.backoffMs);
           if (!next.retry) return { ok: false, reason: last, attempts: failures + transient };
           if (!(await this.waitLive(next.delayMs, io))) return { abandoned: true };
+        } finally {
+          stopBeating();
         }
       }
     } finally {
@@ -753,6 +781,7 @@ export class StageRuntime<I, O, S> {
         heartbeat: async () => undefined,
         pause: () => () => undefined,
         live: () => !this.stopping && !this.rebalancing && this.partitions.get(ctx.partition) === ctx,
+        keepAlive: () => () => undefined,
       };
       await this.withLock(ctx, async () => {
         await ctx.ready;

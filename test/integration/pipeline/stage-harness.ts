@@ -50,6 +50,8 @@ export interface Instance {
   /** Each "partitions assigned" line: the partitions and whether it was a rejoin (new member id). */
   assignments: { partitions: number[]; rejoined: boolean }[];
   fenced: boolean;
+  /** Each "state restored" line: partitions, changelog entries read, milliseconds. */
+  restores: { partitions: number[]; entries: number; ms: number }[];
   /** Fields of the "started" line (metrics: the ops server's URL). */
   startedFields?: Record<string, unknown>;
 }
@@ -76,6 +78,7 @@ export const startInstance = (stage: StageName, id: string, env: NodeJS.ProcessE
     exited: false,
     committedInputs: 0,
     assignments: [],
+    restores: [],
     fenced: false,
   };
   let buf = "";
@@ -100,6 +103,12 @@ export const startInstance = (stage: StageName, id: string, env: NodeJS.ProcessE
         inst.startedFields = e;
       }
       if (e.msg === "committed") inst.committedInputs += Number(e.inputs ?? 0);
+      if (e.msg === "state restored")
+        inst.restores.push({
+          partitions: (e.partitions as number[]) ?? [],
+          entries: Number(e.entries ?? 0),
+          ms: Number(e.ms ?? 0),
+        });
       if (e.msg === "partitions assigned")
         inst.assignments.push({ partitions: (e.partitions as number[]) ?? [], rejoined: e.rejoined === true });
       hook?.(inst, e);
@@ -215,6 +224,16 @@ export const runScenario = async (
     const turns = convs.reduce((n, c) => n + c.sensory.length, 0);
     t.diagnostic(`${turns} turns through segmenter → encoder → indexer in ${seconds.toFixed(1)} s (with setup)`);
     for (const inst of instances) if (!inst.exited) await stopInstance(inst, "SIGTERM");
+    for (const stage of PIPE) {
+      const restores = instances.filter((i) => i.stage === stage).flatMap((i) => i.restores);
+      if (restores.length === 0) continue;
+      const perPartition = restores.map((r) => r.ms / Math.max(1, r.partitions.length));
+      t.diagnostic(
+        `${stage}: ${restores.length} restores, ${restores.reduce((n, r) => n + r.entries, 0)} changelog entries, ` +
+          `ms per partition: max ${Math.max(...perPartition).toFixed(0)}, ` +
+          `mean ${(perPartition.reduce((a, b) => a + b, 0) / perPartition.length).toFixed(0)}`,
+      );
+    }
 
     let aborted = 0;
     for (const topic of [topics.segments, topics.records])

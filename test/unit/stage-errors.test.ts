@@ -9,7 +9,7 @@ import { describe, it } from "node:test";
 import { checkReplication, ReplicationConfigError } from "../../services/core/adapters/kafka/admin.ts";
 import { backoffDelay, seededRandom } from "../../services/core/adapters/kafka/backoff.ts";
 import { DependencyHealth } from "../../services/core/adapters/kafka/dependency-health.ts";
-import { classifyError } from "../../services/core/adapters/kafka/error-class.ts";
+import { classifyError, isFenced } from "../../services/core/adapters/kafka/error-class.ts";
 import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime-parts.ts";
 import { loadConfig } from "../../services/core/config.ts";
 
@@ -88,6 +88,20 @@ describe("classifyError", () => {
     const cyclic: Error & { cause?: unknown } = new Error("loop");
     cyclic.cause = cyclic;
     assert.deepEqual(classifyError(cyclic), { kind: "unknown" });
+  });
+});
+
+describe("isFenced", () => {
+  it("recognises a fenced producer through kafkajs's wrapping", () => {
+    const protocol = withProps("Producer attempted an operation with an old epoch. Either there is a newer producer", {
+      type: "INVALID_PRODUCER_EPOCH",
+    });
+    assert.equal(isFenced(protocol), true);
+    const wrapped = withProps(protocol.message, {}, "KafkaJSNonRetriableError");
+    assert.equal(isFenced(wrapped), true);
+    assert.equal(isFenced(new Error("x", { cause: withProps("", { type: "PRODUCER_FENCED" }) })), true);
+    assert.equal(isFenced(withProps("Connection error", {}, "KafkaJSConnectionError")), false);
+    assert.equal(isFenced(undefined), false);
   });
 });
 

@@ -61,6 +61,7 @@ test("a stage instance paused past the session timeout, then resumed mid-commit:
           if (z.resumed) continue;
           const peer = peerOf(z.inst);
           if (peer?.assignments.slice(z.peerAt).some((a) => a.partitions.length === 3)) {
+            z.at = z.inst.assignments.length;
             z.inst.child.kill("SIGCONT");
             z.resumed = true;
             t.diagnostic(`${stage}: ${z.inst.id} stopped after ${z.inst.committedInputs} inputs, resumed`);
@@ -72,9 +73,12 @@ test("a stage instance paused past the session timeout, then resumed mid-commit:
     );
     await h.flush();
     for (const [stage, z] of zombies) {
-      await until(`the ${stage} zombie to rejoin with a new member id`, () =>
-        z.inst.assignments.slice(z.at).some((a) => a.rejoined),
+      await until(
+        `the ${stage} zombie to rejoin with a new member id`,
+        () => z.inst.assignments.slice(z.at).some((a) => a.rejoined),
+        120_000,
       );
+      assert.equal(z.inst.exited, false, `the ${stage} zombie carries on after being fenced`);
       t.diagnostic(`${stage}: zombie ${z.inst.id} fenced in its log: ${z.inst.fenced}`);
     }
   });

@@ -97,7 +97,7 @@ export const startInstance = (stage: StageName, id: string, env: NodeJS.ProcessE
         continue;
       }
       if (e.level !== "DEBUG" && e.msg !== "committed") inst.log.push(line);
-      if (/fenced|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED/i.test(line)) inst.fenced = true;
+      if (/fenced|old epoch|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED/i.test(line)) inst.fenced = true;
       if (e.msg === "started") {
         inst.started = true;
         inst.startedFields = e;

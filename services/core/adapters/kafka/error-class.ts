@@ -133,3 +133,22 @@ export const classifyError = (err: unknown, hint?: Dependency): ErrorClass => {
   }
   return verdict ?? { kind: "unknown" };
 };
+
+const FENCED_TYPES = new Set(["INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"]);
+
+/**
+ * Whether a transactional call failed because another producer took the transactional id (a
+ * newer owner of the partition fenced this one). kafkajs wraps the protocol error in a
+ * KafkaJSNonRetriableError that keeps only its message, so the message is checked too.
+ */
+export const isFenced = (err: unknown): boolean => {
+  let e: unknown = err;
+  for (let depth = 0; depth < 8 && e !== null && typeof e === "object"; depth++) {
+    const shape = e as Shape & { type?: unknown };
+    if (FENCED_TYPES.has(str(shape.type))) return true;
+    const message = str(shape.message);
+    if (message.includes("operation with an old epoch") || /producer.*fenced/i.test(message)) return true;
+    e = shape.cause;
+  }
+  return false;
+};

@@ -40,7 +40,7 @@ import { randomUUID } from "node:crypto";
 import type { Admin, Consumer, Kafka, KafkaMessage, Message, Producer } from "kafkajs";
 import { type BackoffPolicy, backoffDelay, type Random } from "./backoff.ts";
 import { DependencyHealth } from "./dependency-health.ts";
-import { classifyError, type Dependency } from "./error-class.ts";
+import { classifyError, type Dependency, isFenced } from "./error-class.ts";
 import { type DlqEntry, deadLetter, type StageStateEnvelope, type TopicCodec } from "./serde.ts";
 import {
   afterFailure,
@@ -183,6 +183,12 @@ export class StageRuntime<I, O, S> {
   private readonly reportedDown = new Set<Dependency>();
   /** Partitions paused now while an input waits for a dependency. */
   private transientPauses = 0;
+  /**
+   * Partitions whose producer was fenced by another instance, until when: their batches are left
+   * alone (not re-fenced, which would fence the new owner back) until the group's next join tells
+   * this consumer what it owns, or the session timeout has passed with it still a member.
+   */
+  private readonly lost = new Map<number, number>();
   private tickTimer: NodeJS.Timeout | undefined;
   private resumeTimer: NodeJS.Timeout | undefined;
   private readonly maxChunk: number;
@@ -245,6 +251,7 @@ export class StageRuntime<I, O, S> {
       const rejoined = this.memberId !== undefined && this.memberId !== e.payload.memberId;
       this.memberId = e.payload.memberId;
       this.assigned = mine;
+      this.lost.clear();
       for (const p of [...this.partitions.keys()]) if (rejoined || !mine.has(p)) void this.release(p);
       for (const p of mine) this.ensure(p);
       this.rebalancing = false;
@@ -267,6 +274,16 @@ export class StageRuntime<I, O, S> {
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,
       eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }) => {
+        const lostUntil = this.lost.get(batch.partition);
+        if (lostUntil !== undefined) {
+          if (Date.now() < lostUntil) {
+            // Fenced: another instance owns it. The heartbeat tells kafkajs to rejoin.
+            await sleep(500);
+            await heartbeat();
+            return;
+          }
+          this.lost.delete(batch.partition);
+        }
         const ctx = this.ensure(batch.partition);
         await this.waitReady(ctx, heartbeat);
         // The fetch position came from the committed offset at assignment, before the fence: the
@@ -663,9 +680,15 @@ export class StageRuntime<I, O, S> {
     let dlq: { entry: DlqEntry; reason: string }[] = [];
     let inputs = 0;
     let lastCommitted: string | undefined;
-    const flush = async (last: KafkaMessage): Promise<void> => {
+    const flush = async (last: KafkaMessage): Promise<boolean> => {
       const next = nextOffset(last.offset);
-      await this.commit(ctx, outputs, dlq, dirty, { topic, offset: next });
+      try {
+        await this.commit(ctx, outputs, dlq, dirty, { topic, offset: next });
+      } catch (err) {
+        if (!isFenced(err)) throw err;
+        this.fenced(ctx, err);
+        return false;
+      }
       const seconds = (performance.now() - started) / 1000;
       for (let i = 0; i < inputs - dlq.length; i++) this.obs.event?.("ok", seconds / inputs);
       for (const d of dlq) {
@@ -687,6 +710,7 @@ export class StageRuntime<I, O, S> {
       dlq = [];
       inputs = 0;
       started = performance.now();
+      return true;
     };
     for (const [i, m] of chunk.entries()) {
       const key = m.key?.toString() ?? "";
@@ -718,12 +742,11 @@ export class StageRuntime<I, O, S> {
       let bytes = outputBytes;
       for (const n of stateSizes.values()) bytes += n;
       if (bytes >= this.maxTxBytes && i < chunk.length - 1) {
-        if (!io.live()) return { lastCommitted, complete: false };
-        await flush(m);
+        if (!io.live() || !(await flush(m))) return { lastCommitted, complete: false };
       }
     }
-    await flush(chunk[chunk.length - 1] as KafkaMessage);
-    return { lastCommitted, complete: true };
+    const complete = await flush(chunk[chunk.length - 1] as KafkaMessage);
+    return { lastCommitted, complete };
   }
 
   /** One transaction: outputs, dead letters, changelog entries and (for a batch) the offsets. */
@@ -769,6 +792,20 @@ export class StageRuntime<I, O, S> {
     applyStates(ctx.states, dirty);
   }
 
+  /**
+   * This instance's producer for the partition was fenced: a newer owner exists (this one was
+   * paused or evicted). Its transaction is aborted; the context goes, and the partition is left
+   * alone until the group says otherwise (see lost).
+   */
+  private fenced(ctx: PartitionCtx<S>, err: unknown): void {
+    this.obs.log?.("warn", "fenced: another instance owns the partition now", {
+      partition: ctx.partition,
+      error: errMessage(err),
+    });
+    this.lost.set(ctx.partition, Date.now() + (this.opts.sessionTimeoutMs ?? 30_000));
+    if (this.partitions.get(ctx.partition) === ctx) void this.release(ctx.partition);
+  }
+
   /** Idle flushes and the like: handler.tick's inputs, committed like a batch but without offsets. */
   private async runTick(): Promise<void> {
     const tick = this.handler.tick;
@@ -804,7 +841,13 @@ export class StageRuntime<I, O, S> {
           dirty.set(key, res.value.state);
         }
         if (!io.live()) return;
-        await this.commit(ctx, outputs, [], dirty, undefined);
+        try {
+          await this.commit(ctx, outputs, [], dirty, undefined);
+        } catch (err) {
+          if (!isFenced(err)) throw err;
+          this.fenced(ctx, err);
+          return;
+        }
         this.obs.log?.("info", "tick committed", {
           partition: ctx.partition,
           keys: due.length,

@@ -93,7 +93,13 @@ test("scale out 1 → 3 instances per stage and back to 1 while ingesting: resul
     await waitStarted(first);
     const third = Math.ceil(h.length / 3);
     await h.feed(0, third);
-    await until("every stage to commit some input", () => first.every((i) => i.committedInputs > 0), 300_000);
+    // Only the segmenter is sure to have output by then (a segment closes when the gate says so).
+    const segmenter = first[0] as Instance;
+    await until(
+      "the segmenter to commit the first third",
+      () => segmenter.committedInputs >= third * h.convs.length,
+      300_000,
+    );
     const more = PIPE.flatMap((stage) => [h.start(stage, `${stage}-2`), h.start(stage, `${stage}-3`)]);
     await waitStarted(more);
     await until(

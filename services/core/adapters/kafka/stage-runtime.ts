@@ -668,10 +668,14 @@ export class StageRuntime<I, O, S> {
     decoded.forEach((d, i) => {
       if (d.ok) valid.push({ key: (chunk[i] as KafkaMessage).key?.toString() ?? "", input: d.input });
     });
-    if (this.handler.prepare && valid.length > 0)
+    if (this.handler.prepare && valid.length > 0) {
+      // One long call for the chunk (the segmenter's embeddings): heartbeats go on meanwhile.
+      const stopBeating = io.keepAlive();
       await this.handler
         .prepare(valid as { key: string; input: StageInput<I> }[])
-        .catch((err) => this.obs.log?.("warn", "prepare failed", { error: errMessage(err) }));
+        .catch((err) => this.obs.log?.("warn", "prepare failed", { error: errMessage(err) }))
+        .finally(stopBeating);
+    }
 
     let dirty = new Map<string, S | undefined>();
     let stateSizes = new Map<string, number>();

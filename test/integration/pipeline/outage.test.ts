@@ -9,10 +9,14 @@
 // process's environment (INFRA_WORK_DIR and the port variables select which servers), so it skips
 // unless MEMORY_TEST_RESTART_INFRA=1 says that it may. During development, point it at servers of
 // your own (INFRA_WORK_DIR=... and ports for infra/up.sh, then eval "$(bash infra/env.sh)").
-// The registry (Apicurio, in memory) comes back empty: the stages and this test read with the
-// schemas already cached, which is also what a real registry outage looks like to a running stage.
+// The registry: infra's default Apicurio keeps its schemas in memory and comes back EMPTY from a
+// stop/start, which no production registry does (they persist them), and the stages' output schema
+// ids would be gone for good. So with Apicurio the registry process is frozen (SIGSTOP, pid from
+// the infra's run/registry.pid) for 30 s and thawed: unreachable, its data intact. With
+// REGISTRY_IMPL=node (persistent) it is stopped and started with infra/registry.sh.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { skip as infraSkip, ROOT } from "../distributed/helpers.ts";
@@ -27,6 +31,17 @@ const skip =
 
 const infra = (script: "neo4j.sh" | "registry.sh", action: "stop" | "start"): void => {
   execFileSync("bash", [join(ROOT, "infra", script), action], { env: process.env, stdio: "inherit", timeout: 300_000 });
+};
+
+/** Makes the registry unreachable (down: true) or brings it back, keeping its schemas (see above). */
+const registry = (down: boolean): void => {
+  if (process.env.REGISTRY_IMPL === "node") {
+    infra("registry.sh", down ? "stop" : "start");
+    return;
+  }
+  const workDir = process.env.INFRA_WORK_DIR ?? join(ROOT, "infra", ".work");
+  const pid = Number(readFileSync(join(workDir, "run", "registry.pid"), "utf8").trim());
+  process.kill(pid, down ? "SIGSTOP" : "SIGCONT");
 };
 
 const status = async (url: string): Promise<number> => {
@@ -81,10 +96,10 @@ test("Neo4j down 60 s and the registry down 30 s mid-stream: no dead letter, not
 
       // The outages' lengths are the scenario, not a synchronisation.
       await sleep(Math.max(0, downAt + 15_000 - Date.now()));
-      infra("registry.sh", "stop");
+      registry(true);
       registryDown = true;
       await sleep(30_000);
-      infra("registry.sh", "start");
+      registry(false);
       registryDown = false;
       await sleep(Math.max(0, downAt + 60_000 - Date.now()));
       assert.equal(await status(`${ops}/readyz`), 503, "still not ready while Neo4j is down");
@@ -100,7 +115,7 @@ test("Neo4j down 60 s and the registry down 30 s mid-stream: no dead letter, not
       assert.match(metrics, /memory_dependency_down\{[^}]*dependency="neo4j"[^}]*\} 0/);
     });
   } finally {
-    if (registryDown) infra("registry.sh", "start");
+    if (registryDown) registry(false);
     if (neo4jDown) infra("neo4j.sh", "start");
   }
 });

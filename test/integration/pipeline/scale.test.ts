@@ -108,6 +108,12 @@ test("scale out 1 → 3 instances per stage and back to 1 while ingesting: resul
       300_000,
     );
     await h.feed(third, 2 * third);
+    const segmenters = (): number =>
+      h.instances.filter((i) => i.stage === "segmenter").reduce((n, i) => n + i.committedInputs, 0);
+    await until("the segmenters to commit the second third", () => segmenters() >= 2 * third * h.convs.length, 300_000);
+    t.diagnostic(
+      `committed inputs at 3 instances: ${h.instances.map((i) => `${i.id}=${i.committedInputs}`).join(" ")}`,
+    );
     // Scale in: the first instance of each stage and one of the new ones stop gracefully.
     const leaving = [...first, ...more.filter((i) => i.id.endsWith("-2"))];
     await Promise.all(leaving.map((i) => stopInstance(i, "SIGTERM")));

@@ -79,7 +79,26 @@ export const KafkaConfigSchema = z
     topicPrefix: z.string().default(""),
     /** Partitions of topics created at start-up; changelogs get as many as their input topic. */
     partitions: num.int().min(1).default(3),
+    /**
+     * Replication of the topics created at start-up (MEMORY_KAFKA_REPLICATION). 1 fits the local
+     * single broker; production: 3, with minInsyncReplicas 2.
+     */
     replicationFactor: num.int().min(1).default(1),
+    /** min.insync.replicas of the created topics (MEMORY_KAFKA_MIN_INSYNC_REPLICAS); unset: the broker's default. */
+    minInsyncReplicas: num.int().min(1).optional(),
+    /**
+     * Creating topics with replication 1 on a cluster of several brokers is refused unless this
+     * is set (MEMORY_KAFKA_ALLOW_SINGLE_REPLICA): one broker lost would lose the data.
+     */
+    allowSingleReplica: flag,
+    /**
+     * A dependency (Neo4j, the registry, an LLM) failing for longer than this makes a stage not
+     * ready (/readyz 503, metric memory_dependency_down, a log line) while it keeps retrying
+     * (MEMORY_DEPENDENCY_DOWN_LIMIT_MS).
+     */
+    dependencyDownLimitMs: num.int().min(0).default(60_000),
+    /** Longest wait between retries of an input failing for a transient reason (MEMORY_STAGE_RETRY_MAX_MS). */
+    retryMaxBackoffMs: num.int().min(10).default(30_000),
     clientId: z.string().min(1).default("memory"),
     /** Stage instance id: part of the transactional ids, stable across restarts (e.g. the pod name). */
     instanceId: z.string().min(1).default("0"),
@@ -113,6 +132,9 @@ export const KafkaConfigSchema = z
     topicPrefix: "",
     partitions: 3,
     replicationFactor: 1,
+    allowSingleReplica: false,
+    dependencyDownLimitMs: 60_000,
+    retryMaxBackoffMs: 30_000,
     clientId: "memory",
     instanceId: "0",
     sessionTimeoutMs: 30_000,
@@ -387,6 +409,10 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_TOPIC_PREFIX: ["kafka", "topicPrefix"],
   MEMORY_KAFKA_PARTITIONS: ["kafka", "partitions"],
   MEMORY_KAFKA_REPLICATION: ["kafka", "replicationFactor"],
+  MEMORY_KAFKA_MIN_INSYNC_REPLICAS: ["kafka", "minInsyncReplicas"],
+  MEMORY_KAFKA_ALLOW_SINGLE_REPLICA: ["kafka", "allowSingleReplica"],
+  MEMORY_DEPENDENCY_DOWN_LIMIT_MS: ["kafka", "dependencyDownLimitMs"],
+  MEMORY_STAGE_RETRY_MAX_MS: ["kafka", "retryMaxBackoffMs"],
   MEMORY_KAFKA_CLIENT_ID: ["kafka", "clientId"],
   MEMORY_KAFKA_INSTANCE_ID: ["kafka", "instanceId"],
   MEMORY_KAFKA_SESSION_TIMEOUT_MS: ["kafka", "sessionTimeoutMs"],

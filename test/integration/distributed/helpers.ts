@@ -142,7 +142,16 @@ export const startDeployment = async (prefix: string, apiKeys: Record<string, st
     for (const p of procs) if (!p.exited) p.child.kill("SIGKILL");
   };
   try {
-    for (const stage of STAGES) procs.push(spawnService(stage, `services/${stage}/main.ts`, env));
+    // DIST_TEST_INSTANCES=n: n instances of each stage (one consumer group each, partitions shared).
+    const instances = Math.max(1, Number(process.env.DIST_TEST_INSTANCES ?? 1));
+    for (const stage of STAGES)
+      for (let i = 0; i < instances; i++)
+        procs.push(
+          spawnService(instances > 1 ? `${stage}-${i}` : stage, `services/${stage}/main.ts`, {
+            ...env,
+            MEMORY_KAFKA_INSTANCE_ID: String(i),
+          }),
+        );
     const query = spawnService("query", "services/query/main.ts", env);
     procs.push(query);
     await waitStarted([query], 120_000);

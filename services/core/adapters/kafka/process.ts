@@ -13,7 +13,7 @@ import { Metrics } from "../../../platform/metrics.ts";
 import { startOpsServer } from "../../../platform/ops-server.ts";
 import { onShutdownSignals } from "../../../platform/shutdown.ts";
 import type { Config } from "../../config.ts";
-import { ensureTopics, partitionCount } from "./admin.ts";
+import { ensureTopics, partitionCount, type Replication } from "./admin.ts";
 import {
   openPipelineCodecs,
   type PipelineCodecs,
@@ -34,6 +34,13 @@ export const kafkaClient = (config: Config, who: string): Kafka =>
     retry: { retries: 10, initialRetryTime: 100 },
   });
 
+/** The replication of created topics, from config.kafka. */
+export const replicationOf = (config: Config): Replication => ({
+  replicationFactor: config.kafka.replicationFactor,
+  minInsyncReplicas: config.kafka.minInsyncReplicas,
+  allowSingleReplica: config.kafka.allowSingleReplica,
+});
+
 /** Creates every pipeline topic that is missing (the changelogs come with their stage). */
 export const ensurePipelineTopics = async (kafka: Kafka, config: Config): Promise<TopicNames> => {
   const topics = topicNames(config.kafka);
@@ -51,7 +58,7 @@ export const ensurePipelineTopics = async (kafka: Kafka, config: Config): Promis
         { topic: topics.updateQueue, partitions: n, compacted: true },
         { topic: topics.dlq, partitions: n },
       ],
-      config.kafka.replicationFactor,
+      replicationOf(config),
     );
   } finally {
     await admin.disconnect();
@@ -105,7 +112,7 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     await ensureTopics(
       admin,
       [{ topic: changelog, partitions: await partitionCount(admin, handler.input.topic), compacted: true }],
-      config.kafka.replicationFactor,
+      replicationOf(config),
     );
 
   const registers = [metrics.registry];
@@ -127,7 +134,14 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     labelNames: ["stage"],
     registers,
   });
+  const dependencyDown = new Gauge({
+    name: "memory_dependency_down",
+    help: "1 while a dependency (neo4j, registry, llm, kafka, network) has failed for longer than MEMORY_DEPENDENCY_DOWN_LIMIT_MS; the stage is not ready meanwhile.",
+    labelNames: ["stage", "dependency"],
+    registers,
+  });
   const observer: StageObserver = {
+    dependency: (d) => dependencyDown.set({ stage, dependency: d.dependency }, d.down ? 1 : 0),
     committed: (c) => log("info", "committed", c),
     event: (outcome, seconds) => metrics.stageEvent(stage, outcome, seconds),
     deadLetter: (reason) => dlqTotal.inc({ stage, reason }),
@@ -144,6 +158,8 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     ...(handler.state ? { changelogTopic: changelog } : {}),
     maxChunk: opts.maxChunk ?? config.kafka.maxChunk,
     sessionTimeoutMs: config.kafka.sessionTimeoutMs,
+    dependencyDownLimitMs: config.kafka.dependencyDownLimitMs,
+    transientBackoff: { baseMs: 200, maxMs: config.kafka.retryMaxBackoffMs },
     observer,
   });
 
@@ -164,10 +180,15 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
       const ok = runtime.failure === undefined;
       return { ok, body: { ok, stage, ...(runtime.failure ? { error: runtime.failure.message } : {}) } };
     },
-    // Ready once the consumer has joined and restored its state, until it fails or stops.
+    // Ready once the consumer has joined and restored its state, until it fails or stops, and not
+    // while a dependency has been down for longer than the limit (the stage only retries then).
     ready: () => {
-      const ready = started && !shutdown.stopping && runtime.failure === undefined;
-      return { ok: ready, body: { ready, stage } };
+      const down = runtime.dependenciesDown();
+      const ready = started && !shutdown.stopping && runtime.failure === undefined && down.length === 0;
+      return {
+        ok: ready,
+        body: { ready, stage, ...(down.length > 0 ? { dependenciesDown: down.map((d) => d.dependency) } : {}) },
+      };
     },
   });
 

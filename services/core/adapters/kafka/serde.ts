@@ -6,7 +6,8 @@
  * (magic byte, schema id, Avro body) with the id registered here (never auto-registered at
  * produce time), read with the writer's schema from the registry, and validated with the zod
  * schemas of services/core/types.ts. A value that cannot be decoded or fails validation is not
- * an exception: decode() says why, and the runtime turns it into a dead letter.
+ * an exception: decode() says why, and the runtime turns it into a dead letter. The registry
+ * being unreachable is no fault of the value: that error is thrown, and the runtime retries.
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -28,6 +29,7 @@ import {
   TurnSchema,
   UpdateCandidateSchema,
 } from "../../types.ts";
+import { classifyError } from "./error-class.ts";
 import type { TopicNames } from "./topics.ts";
 
 export const SCHEMA_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "schemas", "avro");
@@ -158,6 +160,7 @@ export class RegistrySerdes {
         try {
           raw = await deserializer.deserialize(topic, bytes);
         } catch (err) {
+          if (classifyError(err, "registry").kind === "transient") throw err;
           return { ok: false, reason: `decode: ${message(err)}` };
         }
         const parsed = schema.safeParse(dropNulls(raw));

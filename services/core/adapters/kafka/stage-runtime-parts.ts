@@ -37,9 +37,24 @@ export const chunksOf = <T>(items: readonly T[], size: number): T[][] => {
  */
 export const SEND_MAX_BYTES = 512 * 1024;
 
+/**
+ * Most key + value bytes of everything one transaction writes (outputs, dead letters, changelog):
+ * a chunk whose outputs or changed states grow past it is committed in several transactions, each
+ * with the offsets it covers, so a transaction's sends finish well inside its timeout and no
+ * commit carries an unbounded amount of data.
+ */
+export const TX_MAX_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The broker's default message.max.bytes (1 MB) less room for the record batch's own overhead:
+ * one message over it can never be written, however the transaction is split.
+ */
+export const MESSAGE_MAX_BYTES = 1_000_000 - 16 * 1024;
+
 export type TopicMessages = { topic: string; messages: Message[] };
 
-const sizeOf = (m: Message): number => {
+/** Key + value bytes of a message plus a fixed allowance for its record overhead. */
+export const sizeOf = (m: Message): number => {
   const bytes = (v: Message["key"] | Message["value"]): number =>
     v == null ? 0 : typeof v === "string" ? Buffer.byteLength(v) : v.length;
   return bytes(m.key) + bytes(m.value) + 64;

@@ -461,7 +461,10 @@ export class StageRuntime<I, O, S> {
     const byPartition = new Map(ctxs.map((c) => [c.partition, c]));
     const seen = new Map<number, bigint>();
     const groupId = `${this.opts.groupId}-restore-${randomUUID().slice(0, 8)}`;
-    const reader = this.opts.kafka.consumer({ groupId, readUncommitted: false });
+    // A short fetch wait: the reader is disconnected as soon as it has reached the targets, and
+    // kafkajs's disconnect waits for the fetch in flight (5 s by default), which held every
+    // restored partition back for up to 5 s however small its changelog.
+    const reader = this.opts.kafka.consumer({ groupId, readUncommitted: false, maxWaitTimeInMs: 100 });
     const doneOf = (p: number): boolean => restoredUpTo(seen, target, p);
     let entries = 0;
     try {

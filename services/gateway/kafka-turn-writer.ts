@@ -14,6 +14,9 @@
  *   ahead of it in the partition (in flight), turns after it are new. For a tenant, one
  *   "erase-tenant" on every partition of the turns topic, each keyed so that the key hashes to that
  *   partition (the stages forward it by key, and every pipeline topic has the turns' partition count).
+ *   With them, in the same Kafka transaction, a tombstone (null value, header `memory-control: erase`,
+ *   as the indexer writes them) on the compacted update queue for each record the stores' erasure
+ *   removed: its key is the record id, which nothing in the pipeline knows once the stores are erased.
  */
 import { randomUUID } from "node:crypto";
 import { type Kafka, Partitioners, type Producer } from "kafkajs";
@@ -36,6 +39,13 @@ import type { LogFn } from "../platform/log.ts";
 
 /** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */
 export const MAX_TRACKED_CONVERSATIONS = 10_000;
+
+/**
+ * Update-queue tombstones per send inside the erasure's transaction: a send puts each partition's
+ * messages in one record batch, which the broker refuses over its message limit (1 MB by default);
+ * a tombstone is a key (a record id) and a header, about 100 bytes.
+ */
+export const TOMBSTONES_PER_SEND = 2000;
 
 /** Attempts at a key that hashes to a given partition (each hits with probability 1/partitions). */
 const MAX_KEY_ATTEMPTS = 100_000;
@@ -79,6 +89,10 @@ export class KafkaTurnWriter implements MemoryWriter {
   private connected = false;
   private closed = false;
   private readonly seen = new Map<string, Set<string>>();
+  /** The transactional producer of erasures, opened at the first one (ingest does not need it). */
+  private erasureProducer: Promise<Producer> | undefined;
+  /** One erasure transaction at a time (a transactional producer has one open transaction). */
+  private erasures: Promise<unknown> = Promise.resolve();
 
   private constructor(
     private readonly producer: Producer,
@@ -157,12 +171,51 @@ export class KafkaTurnWriter implements MemoryWriter {
     });
   }
 
+  /** The erasure producer: transactional, its id unique to this writer (no other instance resumes its transactions). */
+  private openErasureProducer(): Promise<Producer> {
+    this.erasureProducer ??= (async () => {
+      const producer = this.kafka.producer({
+        transactionalId: `${this.topics.turns}.gateway-erasure.${randomUUID()}`,
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+      });
+      try {
+        await producer.connect();
+        return producer;
+      } catch (err) {
+        this.erasureProducer = undefined;
+        await producer.disconnect().catch(() => undefined);
+        throw err;
+      }
+    })();
+    return this.erasureProducer;
+  }
+
   /**
-   * Produces the erase control(s) of a conversation, or of the whole tenant, to the turns topic
-   * (acks=all: resolved once durable). The stores are erased by the caller (the query service); this
-   * makes every stage drop the keyed state and the indexer erase again what in-flight turns wrote.
+   * Produces the erase control(s) of a conversation, or of the whole tenant, to the turns topic and
+   * a tombstone per erased record id to the update queue, all in one Kafka transaction (committed:
+   * resolved once durable; on an error it is aborted and nothing of it is read by the stages). The
+   * stores are erased by the caller (the query service), which names the records it erased; this
+   * makes every stage drop the keyed state, the indexer erase again what in-flight turns wrote, and
+   * the update queue forget the erased records' candidates (after compaction, or read to its end).
    */
-  async publishErasure(tenant: string, conversation?: string): Promise<{ messages: number }> {
+  publishErasure(
+    tenant: string,
+    conversation?: string,
+    erasedRecordIds: readonly string[] = [],
+  ): Promise<{ messages: number }> {
+    this.assertOpen();
+    const run = this.erasures.then(() => this.produceErasure(tenant, conversation, erasedRecordIds));
+    this.erasures = run.catch(() => undefined);
+    return run;
+  }
+
+  private async produceErasure(
+    tenant: string,
+    conversation: string | undefined,
+    erasedRecordIds: readonly string[],
+  ): Promise<{ messages: number }> {
     this.assertOpen();
     let messages: { key: string; value: null; partition?: number; headers: Record<string, string> }[];
     if (conversation !== undefined) {
@@ -187,8 +240,29 @@ export class KafkaTurnWriter implements MemoryWriter {
       }));
       this.seen.delete(tenant);
     }
-    await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
-    return { messages: messages.length };
+    const ids = [...new Set(erasedRecordIds)];
+    const producer = await this.openErasureProducer();
+    const tx = await producer.transaction();
+    try {
+      await tx.send({ topic: this.topics.turns, acks: -1, messages });
+      for (let i = 0; i < ids.length; i += TOMBSTONES_PER_SEND) {
+        await tx.send({
+          topic: this.topics.updateQueue,
+          acks: -1,
+          // Keyed like the indexer's candidate sets, so the default partitioner puts each on its partition.
+          messages: ids.slice(i, i + TOMBSTONES_PER_SEND).map((key) => ({
+            key,
+            value: null,
+            headers: { [CONTROL_HEADER]: "erase" },
+          })),
+        });
+      }
+      await tx.commit();
+    } catch (err) {
+      await tx.abort().catch(() => undefined);
+      throw err;
+    }
+    return { messages: messages.length + ids.length };
   }
 
   /** Ready to produce: open and the producer connected; the detail names the topic. */
@@ -204,6 +278,9 @@ export class KafkaTurnWriter implements MemoryWriter {
     if (this.closed) return;
     this.closed = true;
     await this.producer.disconnect().catch(() => undefined);
+    await this.erasures;
+    const erasureProducer = await this.erasureProducer?.catch(() => undefined);
+    await erasureProducer?.disconnect().catch(() => undefined);
     await this.serdes.close().catch(() => undefined);
   }
 }

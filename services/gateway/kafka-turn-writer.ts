@@ -14,9 +14,13 @@
  *   ahead of it in the partition (in flight), turns after it are new. For a tenant, one
  *   "erase-tenant" on every partition of the turns topic, each keyed so that the key hashes to that
  *   partition (the stages forward it by key, and every pipeline topic has the turns' partition count).
- *   With them, in the same Kafka transaction, a tombstone (null value, header `memory-control: erase`,
+ *   With them, in the same produce batch, a tombstone (null value, header `memory-control: erase`,
  *   as the indexer writes them) on the compacted update queue for each record the stores' erasure
  *   removed: its key is the record id, which nothing in the pipeline knows once the stores are erased.
+ *   Not a Kafka transaction: the turns topic stays non-transactional (a commit marker at the end of a
+ *   turns partition would count as lag of the sensory stage until the next turn, and the lag feeds
+ *   the consolidator's off-peak trigger); the tombstones go first, so a failed call leaves at worst
+ *   tombstones without the control, and the caller's retry publishes the control.
  */
 import { randomUUID } from "node:crypto";
 import { type Kafka, Partitioners, type Producer } from "kafkajs";
@@ -41,7 +45,7 @@ import type { LogFn } from "../platform/log.ts";
 export const MAX_TRACKED_CONVERSATIONS = 10_000;
 
 /**
- * Update-queue tombstones per send inside the erasure's transaction: a send puts each partition's
+ * Update-queue tombstones per produce call: a send puts each partition's
  * messages in one record batch, which the broker refuses over its message limit (1 MB by default);
  * a tombstone is a key (a record id) and a header, about 100 bytes.
  */
@@ -89,10 +93,6 @@ export class KafkaTurnWriter implements MemoryWriter {
   private connected = false;
   private closed = false;
   private readonly seen = new Map<string, Set<string>>();
-  /** The transactional producer of erasures, opened at the first one (ingest does not need it). */
-  private erasureProducer: Promise<Producer> | undefined;
-  /** One erasure transaction at a time (a transactional producer has one open transaction). */
-  private erasures: Promise<unknown> = Promise.resolve();
 
   private constructor(
     private readonly producer: Producer,
@@ -171,50 +171,18 @@ export class KafkaTurnWriter implements MemoryWriter {
     });
   }
 
-  /** The erasure producer: transactional, its id unique to this writer (no other instance resumes its transactions). */
-  private openErasureProducer(): Promise<Producer> {
-    this.erasureProducer ??= (async () => {
-      const producer = this.kafka.producer({
-        transactionalId: `${this.topics.turns}.gateway-erasure.${randomUUID()}`,
-        idempotent: true,
-        maxInFlightRequests: 1,
-        allowAutoTopicCreation: false,
-      });
-      try {
-        await producer.connect();
-        return producer;
-      } catch (err) {
-        this.erasureProducer = undefined;
-        await producer.disconnect().catch(() => undefined);
-        throw err;
-      }
-    })();
-    return this.erasureProducer;
-  }
-
   /**
    * Produces the erase control(s) of a conversation, or of the whole tenant, to the turns topic and
-   * a tombstone per erased record id to the update queue, all in one Kafka transaction (committed:
-   * resolved once durable; on an error it is aborted and nothing of it is read by the stages). The
-   * stores are erased by the caller (the query service), which names the records it erased; this
-   * makes every stage drop the keyed state, the indexer erase again what in-flight turns wrote, and
-   * the update queue forget the erased records' candidates (after compaction, or read to its end).
+   * a tombstone per erased record id to the update queue (acks=all: resolved once durable; the
+   * tombstones in the control's produce batch, or ahead of it when there are many). The stores are
+   * erased by the caller (the query service), which names the records it erased; this makes every
+   * stage drop the keyed state, the indexer erase again what in-flight turns wrote, and the update
+   * queue forget the erased records' candidates (after compaction, or read to its end).
    */
-  publishErasure(
+  async publishErasure(
     tenant: string,
     conversation?: string,
     erasedRecordIds: readonly string[] = [],
-  ): Promise<{ messages: number }> {
-    this.assertOpen();
-    const run = this.erasures.then(() => this.produceErasure(tenant, conversation, erasedRecordIds));
-    this.erasures = run.catch(() => undefined);
-    return run;
-  }
-
-  private async produceErasure(
-    tenant: string,
-    conversation: string | undefined,
-    erasedRecordIds: readonly string[],
   ): Promise<{ messages: number }> {
     this.assertOpen();
     let messages: { key: string; value: null; partition?: number; headers: Record<string, string> }[];
@@ -241,27 +209,19 @@ export class KafkaTurnWriter implements MemoryWriter {
       this.seen.delete(tenant);
     }
     const ids = [...new Set(erasedRecordIds)];
-    const producer = await this.openErasureProducer();
-    const tx = await producer.transaction();
-    try {
-      await tx.send({ topic: this.topics.turns, acks: -1, messages });
-      for (let i = 0; i < ids.length; i += TOMBSTONES_PER_SEND) {
-        await tx.send({
-          topic: this.topics.updateQueue,
-          acks: -1,
-          // Keyed like the indexer's candidate sets, so the default partitioner puts each on its partition.
-          messages: ids.slice(i, i + TOMBSTONES_PER_SEND).map((key) => ({
-            key,
-            value: null,
-            headers: { [CONTROL_HEADER]: "erase" },
-          })),
-        });
-      }
-      await tx.commit();
-    } catch (err) {
-      await tx.abort().catch(() => undefined);
-      throw err;
-    }
+    // Keyed like the indexer's candidate sets, so the default partitioner puts each on its partition.
+    const tombstones = (chunk: readonly string[]) => ({
+      topic: this.topics.updateQueue,
+      messages: chunk.map((key) => ({ key, value: null, headers: { [CONTROL_HEADER]: "erase" } })),
+    });
+    const chunks: string[][] = [];
+    for (let i = 0; i < ids.length; i += TOMBSTONES_PER_SEND) chunks.push(ids.slice(i, i + TOMBSTONES_PER_SEND));
+    const last = chunks.pop();
+    for (const chunk of chunks) await this.producer.sendBatch({ acks: -1, topicMessages: [tombstones(chunk)] });
+    await this.producer.sendBatch({
+      acks: -1,
+      topicMessages: [...(last ? [tombstones(last)] : []), { topic: this.topics.turns, messages }],
+    });
     return { messages: messages.length + ids.length };
   }
 
@@ -278,9 +238,6 @@ export class KafkaTurnWriter implements MemoryWriter {
     if (this.closed) return;
     this.closed = true;
     await this.producer.disconnect().catch(() => undefined);
-    await this.erasures;
-    const erasureProducer = await this.erasureProducer?.catch(() => undefined);
-    await erasureProducer?.disconnect().catch(() => undefined);
     await this.serdes.close().catch(() => undefined);
   }
 }

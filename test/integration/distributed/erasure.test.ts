@@ -276,9 +276,19 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
     const tombstoned = new Set(queueMessages.filter((m) => m.control && m.value === null).map((m) => m.key));
     const queue = await liveKeys(kafka, `${prefix}memory.update-queue.v1`);
     const orphans: string[] = [];
+    /** Where a key's messages are (partition, offset, tombstone or not), for a failure's message. */
+    const trail = (key: string): string =>
+      JSON.stringify(
+        queueMessages
+          .filter((m) => m.key === key)
+          .map((m) => ({ p: m.partition, o: m.offset, tombstone: m.value === null, control: m.control })),
+      );
     for (const [recordId, value] of queue) {
       const text = value.toString("latin1");
-      assert.ok(!text.includes(WORDS.erased) && !text.includes(WORDS.goneC), `update queue value of ${recordId}`);
+      assert.ok(
+        !text.includes(WORDS.erased) && !text.includes(WORDS.goneC),
+        `update queue value of ${recordId}: ${trail(recordId)} ${text.replace(/[^\x20-\x7e]/g, ".")}`,
+      );
       const owner = [T.a, T.b, T.c].find((t) => text.includes(t)) as string;
       assert.ok(owner, `update queue value of ${recordId} names its tenant`);
       if ((await graph.getRecords(owner, [recordId])).length === 1) continue;

@@ -12,7 +12,7 @@ import { runConsolidation } from "../consolidator/consolidator.ts";
 import { eraseConversation } from "../consolidator/erasure.ts";
 import type { ConsolidationDecider } from "../consolidator/types.ts";
 import { buildHistory, type RecordHistory } from "../core/history.ts";
-import type { ConsolidationReport, ErasureReport, MemoryMaintenance } from "../core/maintenance.ts";
+import type { ConsolidationReport, StoreErasureReport, StoreSideMaintenance } from "../core/maintenance.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
 import { walkVersionGraph } from "../core/version-graph.ts";
 
@@ -25,7 +25,26 @@ export interface StoreMaintenanceDeps {
   concurrency?: number;
 }
 
-export class StoreMaintenance implements MemoryMaintenance {
+/** Records listed per page when a tenant's record ids are collected before its erasure. */
+const LIST_PAGE = 500;
+
+/** Every record id of the tenant, superseded versions included (as the indexer collects them). */
+const tenantRecordIds = async (graph: GraphStore, tenant: string): Promise<string[]> => {
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await graph.listRecords(tenant, {
+      includeSuperseded: true,
+      limit: LIST_PAGE,
+      ...(cursor !== undefined ? { cursor } : {}),
+    });
+    for (const r of page.records) ids.push(r.id);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return ids;
+};
+
+export class StoreMaintenance implements StoreSideMaintenance {
   /** One consolidation or erasure at a time in this process, as in the embedded engine. */
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -59,18 +78,23 @@ export class StoreMaintenance implements MemoryMaintenance {
    * Erasure from the graph and vector stores: a conversation (its records with every index row,
    * candidate and edge, segments, raw turns, dead letters and vectors; records it had superseded
    * restored) or the whole tenant. The Kafka side (keyed state, compacted topics, turns in flight)
-   * is the gateway's, so inboxEntries and stateKeys are 0 here.
+   * is the gateway's, so inboxEntries and stateKeys are 0 here. The report names the erased
+   * records (erasedRecordIds): their update candidates are live on the compacted update queue
+   * (key: record id) and only the gateway, told here, can tombstone them; the indexer's erase
+   * control finds nothing of them any more.
    */
-  erase(tenant: string, conversation?: string): Promise<ErasureReport> {
+  erase(tenant: string, conversation?: string): Promise<StoreErasureReport> {
     return this.exclusive(async () => {
       const { graph, vectors } = this.deps;
       const started = performance.now();
       const vectorsBefore = await vectors.count(tenant);
       let records: number;
+      let erasedRecordIds: string[];
       let turns: number | undefined;
       let restored = 0;
       if (conversation !== undefined) {
         const erased = await eraseConversation(graph, tenant, conversation);
+        erasedRecordIds = erased.records;
         records = erased.records.length;
         turns = erased.turns.length;
         restored = erased.restored;
@@ -78,7 +102,9 @@ export class StoreMaintenance implements MemoryMaintenance {
         // Vectors the graph no longer knows of (written before a crash between the stores' writes).
         await vectors.deleteConversation?.(tenant, conversation);
       } else {
+        // Counted as the embedded engine counts them; the ids for the gateway's tombstones.
         records = await graph.countRecords(tenant);
+        erasedRecordIds = await tenantRecordIds(graph, tenant);
         await graph.deleteTenant(tenant);
         await vectors.deleteTenant(tenant);
       }
@@ -95,6 +121,7 @@ export class StoreMaintenance implements MemoryMaintenance {
         stateKeys: 0,
         restored,
         ms: performance.now() - started,
+        erasedRecordIds,
       };
     });
   }

@@ -201,8 +201,29 @@ class TenantRun {
     for (const [recordId, candidates] of byRecord(rows)) await this.decideRecord(recordId, candidates);
   }
 
-  private async decideRecord(recordId: string, rows: readonly UpdateCandidate[]): Promise<void> {
+  /**
+   * Candidate rows naming a record that no longer exists (erased, while its candidates were still
+   * on the update queue or put back from it by the consolidator service) are deleted, not decided:
+   * whole when the record itself is gone, else the rows of the gone candidates. The store deletes
+   * every candidate row and edge touching those ids, so nothing of an erased record stays behind;
+   * records are written to the store before their candidates are produced, so missing means erased.
+   * Returns the rows left to decide.
+   */
+  private async dropMissing(recordId: string, rows: readonly UpdateCandidate[]): Promise<UpdateCandidate[]> {
+    await this.load([recordId, ...rows.map((r) => r.candidateId)]);
+    const gone = this.view.has(recordId)
+      ? [...new Set(rows.map((r) => r.candidateId).filter((id) => !this.view.has(id)))]
+      : [recordId, ...new Set(rows.map((r) => r.candidateId).filter((id) => !this.view.has(id)))];
+    if (gone.length === 0) return [...rows];
+    await this.deps.graph.transact(this.tenant, {}, () => ({ writes: { deleteRecords: gone }, result: undefined }));
+    const dropped = new Set(gone);
+    return dropped.has(recordId) ? [] : rows.filter((r) => !dropped.has(r.candidateId));
+  }
+
+  private async decideRecord(recordId: string, all: readonly UpdateCandidate[]): Promise<void> {
     if (this.counter.failed) throw new Error("consolidation stopped after a failed decision");
+    const rows = await this.dropMissing(recordId, all);
+    if (rows.length === 0) return;
     const subject = await this.head(recordId);
     const decisionOf = new Map<string, PairDecision>();
     const views: CandidateView[] = [];

@@ -50,6 +50,16 @@ export interface ErasureReport {
   ms: number;
 }
 
+/**
+ * An erasure as the stores' side (the query service's StoreMaintenance) reports it to the gateway:
+ * the report and the ids of the records it erased. Internal only: the gateway tombstones those ids
+ * on the compacted update queue (key: record id; nothing downstream knows them once the stores are
+ * erased) and answers its callers with the ErasureReport alone (counts, no ids).
+ */
+export interface StoreErasureReport extends ErasureReport {
+  erasedRecordIds?: string[];
+}
+
 /** Maintenance operations a front door may offer next to MemoryService (the embedded engine has them). */
 export interface MemoryMaintenance {
   consolidate(tenant?: string): Promise<ConsolidationReport>;
@@ -63,4 +73,12 @@ export interface MemoryMaintenance {
  */
 export interface MaintenanceOffer {
   readonly offersMaintenance?: boolean;
+}
+
+/**
+ * The stores' side of maintenance, which the query service serves over memory.v1.Maintenance: its
+ * erasure also names the erased records (StoreErasureReport). Any MemoryMaintenance fits (without ids).
+ */
+export interface StoreSideMaintenance extends MemoryMaintenance {
+  erase(tenant: string, conversation?: string): Promise<StoreErasureReport>;
 }

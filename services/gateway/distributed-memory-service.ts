@@ -8,7 +8,13 @@
  * (control messages and tombstones, so the stages drop the subject's keyed state and turns in flight).
  */
 import type { RecordHistory } from "../core/history.ts";
-import type { ConsolidationReport, ErasureReport, MaintenanceOffer, MemoryMaintenance } from "../core/maintenance.ts";
+import type {
+  ConsolidationReport,
+  ErasureReport,
+  MaintenanceOffer,
+  MemoryMaintenance,
+  StoreErasureReport,
+} from "../core/maintenance.ts";
 import type { Health, IngestResult, MemoryReader, MemoryService, MemoryWriter } from "../core/memory-service.ts";
 import type { QueryResult, RecordPage, RecordQuery } from "../core/query-types.ts";
 import type { QueryRequest, TurnInput } from "../core/requests.ts";
@@ -28,16 +34,23 @@ export interface TurnWriter extends MemoryWriter {
   /**
    * After an erasure in the stores: erase control messages and tombstones through the pipeline
    * (keyed state, compacted topics, an erasure watermark for turns still in flight). Resolves with
-   * how many messages were published. Optional: a writer without it publishes nothing.
+   * how many messages were published. `erasedRecordIds`: the records the stores' erasure removed,
+   * whose update candidates get a tombstone on the update queue with the controls (nothing in the
+   * pipeline knows those ids any more). Optional: a writer without it publishes nothing.
    */
-  publishErasure?(tenant: string, conversation?: string): Promise<{ messages: number }>;
+  publishErasure?(
+    tenant: string,
+    conversation?: string,
+    erasedRecordIds?: readonly string[],
+  ): Promise<{ messages: number }>;
 }
 
 /** Consolidation, history and erasure in the stores: the query service's Maintenance RPCs. */
 export interface RemoteMaintenance {
   consolidate(tenant: string): Promise<ConsolidationReport>;
   history(tenant: string, recordId: string): Promise<RecordHistory | undefined>;
-  erase(tenant: string, conversation?: string): Promise<ErasureReport>;
+  /** The report names the erased records (internal: for the writer's tombstones). */
+  erase(tenant: string, conversation?: string): Promise<StoreErasureReport>;
 }
 
 /** The read side: the query service's client, GrpcQueryBackend (a fake in tests). */
@@ -109,11 +122,13 @@ export class DistributedMemoryService implements MemoryService, MemoryMaintenanc
 
   /**
    * Erasure: first from the stores (records, turns, vectors, index nodes, candidates; the query
-   * service's counts), then through the pipeline by the writer (its message count as `kafka`).
+   * service's counts), then through the pipeline by the writer, with the tombstones of the erased
+   * records' update candidates (its message count as `kafka`). The erased ids stay here: the
+   * caller's report has counts only.
    */
   async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
-    const report = await this.remote("erase")(tenant, conversation);
-    const published = await this.writer.publishErasure?.(tenant, conversation);
+    const { erasedRecordIds, ...report } = await this.remote("erase")(tenant, conversation);
+    const published = await this.writer.publishErasure?.(tenant, conversation, erasedRecordIds ?? []);
     return published ? { ...report, kafka: published.messages } : report;
   }
 

@@ -6,7 +6,7 @@ import type { Metadata } from "@grpc/grpc-js";
 import { status } from "@grpc/grpc-js";
 import { ValidationError } from "../core/errors.ts";
 import type { RecordHistory } from "../core/history.ts";
-import type { ConsolidationReport, ErasureReport } from "../core/maintenance.ts";
+import type { ConsolidationReport, StoreErasureReport } from "../core/maintenance.ts";
 import type { RecordPage, RecordQuery } from "../core/ports.ts";
 import type { QueryResult } from "../core/query-types.ts";
 import type { QueryRequest } from "../core/requests.ts";
@@ -75,7 +75,7 @@ export class GrpcQueryBackend implements QueryBackend {
     return this.mapErrors(() => this.client.history(recordId, this.md(tenant)));
   }
 
-  erase(tenant: string, conversation?: string): Promise<ErasureReport> {
+  erase(tenant: string, conversation?: string): Promise<StoreErasureReport> {
     return this.mapErrors(() => this.client.erase(conversation, this.md(tenant)));
   }
 

@@ -14,6 +14,13 @@
  *   ahead of it in the partition (in flight), turns after it are new. For a tenant, one
  *   "erase-tenant" on every partition of the turns topic, each keyed so that the key hashes to that
  *   partition (the stages forward it by key, and every pipeline topic has the turns' partition count).
+ *   With them, in the same produce batch, a tombstone (null value, header `memory-control: erase`,
+ *   as the indexer writes them) on the compacted update queue for each record the stores' erasure
+ *   removed: its key is the record id, which nothing in the pipeline knows once the stores are erased.
+ *   Not a Kafka transaction: the turns topic stays non-transactional (a commit marker at the end of a
+ *   turns partition would count as lag of the sensory stage until the next turn, and the lag feeds
+ *   the consolidator's off-peak trigger); the tombstones go first, so a failed call leaves at worst
+ *   tombstones without the control, and the caller's retry publishes the control.
  */
 import { randomUUID } from "node:crypto";
 import { type Kafka, Partitioners, type Producer } from "kafkajs";
@@ -36,6 +43,13 @@ import type { LogFn } from "../platform/log.ts";
 
 /** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */
 export const MAX_TRACKED_CONVERSATIONS = 10_000;
+
+/**
+ * Update-queue tombstones per produce call: a send puts each partition's
+ * messages in one record batch, which the broker refuses over its message limit (1 MB by default);
+ * a tombstone is a key (a record id) and a header, about 100 bytes.
+ */
+export const TOMBSTONES_PER_SEND = 2000;
 
 /** Attempts at a key that hashes to a given partition (each hits with probability 1/partitions). */
 const MAX_KEY_ATTEMPTS = 100_000;
@@ -158,11 +172,18 @@ export class KafkaTurnWriter implements MemoryWriter {
   }
 
   /**
-   * Produces the erase control(s) of a conversation, or of the whole tenant, to the turns topic
-   * (acks=all: resolved once durable). The stores are erased by the caller (the query service); this
-   * makes every stage drop the keyed state and the indexer erase again what in-flight turns wrote.
+   * Produces the erase control(s) of a conversation, or of the whole tenant, to the turns topic and
+   * a tombstone per erased record id to the update queue (acks=all: resolved once durable; the
+   * tombstones in the control's produce batch, or ahead of it when there are many). The stores are
+   * erased by the caller (the query service), which names the records it erased; this makes every
+   * stage drop the keyed state, the indexer erase again what in-flight turns wrote, and the update
+   * queue forget the erased records' candidates (after compaction, or read to its end).
    */
-  async publishErasure(tenant: string, conversation?: string): Promise<{ messages: number }> {
+  async publishErasure(
+    tenant: string,
+    conversation?: string,
+    erasedRecordIds: readonly string[] = [],
+  ): Promise<{ messages: number }> {
     this.assertOpen();
     let messages: { key: string; value: null; partition?: number; headers: Record<string, string> }[];
     if (conversation !== undefined) {
@@ -187,8 +208,21 @@ export class KafkaTurnWriter implements MemoryWriter {
       }));
       this.seen.delete(tenant);
     }
-    await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
-    return { messages: messages.length };
+    const ids = [...new Set(erasedRecordIds)];
+    // Keyed like the indexer's candidate sets, so the default partitioner puts each on its partition.
+    const tombstones = (chunk: readonly string[]) => ({
+      topic: this.topics.updateQueue,
+      messages: chunk.map((key) => ({ key, value: null, headers: { [CONTROL_HEADER]: "erase" } })),
+    });
+    const chunks: string[][] = [];
+    for (let i = 0; i < ids.length; i += TOMBSTONES_PER_SEND) chunks.push(ids.slice(i, i + TOMBSTONES_PER_SEND));
+    const last = chunks.pop();
+    for (const chunk of chunks) await this.producer.sendBatch({ acks: -1, topicMessages: [tombstones(chunk)] });
+    await this.producer.sendBatch({
+      acks: -1,
+      topicMessages: [...(last ? [tombstones(last)] : []), { topic: this.topics.turns, messages }],
+    });
+    return { messages: messages.length + ids.length };
   }
 
   /** Ready to produce: open and the producer connected; the detail names the topic. */

@@ -2,13 +2,19 @@
 // erasure RPCs, served over a recording fake and called through the gateway's GrpcQueryBackend and
 // DistributedMemoryService, up to the HTTP routes: reports and histories cross the wire unchanged,
 // the tenant travels in the metadata, the internal token is required, and an erasure is also
-// published through the writer (its count as `kafka`).
+// published through the writer (its count as `kafka`) with the erased record ids, which the HTTP
+// answer does not carry.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { status } from "@grpc/grpc-js";
 import { ValidationError } from "../../services/core/errors.ts";
 import { buildHistory, type RecordHistory } from "../../services/core/history.ts";
-import type { ConsolidationReport, ErasureReport, MemoryMaintenance } from "../../services/core/maintenance.ts";
+import type {
+  ConsolidationReport,
+  ErasureReport,
+  StoreErasureReport,
+  StoreSideMaintenance,
+} from "../../services/core/maintenance.ts";
 import { DistributedMemoryService } from "../../services/gateway/distributed-memory-service.ts";
 import { GrpcQueryBackend } from "../../services/gateway/grpc-client.ts";
 import { createHttpApp } from "../../services/gateway/http-app.ts";
@@ -47,7 +53,7 @@ const HISTORY = buildHistory("r-old", {
 }) as RecordHistory;
 
 /** Records the calls it gets; answers fixed reports. */
-class RecordingMaintenance implements MemoryMaintenance {
+class RecordingMaintenance implements StoreSideMaintenance {
   readonly calls: { op: string; tenant?: string; arg?: string }[] = [];
   async consolidate(tenant?: string): Promise<ConsolidationReport> {
     this.calls.push({ op: "consolidate", ...(tenant !== undefined ? { tenant } : {}) });
@@ -57,7 +63,7 @@ class RecordingMaintenance implements MemoryMaintenance {
     this.calls.push({ op: "history", tenant, arg: recordId });
     return recordId === "r-old" ? HISTORY : undefined;
   }
-  async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
+  async erase(tenant: string, conversation?: string): Promise<StoreErasureReport> {
     this.calls.push({ op: "erase", tenant, ...(conversation !== undefined ? { arg: conversation } : {}) });
     return {
       tenant,
@@ -68,6 +74,8 @@ class RecordingMaintenance implements MemoryMaintenance {
       stateKeys: 0,
       restored: 1,
       ms: 3.25,
+      // None for the tenant: an empty list crosses the wire as absent.
+      ...(conversation !== undefined ? { erasedRecordIds: ["r-1", "r-2"] } : {}),
     };
   }
 }
@@ -100,9 +108,11 @@ describe("memory.v1.Maintenance through the gateway's query backend", () => {
     const conv = await backend.erase("acme/eu", "c1");
     assert.equal(conv.conversation, "c1");
     assert.equal(conv.turns, 3);
+    assert.deepEqual(conv.erasedRecordIds, ["r-1", "r-2"]);
     const all = await backend.erase("acme/eu");
     assert.equal(all.conversation, undefined);
     assert.equal(all.turns, undefined);
+    assert.equal(all.erasedRecordIds, undefined);
     assert.deepEqual(maintenance.calls, [
       { op: "consolidate", tenant: "acme/eu" },
       { op: "history", tenant: "acme/eu", arg: "r-old" },
@@ -129,10 +139,10 @@ describe("memory.v1.Maintenance through the gateway's query backend", () => {
 
   it("behind the HTTP app: the maintenance routes answer, and an erasure is published through the writer", async () => {
     const writes = new FakeMemoryService();
-    const published: { tenant: string; conversation?: string }[] = [];
+    const published: { tenant: string; conversation?: string; ids?: readonly string[] }[] = [];
     const writer = Object.assign(fakeTurnWriter(writes), {
-      publishErasure: async (tenant: string, conversation?: string) => {
-        published.push({ tenant, ...(conversation !== undefined ? { conversation } : {}) });
+      publishErasure: async (tenant: string, conversation?: string, ids?: readonly string[]) => {
+        published.push({ tenant, ...(conversation !== undefined ? { conversation } : {}), ids });
         return { messages: 7 };
       },
     });
@@ -155,8 +165,12 @@ describe("memory.v1.Maintenance through the gateway's query backend", () => {
     const body = (await erased.json()) as ErasureReport;
     assert.equal(body.records, 2);
     assert.equal(body.kafka, 7);
+    assert.ok(!("erasedRecordIds" in body), "the record ids stay between the query service and the gateway");
     assert.equal((await call("/v1/tenant?confirm=acme", "DELETE")).status, 200);
-    assert.deepEqual(published, [{ tenant: "acme", conversation: "c1" }, { tenant: "acme" }]);
+    assert.deepEqual(published, [
+      { tenant: "acme", conversation: "c1", ids: ["r-1", "r-2"] },
+      { tenant: "acme", ids: [] },
+    ]);
 
     // A reader without the Maintenance RPCs: the routes answer 501 as before.
     const bare = new DistributedMemoryService(writer, fakeRemoteReader(new FakeMemoryService()));

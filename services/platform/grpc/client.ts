@@ -5,7 +5,7 @@
  */
 import { type CallOptions, credentials, Metadata, type ServiceError, status } from "@grpc/grpc-js";
 import type { RecordHistory } from "../../core/history.ts";
-import type { ConsolidationReport, ErasureReport } from "../../core/maintenance.ts";
+import type { ConsolidationReport, StoreErasureReport } from "../../core/maintenance.ts";
 import type { RecordPage, RecordQuery } from "../../core/ports.ts";
 import type { QueryResult } from "../../core/query-types.ts";
 import type { QueryRequest, TurnInput } from "../../core/requests.ts";
@@ -164,8 +164,8 @@ export class MemoryGrpcClient {
     }
   }
 
-  /** Erases a conversation, or (none given) the whole tenant (Maintenance.Erase): four deadlines. */
-  async erase(conversation?: string, md: Metadata = this.metadata()): Promise<ErasureReport> {
+  /** Erases a conversation, or (none given) the whole tenant (Maintenance.Erase): four deadlines; the report names the erased records. */
+  async erase(conversation?: string, md: Metadata = this.metadata()): Promise<StoreErasureReport> {
     return erasureReportFromWire(
       await replyOf<ErasureReportMessage>((cb) =>
         this.maintenance.erase({ conversation: conversation ?? "" }, md, this.callOptions(4), cb),

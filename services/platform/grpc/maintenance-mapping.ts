@@ -4,7 +4,7 @@
  * optional value, so a report or history that crosses the wire twice comes back deep-equal.
  */
 import type { RecordHistory, VersionEntry, VersionRelation } from "../../core/history.ts";
-import type { ConsolidationReport, ErasureReport } from "../../core/maintenance.ts";
+import type { ConsolidationReport, StoreErasureReport } from "../../core/maintenance.ts";
 import type { RecordRelation, RecordRelationKind } from "../../core/ports.ts";
 import type {
   ConsolidationReport as ConsolidationReportMessage,
@@ -112,7 +112,7 @@ export const historyFromWire = (m: RecordHistoryMessage): RecordHistory => {
   };
 };
 
-export const erasureReportToWire = (r: ErasureReport): ErasureReportMessage => ({
+export const erasureReportToWire = (r: StoreErasureReport): ErasureReportMessage => ({
   tenant: r.tenant,
   conversation: r.conversation ?? "",
   records: r.records,
@@ -122,9 +122,11 @@ export const erasureReportToWire = (r: ErasureReport): ErasureReportMessage => (
   state_keys: r.stateKeys,
   restored: r.restored,
   ms: r.ms,
+  erased_record_ids: r.erasedRecordIds ?? [],
 });
 
-export const erasureReportFromWire = (m: ErasureReportMessage): ErasureReport => {
+/** No ids on the wire (none erased, or an older query service) read as absent. */
+export const erasureReportFromWire = (m: ErasureReportMessage): StoreErasureReport => {
   const conversation = blank(m.conversation);
   return {
     tenant: m.tenant,
@@ -136,5 +138,6 @@ export const erasureReportFromWire = (m: ErasureReportMessage): ErasureReport =>
     stateKeys: m.state_keys,
     restored: m.restored,
     ms: m.ms,
+    ...(m.erased_record_ids.length > 0 ? { erasedRecordIds: m.erased_record_ids } : {}),
   };
 };

@@ -1,9 +1,9 @@
 /**
  * memory.v1.Maintenance's handlers over any MemoryMaintenance (the query service's store
- * maintenance): consolidation, version history and erasure for the caller's tenant, authorized,
+ * maintenance, whose erasure also names the erased records: they go back to the gateway): consolidation, version history and erasure for the caller's tenant, authorized,
  * parsed with the HTTP rules and counted as Memory's calls are.
  */
-import type { MemoryMaintenance } from "../../core/maintenance.ts";
+import type { StoreSideMaintenance } from "../../core/maintenance.ts";
 import type { GrpcCallMetrics } from "./call-metrics.ts";
 import type { MaintenanceServer } from "./generated/memory.ts";
 import { consolidationReportToWire, erasureReportToWire, historyToWire } from "./maintenance-mapping.ts";
@@ -12,7 +12,7 @@ import { type CallServingDeps, callServing } from "./serve-call.ts";
 import { NotFound } from "./status-mapping.ts";
 
 export interface MaintenanceServiceDeps extends CallServingDeps {
-  maintenance: MemoryMaintenance;
+  maintenance: StoreSideMaintenance;
 }
 
 export const maintenanceServiceImplementation = (

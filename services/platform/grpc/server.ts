@@ -6,7 +6,7 @@
  * for a grace period, then cancels them.
  */
 import { ServerCredentials as Creds, Server, type ServerCredentials } from "@grpc/grpc-js";
-import type { MemoryMaintenance } from "../../core/maintenance.ts";
+import type { StoreSideMaintenance } from "../../core/maintenance.ts";
 import { GrpcCallMetrics } from "./call-metrics.ts";
 import { MaintenanceService, MemoryService } from "./generated/memory.ts";
 import { maintenanceServiceImplementation } from "./maintenance-service.ts";
@@ -24,7 +24,7 @@ export interface GrpcServerOptions extends GrpcServiceDeps {
    * Also serve memory.v1.Maintenance (consolidation, history, erasure) over this, with the same
    * authentication: the internal query service does, for the gateway.
    */
-  maintenance?: MemoryMaintenance;
+  maintenance?: StoreSideMaintenance;
 }
 
 export interface RunningGrpcServer {

@@ -43,7 +43,8 @@ export const topicNames = (cfg: KafkaConfig): TopicNames => {
  *   holds for that partition; the indexer erases the tenant from the stores.
  * On the compacted update queue the indexer writes an "erase" control keyed by each erased record
  * id: a null value, so compaction removes the key (a tombstone), and a reader that decodes it
- * through the stage input path sees why.
+ * through the stage input path sees why. The gateway writes the same tombstones for the records the
+ * query service erased at once (the indexer no longer finds them), in the control's transaction.
  */
 export const CONTROL_HEADER = "memory-control";
 export type ControlKind = "flush" | "session-end" | "idle" | "erase" | "erase-tenant";

@@ -311,6 +311,12 @@ export interface ErasureReport {
   state_keys: number;
   restored: number;
   ms: number;
+  /**
+   * Internal (query service -> gateway, never in an HTTP response): the ids of the records this
+   * erasure removed, so that the gateway tombstones their update candidates on the compacted update
+   * queue (key: record id) with the erase control. Empty when none were erased.
+   */
+  erased_record_ids: string[];
 }
 
 function createBaseIngestRequest(): IngestRequest {
@@ -3286,6 +3292,7 @@ function createBaseErasureReport(): ErasureReport {
     state_keys: 0,
     restored: 0,
     ms: 0,
+    erased_record_ids: [],
   };
 }
 
@@ -3317,6 +3324,9 @@ export const ErasureReport: MessageFns<ErasureReport> = {
     }
     if (message.ms !== 0) {
       writer.uint32(73).double(message.ms);
+    }
+    for (const v of message.erased_record_ids) {
+      writer.uint32(82).string(v!);
     }
     return writer;
   },
@@ -3406,6 +3416,14 @@ export const ErasureReport: MessageFns<ErasureReport> = {
             message.ms = reader.double();
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.erased_record_ids.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3432,6 +3450,7 @@ export const ErasureReport: MessageFns<ErasureReport> = {
     message.state_keys = object.state_keys ?? 0;
     message.restored = object.restored ?? 0;
     message.ms = object.ms ?? 0;
+    message.erased_record_ids = object.erased_record_ids?.map((e) => e) || [];
     return message;
   },
 };

@@ -33,7 +33,11 @@ export const encoderStage = (deps: EncoderStageDeps): StageHandler<Segment, Reco
       if (!isErasure(input.control)) return { outputs: [], state };
       const erased = erasedKeys(input.control, key);
       if (!erased) throw new PoisonError(`key "${key}" is not tenant/conversation`);
-      return { outputs: [{ key, control: input.control }], state: undefined, dropKeys: erased.matches };
+      return {
+        outputs: [{ key, control: input.control, ...(input.erasedIds ? { erasedIds: input.erasedIds } : {}) }],
+        state: undefined,
+        dropKeys: erased.matches,
+      };
     }
     const segment = input.value;
     const own = keyOf(segment.tenant, segment.conversation);

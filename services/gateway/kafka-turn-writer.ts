@@ -14,9 +14,10 @@
  *   ahead of it in the partition (in flight), turns after it are new. For a tenant, one
  *   "erase-tenant" on every partition of the turns topic, each keyed so that the key hashes to that
  *   partition (the stages forward it by key, and every pipeline topic has the turns' partition count).
- *   With them, in the same produce batch, a tombstone (null value, header `memory-control: erase`,
- *   as the indexer writes them) on the compacted update queue for each record the stores' erasure
- *   removed: its key is the record id, which nothing in the pipeline knows once the stores are erased.
+ *   The controls carry the ids of the records the stores' erasure removed (ERASED_IDS_HEADER), so
+ *   the indexer tombstones their update-queue keys after every candidate set it wrote for them. With
+ *   them, in the same produce batch, an early tombstone (null value, header `memory-control: erase`,
+ *   as the indexer writes them) per id, so the queue shows the erasure before the pipeline gets there.
  *   Not a Kafka transaction: the turns topic stays non-transactional (a commit marker at the end of a
  *   turns partition would count as lag of the sensory stage until the next turn, and the lag feeds
  *   the consolidator's off-peak trigger); the tombstones go first, so a failed call leaves at worst
@@ -30,6 +31,8 @@ import { RegistrySerdes, SCHEMA_FILES, type TopicCodec } from "../core/adapters/
 import {
   CONTROL_HEADER,
   type ControlKind,
+  ERASED_IDS_HEADER,
+  ERASED_IDS_PER_CONTROL,
   eraseTenantConversation,
   type TopicNames,
 } from "../core/adapters/kafka/topics.ts";
@@ -185,9 +188,20 @@ export class KafkaTurnWriter implements MemoryWriter {
     erasedRecordIds: readonly string[] = [],
   ): Promise<{ messages: number }> {
     this.assertOpen();
+    const ids = [...new Set(erasedRecordIds)];
+    // The erased ids ride on the controls (ERASED_IDS_HEADER), in slices of ERASED_IDS_PER_CONTROL:
+    // the indexer tombstones them after every candidate set it wrote ahead of the control.
+    const slices: string[][] = [];
+    for (let i = 0; i < ids.length; i += ERASED_IDS_PER_CONTROL) slices.push(ids.slice(i, i + ERASED_IDS_PER_CONTROL));
+    if (slices.length === 0) slices.push([]);
+    const headersOf = (kind: ControlKind, slice: readonly string[]): Record<string, string> => ({
+      [CONTROL_HEADER]: kind,
+      ...(slice.length > 0 ? { [ERASED_IDS_HEADER]: JSON.stringify(slice) } : {}),
+    });
     let messages: { key: string; value: null; partition?: number; headers: Record<string, string> }[];
     if (conversation !== undefined) {
-      messages = [{ key: keyOf(tenant, conversation), value: null, headers: { [CONTROL_HEADER]: "erase" } }];
+      const key = keyOf(tenant, conversation);
+      messages = slices.map((slice) => ({ key, value: null, headers: headersOf("erase", slice) }));
       this.seen.get(tenant)?.delete(conversation);
     } else {
       const admin = this.kafka.admin();
@@ -199,16 +213,14 @@ export class KafkaTurnWriter implements MemoryWriter {
         await admin.disconnect().catch(() => undefined);
       }
       // The partition is also named, so the first hop does not depend on the hash; the stages
-      // downstream forward by key, which hashes to the same partition.
-      messages = eraseTenantKeys(tenant, partitions).map((key, partition) => ({
-        key,
-        value: null,
-        partition,
-        headers: { [CONTROL_HEADER]: "erase-tenant" },
-      }));
+      // downstream forward by key, which hashes to the same partition. Every partition's control
+      // carries every id: whichever partition's indexer wrote a record's candidate set, its own
+      // control comes after it.
+      messages = eraseTenantKeys(tenant, partitions).flatMap((key, partition) =>
+        slices.map((slice) => ({ key, value: null, partition, headers: headersOf("erase-tenant", slice) })),
+      );
       this.seen.delete(tenant);
     }
-    const ids = [...new Set(erasedRecordIds)];
     // Keyed like the indexer's candidate sets, so the default partitioner puts each on its partition.
     const tombstones = (chunk: readonly string[]) => ({
       topic: this.topics.updateQueue,
@@ -216,12 +228,14 @@ export class KafkaTurnWriter implements MemoryWriter {
     });
     const chunks: string[][] = [];
     for (let i = 0; i < ids.length; i += TOMBSTONES_PER_SEND) chunks.push(ids.slice(i, i + TOMBSTONES_PER_SEND));
-    const last = chunks.pop();
     for (const chunk of chunks) await this.producer.sendBatch({ acks: -1, topicMessages: [tombstones(chunk)] });
-    await this.producer.sendBatch({
-      acks: -1,
-      topicMessages: [...(last ? [tombstones(last)] : []), { topic: this.topics.turns, messages }],
-    });
+    // One send per slice of ids: a partition's record batch stays under the broker's message limit
+    // however many records were erased (the idempotent producer keeps the sends in order).
+    // (messages are laid out slice-minor: message j carries slice j % slices.length)
+    for (let i = 0; i < slices.length; i++) {
+      const ofSlice = messages.filter((_, j) => j % slices.length === i);
+      await this.producer.sendBatch({ acks: -1, topicMessages: [{ topic: this.topics.turns, messages: ofSlice }] });
+    }
     return { messages: messages.length + ids.length };
   }
 

@@ -115,7 +115,10 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
           records: erased.records.length,
           turns: erased.turns,
         });
-        const tombstones: StageOutput<UpdateCandidatesEvent>[] = erased.records.map((recordId) => ({
+        // The records this erasure removed again, and those the stores' erasure removed before the
+        // control (its ids travel on it): every candidate set the indexer wrote for them is ahead.
+        const ids = [...new Set([...erased.records, ...(input.erasedIds ?? [])])];
+        const tombstones: StageOutput<UpdateCandidatesEvent>[] = ids.map((recordId) => ({
           key: recordId,
           control: "erase",
         }));

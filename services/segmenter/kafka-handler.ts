@@ -73,7 +73,11 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
         if (isErasure(input.control)) {
           const erased = erasedKeys(input.control, key);
           if (!erased) throw new PoisonError(`key "${key}" is not tenant/conversation`);
-          return { outputs: [{ key, control: input.control }], state: undefined, dropKeys: erased.matches };
+          return {
+            outputs: [{ key, control: input.control, ...(input.erasedIds ? { erasedIds: input.erasedIds } : {}) }],
+            state: undefined,
+            dropKeys: erased.matches,
+          };
         }
         if (!state) return { outputs: [], state };
         const reason = input.control === "idle" ? "idle" : input.control === "session-end" ? "session-end" : "flush";

@@ -19,7 +19,10 @@ export const sensoryStage = (deps: SensoryStageDeps): StageHandler<Turn, Sensory
   async handle(key, input) {
     // Control messages (flush, session end, erase) keep their place in the conversation's order;
     // an erase-tenant's key hashes to its partition, so forwarding by key keeps it there.
-    if (input.kind === "control") return { outputs: [{ key, control: input.control }], state: undefined };
+    if (input.kind === "control") {
+      const { control, erasedIds } = input;
+      return { outputs: [{ key, control, ...(erasedIds ? { erasedIds } : {}) }], state: undefined };
+    }
     const turn = input.value;
     const own = keyOf(turn.tenant, turn.conversation);
     if (key !== own) throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation "${own}"`);

@@ -7,8 +7,18 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { Partitioners } from "kafkajs";
-import { decodeStageInput, dropMatching } from "../../services/core/adapters/kafka/stage-runtime-parts.ts";
-import { CONTROL_HEADER, erasedKeys, isControlKind, isErasure } from "../../services/core/adapters/kafka/topics.ts";
+import {
+  decodeStageInput,
+  dropMatching,
+  outputMessages,
+} from "../../services/core/adapters/kafka/stage-runtime-parts.ts";
+import {
+  CONTROL_HEADER,
+  ERASED_IDS_HEADER,
+  erasedKeys,
+  isControlKind,
+  isErasure,
+} from "../../services/core/adapters/kafka/topics.ts";
 import { parseConversationKey } from "../../services/core/keys.ts";
 import { keyOf } from "../../services/core/types.ts";
 import { eraseTenantKeys } from "../../services/gateway/kafka-turn-writer.ts";
@@ -26,6 +36,24 @@ describe("erasure controls", () => {
     }
     assert.equal(isErasure("flush"), false);
     assert.equal(isControlKind("erase-all"), false);
+  });
+
+  it("an erase control carries the erased record ids through a stage: written as a header, read back, bad ones refused", async () => {
+    const [m] = await outputMessages("sensory", [{ key: "k", control: "erase", erasedIds: ["r1", "r2"] }], undefined);
+    assert.ok(m);
+    const headers = m.headers as Record<string, string>;
+    assert.equal(headers[ERASED_IDS_HEADER], JSON.stringify(["r1", "r2"]));
+    assert.deepEqual(await decodeStageInput({ headers, value: null }, neverDecoded), {
+      ok: true,
+      input: { kind: "control", control: "erase", erasedIds: ["r1", "r2"] },
+    });
+    const [plain] = await outputMessages("sensory", [{ key: "k", control: "erase" }], undefined);
+    assert.deepEqual(plain?.headers, { [CONTROL_HEADER]: "erase" }, "no ids, no header");
+    const bad = await decodeStageInput(
+      { headers: { [CONTROL_HEADER]: "erase", [ERASED_IDS_HEADER]: '{"not":"a list"}' }, value: null },
+      neverDecoded,
+    );
+    assert.equal(bad.ok, false);
   });
 
   it("finds, for each partition, an erase-tenant key of the tenant that the default partitioner sends there", () => {

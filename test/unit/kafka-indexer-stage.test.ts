@@ -240,6 +240,25 @@ describe("indexer stage handler", () => {
     });
   });
 
+  it("tombstones the ids an erase control carries: records the stores' erasure removed before it arrived", async () => {
+    await withStores(async (s) => {
+      const stage = stageWith(s);
+      const r = await stage.handle(
+        keyOf("acme", "c1"),
+        { kind: "control", control: "erase", erasedIds: ["rec-gone-1", "rec-gone-2", "rec-gone-1"] },
+        undefined,
+      );
+      assert.deepEqual(
+        r.outputs.map((o) => ("control" in o ? [o.key, o.control] : ["value", o.key])).sort(),
+        [
+          ["rec-gone-1", "erase"],
+          ["rec-gone-2", "erase"],
+        ],
+        "one tombstone per carried id, none twice",
+      );
+    });
+  });
+
   it("on an erase-tenant control erases the tenant's records and vectors, no other tenant's", async () => {
     await withStores(async (s) => {
       const stage = stageWith(s);

@@ -6,18 +6,31 @@
  * keyed state become messages, and how the changelog is read back.
  */
 import type { IHeaders, Message } from "kafkajs";
+import { z } from "zod";
 import type { StageStateEnvelope, TopicCodec } from "./serde.ts";
-import { CONTROL_HEADER, type ControlKind, isControlKind } from "./topics.ts";
+import {
+  CONTROL_HEADER,
+  type ControlKind,
+  ERASED_IDS_HEADER,
+  ERASED_IDS_PER_CONTROL,
+  isControlKind,
+} from "./topics.ts";
 
 /** A handler error that no retry can fix (e.g. a key that does not match its value): straight to the DLQ. */
 export class PoisonError extends Error {
   override readonly name = "PoisonError";
 }
 
-export type StageInput<I> = { kind: "event"; value: I } | { kind: "control"; control: ControlKind };
+export type StageInput<I> =
+  | { kind: "event"; value: I }
+  | { kind: "control"; control: ControlKind; erasedIds?: readonly string[] };
 
 /** One output message: a value, or a control message (null value + header) that keeps its place. */
-export type StageOutput<O> = { key: string; value: O } | { key: string; control: ControlKind };
+export type StageOutput<O> =
+  | { key: string; value: O }
+  | { key: string; control: ControlKind; erasedIds?: readonly string[] };
+
+const ErasedIdsSchema = z.array(z.string().min(1).max(256)).max(ERASED_IDS_PER_CONTROL);
 
 // --- Chunks and sends ------------------------------------------------------------------------------
 
@@ -124,7 +137,15 @@ export const decodeStageInput = async <I>(
   const control = headerString(m.headers, CONTROL_HEADER);
   if (control !== undefined) {
     if (!isControlKind(control)) return { ok: false, reason: `unknown control message "${control}"` };
-    return { ok: true, input: { kind: "control", control } };
+    const idsHeader = headerString(m.headers, ERASED_IDS_HEADER);
+    if (idsHeader === undefined) return { ok: true, input: { kind: "control", control } };
+    let ids: z.infer<typeof ErasedIdsSchema>;
+    try {
+      ids = ErasedIdsSchema.parse(JSON.parse(idsHeader));
+    } catch {
+      return { ok: false, reason: `${ERASED_IDS_HEADER}: not a JSON array of record ids` };
+    }
+    return { ok: true, input: { kind: "control", control, erasedIds: ids } };
   }
   const decoded = await codec.decode(m.value);
   return decoded.ok ? { ok: true, input: { kind: "event", value: decoded.value } } : decoded;
@@ -143,7 +164,15 @@ export const outputMessages = async <O>(
 ): Promise<Message[]> => {
   const messages: Message[] = [];
   for (const out of outputs) {
-    if ("control" in out) messages.push({ key: out.key, value: null, headers: { [CONTROL_HEADER]: out.control } });
+    if ("control" in out)
+      messages.push({
+        key: out.key,
+        value: null,
+        headers: {
+          [CONTROL_HEADER]: out.control,
+          ...(out.erasedIds?.length ? { [ERASED_IDS_HEADER]: JSON.stringify(out.erasedIds) } : {}),
+        },
+      });
     else {
       if (!codec) throw new Error(`${stage} has no output topic`);
       messages.push({ key: out.key, value: await codec.encode(out.value) });

@@ -47,6 +47,15 @@ export const topicNames = (cfg: KafkaConfig): TopicNames => {
  * query service erased at once (the indexer no longer finds them), in the control's transaction.
  */
 export const CONTROL_HEADER = "memory-control";
+/**
+ * On an erase control: the ids of the records the stores' erasure removed (JSON array). The indexer
+ * tombstones their update-queue keys when the control reaches it, that is after every candidate set
+ * it wrote for segments ahead of the control, so a candidate set of an erased record cannot land
+ * after its tombstone (the gateway's own early tombstones can: a race with the indexer's commit).
+ */
+export const ERASED_IDS_HEADER = "memory-erased-ids";
+/** Erased record ids per control message (a record id is ~40 bytes: well under the 1 MB message limit). */
+export const ERASED_IDS_PER_CONTROL = 5000;
 export type ControlKind = "flush" | "session-end" | "idle" | "erase" | "erase-tenant";
 const CONTROL_KINDS: ReadonlySet<string> = new Set<ControlKind>([
   "flush",

@@ -204,6 +204,34 @@ export const runScaleBench = async (
   let records = 0;
   let turns = 0;
   let copy = 0;
+  const date = new Date().toISOString();
+  /** The report so far, written after every size (a long run keeps what it measured). */
+  const writeReport = (): { report: ScaleBenchReport; markdown: string; files: string[] } => {
+    const report: ScaleBenchReport = {
+      config: {
+        bench: "scale",
+        store: "embedded",
+        dataFile,
+        dataSha256: createHash("sha256").update(bytes).digest("hex"),
+        sizes,
+        queries,
+        tenants: tenantCount,
+        segmentTurns,
+        noise,
+        seed,
+        embedder: embedder.id,
+        realEmbedded,
+        ...runEnvironment(),
+        date,
+        loadAverage: { before: loadBefore, after: loadavg() },
+        wallSeconds: (performance.now() - started) / 1000,
+      },
+      sizes: [...results],
+    };
+    const markdown = renderScaleMarkdown(report);
+    const files = options.out === null ? [] : writeReportFiles(options.out, "scale", date, markdown, report);
+    return { report, markdown, files };
+  };
   try {
     // Untimed warm-up of the model.
     await embedder.embed(["warm-up"]);
@@ -346,7 +374,12 @@ export const runScaleBench = async (
         disk: { bytes: disk, bytesPerRecord: disk / records },
         coldStartMs,
       });
-      log(`scale: ${records} records measured`);
+      const last = results[results.length - 1] as ScaleSizeResult;
+      log(
+        `scale: ${records} records: query p95 conversation ${last.query.conversation.p95?.toFixed(1)} ms, ` +
+          `tenant ${last.query.tenant.p95?.toFixed(1)} ms, embedding p95 ${last.questionEmbedding.p95?.toFixed(1)} ms`,
+      );
+      writeReport();
     }
   } finally {
     bar?.stop();
@@ -355,29 +388,7 @@ export const runScaleBench = async (
     rmSync(dataDir, { recursive: true, force: true });
   }
 
-  const report: ScaleBenchReport = {
-    config: {
-      bench: "scale",
-      store: "embedded",
-      dataFile,
-      dataSha256: createHash("sha256").update(bytes).digest("hex"),
-      sizes,
-      queries,
-      tenants: tenantCount,
-      segmentTurns,
-      noise,
-      seed,
-      embedder: embedder.id,
-      realEmbedded,
-      ...runEnvironment(),
-      loadAverage: { before: loadBefore, after: loadavg() },
-      wallSeconds: (performance.now() - started) / 1000,
-    },
-    sizes: results,
-  };
-  const markdown = renderScaleMarkdown(report);
-  const files =
-    options.out === null ? [] : writeReportFiles(options.out, "scale", report.config.date, markdown, report);
+  const { report, markdown, files } = writeReport();
   return { report, markdown, files };
 };
 

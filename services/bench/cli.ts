@@ -3,6 +3,7 @@ import type { Config } from "../core/config.ts";
 import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
 import { runLoadBench } from "./load.ts";
 import { DEFAULT_BUDGETS, parseBudgets, runBench } from "./run.ts";
+import { DEFAULT_SCALE_SIZES, runScaleBench } from "./scale.ts";
 import type { DatasetSpec } from "./types.ts";
 
 interface BenchFlags {
@@ -117,6 +118,39 @@ const runLoad = async (config: Config, o: LoadFlags): Promise<void> => {
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
 };
 
+interface ScaleFlags {
+  data: string;
+  records: number[];
+  store: "embedded";
+  queries: number;
+  tenants: number;
+  out: string;
+  progress: boolean;
+}
+
+const sizesArg = (v: string): number[] => {
+  const sizes = v.split(",").map((s) => Number(s.trim().replace(/_/g, "")));
+  if (sizes.some((n) => !Number.isInteger(n) || n <= 0))
+    throw new InvalidArgumentError("expected positive integers, comma-separated");
+  return sizes;
+};
+
+const runScale = async (config: Config, o: ScaleFlags): Promise<void> => {
+  const { markdown, files } = await runScaleBench({
+    config,
+    data: o.data,
+    sizes: o.records,
+    store: o.store,
+    queries: o.queries,
+    tenants: o.tenants,
+    out: o.out,
+    progress: o.progress,
+    log: (line) => console.error(line),
+  });
+  console.log(markdown);
+  if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+};
+
 const common = (cmd: Command, defaultData: string): Command =>
   cmd
     .option("--data <file>", "dataset file", defaultData)
@@ -131,7 +165,7 @@ const common = (cmd: Command, defaultData: string): Command =>
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");
 
-/** `memory bench locomo|longmemeval|compressor|load`: retrieval quality, cost and speed against baselines. */
+/** `memory bench locomo|longmemeval|compressor|load|scale`: retrieval quality, cost and speed against baselines. */
 export const registerBenchCommands = (program: Command, config: () => Config): void => {
   const bench = program
     .command("bench")
@@ -180,4 +214,21 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--max-seconds <n>", "wall-clock limit of the load phase", positive, 60)
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .action(async (o: LoadFlags) => runLoad(config(), o));
+  bench
+    .command("scale")
+    .description(
+      "store growth: query latency (per route, against the question embedding), write throughput, memory, disk and cold start at growing record counts over many tenants",
+    )
+    .option("--data <file>", "LoCoMo-format file the records are generated from", "../shared/data/locomo-dev.json")
+    .addOption(
+      new Option("--records <list>", "store sizes in memory records, comma-separated")
+        .argParser(sizesArg)
+        .default(DEFAULT_SCALE_SIZES, DEFAULT_SCALE_SIZES.join(",")),
+    )
+    .addOption(new Option("--store <kind>", "store kind").choices(["embedded"]).default("embedded"))
+    .option("--queries <n>", "questions of each scope (conversation, tenant-wide) at each size", positive, 100)
+    .option("--tenants <n>", "tenants the conversation copies are spread over", positive, 10)
+    .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
+    .option("--no-progress", "no progress bar")
+    .action(async (o: ScaleFlags) => runScale(config(), o));
 };

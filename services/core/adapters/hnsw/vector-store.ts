@@ -6,6 +6,7 @@ import type { VectorFilter, VectorHit, VectorItem, VectorPayload, VectorStore } 
 import { compileFilter } from "../../vector-filter.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "../sqlite-db.ts";
 import { VECTOR_MIGRATIONS } from "./schema.ts";
+import { VectorBlock } from "./vector-block.ts";
 
 export interface HnswVectorStoreOptions {
   /** Close the database in close() (default false: whoever opened the shared handle closes it). */
@@ -48,6 +49,8 @@ interface TenantIndex {
   dirty: boolean;
   /** Deleted labels whose vectors are already overwritten (see scrubDeleted). */
   scrubbed: Set<number>;
+  /** The live vectors again, contiguous: the filtered exact path scores them in one pass. */
+  block: VectorBlock;
 }
 
 interface TenantRow {
@@ -81,11 +84,11 @@ const checkVector = (v: Float32Array, what: string): void => {
   }
 };
 
-const unitArray = (v: Float32Array): number[] => {
+const unitQuery = (v: Float32Array): Float64Array => {
   let s = 0;
   for (let i = 0; i < v.length; i++) s += (v[i] as number) ** 2;
   const n = Math.sqrt(s) || 1;
-  return Array.from(v, (x) => x / n);
+  return Float64Array.from(v, (x) => x / n);
 };
 
 /**
@@ -170,7 +173,10 @@ export class HnswVectorStore implements VectorStore {
             "(set by the first vectors written; a different embedder needs a new data folder)",
         );
       }
-      for (const t of this.indexes.values()) t.index = this.newIndex(n, this.opts.initialCapacity);
+      for (const t of this.indexes.values()) {
+        t.index = this.newIndex(n, this.opts.initialCapacity);
+        t.block = new VectorBlock(n);
+      }
     }
     this.db
       .prepare(
@@ -198,19 +204,28 @@ export class HnswVectorStore implements VectorStore {
     const cached = this.indexes.get(tenant);
     if (cached) return cached;
     const rows = this.db
-      .prepare<[string], { id: string; label: number; payload: string }>(
-        "SELECT id, label, payload FROM vectors WHERE tenant = ?",
+      .prepare<[string], { id: string; label: number; payload: string; vector: Buffer }>(
+        "SELECT id, label, payload, vector FROM vectors WHERE tenant = ?",
       )
       .all(tenant);
     if (rows.length === 0 || this.dim === undefined) return undefined;
     const entries = new Map<number, Entry>();
     const labels = new Map<string, number>();
+    const block = new VectorBlock(this.dim, rows.length);
     for (const r of rows) {
-      entries.set(r.label, { id: r.id, payload: JSON.parse(r.payload) as VectorPayload });
+      const payload = JSON.parse(r.payload) as VectorPayload;
+      entries.set(r.label, { id: r.id, payload });
       labels.set(r.id, r.label);
+      const v = fromBlob(r.vector);
+      if (v.length !== this.dim) {
+        throw new Error(
+          `HnswVectorStore: stored vector of tenant ${tenant} has dimension ${v.length}, expected ${this.dim}`,
+        );
+      }
+      block.put(r.label, v, payload);
     }
     const index = this.readFile(tenant, entries) ?? this.rebuildFromTable(tenant, rows.length);
-    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty, scrubbed: new Set() };
+    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty, scrubbed: new Set(), block };
     this.indexes.set(tenant, t);
     return t;
   }
@@ -335,6 +350,7 @@ export class HnswVectorStore implements VectorStore {
       labels: new Map(),
       dirty: true,
       scrubbed: new Set(),
+      block: new VectorBlock(dim),
     };
     this.indexes.set(tenant, t);
     try {
@@ -343,8 +359,10 @@ export class HnswVectorStore implements VectorStore {
       for (const { label, item } of planned) {
         if (t.entries.has(label)) t.index.addPoint(Array.from(item.vector), label);
         else t.index.addPoint(Array.from(item.vector), label, true);
-        t.entries.set(label, { id: item.id, payload: structuredClone(item.payload) });
+        const payload = structuredClone(item.payload);
+        t.entries.set(label, { id: item.id, payload });
         t.labels.set(item.id, label);
+        t.block.put(label, item.vector, payload);
       }
       t.dirty = true;
     } catch (err) {
@@ -365,33 +383,26 @@ export class HnswVectorStore implements VectorStore {
       );
     }
     checkVector(vector, "query vector");
-    const query = unitArray(vector);
+    const query = unitQuery(vector);
     const predicate = compileFilter(filter);
     let found: { label: number; score: number }[];
     if (!predicate) {
       const kk = Math.min(limit, t.entries.size);
       t.index.setEf(Math.max(this.opts.efSearch, kk));
-      const r = t.index.searchKnn(query, kk);
+      const r = t.index.searchKnn(Array.from(query), kk);
       found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
     } else {
-      const allowed: number[] = [];
-      for (const [label, e] of t.entries) if (predicate(e.payload)) allowed.push(label);
-      if (allowed.length === 0) return [];
-      const kk = Math.min(limit, allowed.length);
-      if (allowed.length <= this.opts.bruteForceLimit) {
+      const slots = t.block.admissible(filter, predicate);
+      if (slots.length === 0) return [];
+      const kk = Math.min(limit, slots.length);
+      if (slots.length <= this.opts.bruteForceLimit) {
         // Few admissible items: exact scores (a restrictive filter would starve the HNSW walk).
-        found = allowed.map((label) => {
-          const p = t.index.getPoint(label);
-          let s = 0;
-          for (let i = 0; i < query.length; i++) s += (query[i] as number) * (p[i] as number);
-          return { label, score: s };
-        });
-        found.sort((a, b) => b.score - a.score || a.label - b.label);
-        found = found.slice(0, kk);
+        found = t.block.topK(query, slots, kk);
       } else {
-        const set = new Set(allowed);
+        const set = new Set<number>();
+        for (const s of slots) set.add(t.block.labelAt(s));
         t.index.setEf(Math.max(this.opts.efSearch, kk * 2));
-        const r = t.index.searchKnn(query, kk, (label) => set.has(label));
+        const r = t.index.searchKnn(Array.from(query), kk, (label) => set.has(label));
         found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
       }
     }
@@ -449,6 +460,7 @@ export class HnswVectorStore implements VectorStore {
         t.index.markDelete(label);
         t.entries.delete(label);
         t.labels.delete(e.id);
+        t.block.remove(label);
       }
       t.dirty = true;
       if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);

@@ -1,0 +1,461 @@
+/**
+ * `memory bench scale`: does the embedded store stay fast as it grows? One store is grown, copy by
+ * copy of the dev conversations (other names, places, dates: scale-data.ts), through the indexer's
+ * own write path (indexSegment: vectors, graph batch, update candidates) over many tenants, and
+ * measured at each requested size: query latency (conversation-scoped and tenant-wide, total and
+ * per route) next to the question embedding's own time in the same run, write throughput, resident
+ * memory, bytes on disk per record and cold start (open + every tenant's index loaded).
+ *
+ * Vectors: the first copy of each dev conversation gets real embeddings (the sample); every later
+ * copy gets, per text, the real vector of the same position in the first copy perturbed
+ * (scale-data.ts perturb), so the neighbourhood structure is that of real data.
+ */
+import { createHash } from "node:crypto";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { SingleBar } from "cli-progress";
+import { openEmbedder, querySettingsFrom } from "../composition/parts.ts";
+import { type OpenedSqliteStores, openSqliteStores } from "../composition/stores.ts";
+import type { Config } from "../core/config.ts";
+import { type LocomoConversation, loadLocomo } from "../core/datasets/locomo.ts";
+import type { Embedder, EmbedderStats } from "../core/ports.ts";
+import type { RouteName } from "../core/query-types.ts";
+import { type EncoderState, encodeSegment } from "../encoder/encode-segment.ts";
+import { deriveIndexBatch, vectorTexts } from "../indexer/derive.ts";
+import { indexSegment } from "../indexer/indexer.ts";
+import { runQuery } from "../query/query.ts";
+import { runEnvironment, writeReportFiles } from "./run.ts";
+import { disguiseOf, disguiseQuestion, disguiseTurns, fixedSegments, perturb, seededRandom } from "./scale-data.ts";
+import { percentile } from "./scoring.ts";
+import { fmt, fmtInt, markdownTable } from "./table.ts";
+
+export const DEFAULT_SCALE_SIZES = [10_000, 50_000];
+
+/** Queries of each kind before the measured ones (JIT, statement caches, page cache). */
+const WARM_UP_QUERIES = 5;
+
+export interface ScaleBenchOptions {
+  /** The configuration (model folder, query settings); the store lives in a fresh temporary folder. */
+  config: Config;
+  /** LoCoMo-format file (the dev conversations). */
+  data: string;
+  /** Sizes in memory records (raw turns are stored besides), ascending. */
+  sizes: readonly number[];
+  store?: "embedded";
+  /** Questions of each kind (conversation-scoped, tenant-wide) at each size (default 100). */
+  queries?: number;
+  /** Tenants the conversation copies are spread over, round-robin (default 10). */
+  tenants?: number;
+  /** Turns per segment (default 8). */
+  segmentTurns?: number;
+  /** Noise of the perturbed vectors (default 0.5: cosine to the real vector about 0.89). */
+  noise?: number;
+  seed?: number;
+  /** The embedder (default: the ONNX one from the model folder; closed at the end then). */
+  embedder?: Embedder;
+  /** Output folder; null writes nothing. */
+  out: string | null;
+  progress?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface Latency {
+  n: number;
+  p50: number | undefined;
+  p95: number | undefined;
+  p99: number | undefined;
+}
+
+export interface QueryLatency extends Latency {
+  routes: Partial<Record<RouteName, Latency>>;
+}
+
+export interface ScaleSizeResult {
+  /** Memory records in the store (at least the size asked, rounded up to whole conversation copies). */
+  records: number;
+  turns: number;
+  conversations: number;
+  tenants: number;
+  largestTenantRecords: number;
+  write: { seconds: number; recordsPerSecond: number; vectorsPerSecond: number };
+  query: { conversation: QueryLatency; tenant: QueryLatency };
+  questionEmbedding: Latency;
+  /** Query p95 over question-embedding p95 (same run). */
+  p95OverEmbedding: { conversation: number | undefined; tenant: number | undefined };
+  memory: { rssBytes: number; heapUsedBytes: number; externalBytes: number };
+  disk: { bytes: number; bytesPerRecord: number };
+  /** Opening the stores and loading every tenant's vector index from its file. */
+  coldStartMs: number;
+}
+
+export interface ScaleBenchReport {
+  config: {
+    bench: "scale";
+    store: "embedded";
+    dataFile: string;
+    dataSha256: string;
+    sizes: number[];
+    queries: number;
+    tenants: number;
+    segmentTurns: number;
+    noise: number;
+    seed: number;
+    embedder: string;
+    /** Records and turns whose vectors are real embeddings (the rest are perturbations of them). */
+    realEmbedded: { records: number; turns: number };
+    gitCommit: string | null;
+    gitDirty: boolean | null;
+    date: string;
+    node: string;
+    cpus: number;
+    loadAverage: { before: number[]; after: number[] };
+    wallSeconds: number;
+  };
+  sizes: ScaleSizeResult[];
+}
+
+/** Returns the vectors prepared for its next call: indexSegment's own write path without re-embedding. */
+class PreparedEmbedder implements Embedder {
+  readonly id = "prepared";
+  next: Float32Array[] = [];
+  constructor(readonly dimension: number) {}
+  stats(): EmbedderStats {
+    return { calls: 0, texts: 0, ms: 0 };
+  }
+  async embed(texts: readonly string[]): Promise<Float32Array[]> {
+    if (texts.length !== this.next.length) {
+      throw new Error(`PreparedEmbedder: ${texts.length} texts asked, ${this.next.length} vectors prepared`);
+    }
+    const out = this.next;
+    this.next = [];
+    return out;
+  }
+}
+
+const latency = (values: readonly number[]): Latency => ({
+  n: values.length,
+  p50: percentile(values, 50),
+  p95: percentile(values, 95),
+  p99: percentile(values, 99),
+});
+
+const diskBytes = (dir: string): number => {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    n += e.isDirectory() ? diskBytes(p) : statSync(p).size;
+  }
+  return n;
+};
+
+interface BuiltConversation {
+  tenant: string;
+  conversation: string;
+  source: LocomoConversation;
+  copy: number;
+}
+
+export const runScaleBench = async (
+  options: ScaleBenchOptions,
+): Promise<{
+  report: ScaleBenchReport;
+  markdown: string;
+  files: string[];
+}> => {
+  const started = performance.now();
+  const loadBefore = loadavg();
+  const sizes = [...new Set(options.sizes)].sort((a, b) => a - b);
+  if (sizes.length === 0 || sizes.some((s) => !(s > 0))) throw new Error("bench scale: sizes must be positive");
+  const queries = options.queries ?? 100;
+  const tenantCount = options.tenants ?? 10;
+  const segmentTurns = options.segmentTurns ?? 8;
+  const noise = options.noise ?? 0.5;
+  const seed = options.seed ?? 18;
+  const log = options.log ?? (() => {});
+  const dataFile = resolve(options.data);
+  const bytes = readFileSync(dataFile);
+  const dev = loadLocomo(dataFile);
+  if (dev.length === 0) throw new Error(`no conversations in ${dataFile}`);
+
+  const embedder = options.embedder ?? (await openEmbedder(options.config));
+  const dataDir = mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
+  const config: Config = { ...options.config, dataDir };
+  const settings = querySettingsFrom(config);
+  const rnd = seededRandom(seed);
+  const bar = options.progress
+    ? new SingleBar({
+        format: "bench scale {phase} [{bar}] {value}/{total} records | {eta_formatted} left",
+        stream: process.stderr,
+        hideCursor: true,
+        etaBuffer: 50,
+      })
+    : undefined;
+  bar?.start(sizes[sizes.length - 1] as number, 0, { phase: "build" });
+
+  let stores: OpenedSqliteStores = openSqliteStores(config);
+  const results: ScaleSizeResult[] = [];
+  const built: BuiltConversation[] = [];
+  const recordsPerTenant = new Map<string, number>();
+  /** Real vectors of the first copy by conversation / segment index / text index. */
+  const realVectors = new Map<string, Float32Array>();
+  const realPool: Float32Array[] = [];
+  const realEmbedded = { records: 0, turns: 0 };
+  let records = 0;
+  let turns = 0;
+  let copy = 0;
+  const date = new Date().toISOString();
+  /** The report so far, written after every size (a long run keeps what it measured). */
+  const writeReport = (): { report: ScaleBenchReport; markdown: string; files: string[] } => {
+    const report: ScaleBenchReport = {
+      config: {
+        bench: "scale",
+        store: "embedded",
+        dataFile,
+        dataSha256: createHash("sha256").update(bytes).digest("hex"),
+        sizes,
+        queries,
+        tenants: tenantCount,
+        segmentTurns,
+        noise,
+        seed,
+        embedder: embedder.id,
+        realEmbedded,
+        ...runEnvironment(),
+        date,
+        loadAverage: { before: loadBefore, after: loadavg() },
+        wallSeconds: (performance.now() - started) / 1000,
+      },
+      sizes: [...results],
+    };
+    const markdown = renderScaleMarkdown(report);
+    const files = options.out === null ? [] : writeReportFiles(options.out, "scale", date, markdown, report);
+    return { report, markdown, files };
+  };
+  try {
+    // Untimed warm-up of the model.
+    await embedder.embed(["warm-up"]);
+    const prepared = new PreparedEmbedder(embedder.dimension);
+    const buildOne = async (source: LocomoConversation, c: number): Promise<{ seconds: number; vectors: number }> => {
+      const tenant = `scale-t${built.length % tenantCount}`;
+      const conversation = `${source.id}-c${c}`;
+      const disguise = disguiseOf(source, c);
+      const segments = fixedSegments(tenant, conversation, disguiseTurns(source, disguise), segmentTurns);
+      let state: EncoderState | undefined;
+      let seconds = 0;
+      let vectors = 0;
+      for (const [si, segment] of segments.entries()) {
+        const encoded = encodeSegment(segment, state);
+        state = encoded.state;
+        const texts = vectorTexts(deriveIndexBatch(segment, encoded.records));
+        let vs: Float32Array[];
+        if (c === 0) {
+          vs = texts.length > 0 ? await embedder.embed(texts.map((t) => t.text)) : [];
+          vs.forEach((v, i) => {
+            realVectors.set(`${source.id}/${si}/${i}`, v);
+            realPool.push(v);
+          });
+          realEmbedded.records += encoded.records.length;
+          realEmbedded.turns += segment.turns.length;
+        } else {
+          vs = texts.map((_, i) => {
+            const base =
+              realVectors.get(`${source.id}/${si}/${i}`) ??
+              (realPool[Math.floor(rnd() * realPool.length)] as Float32Array);
+            return perturb(base, noise, rnd);
+          });
+        }
+        prepared.next = vs;
+        const t0 = performance.now();
+        await indexSegment(
+          { graph: stores.graph, vectors: stores.vectors, embedder: prepared },
+          segment,
+          encoded.records,
+        );
+        seconds += (performance.now() - t0) / 1000;
+        vectors += vs.length;
+        records += encoded.records.length;
+        turns += segment.turns.length;
+        recordsPerTenant.set(tenant, (recordsPerTenant.get(tenant) ?? 0) + encoded.records.length);
+        bar?.update(Math.min(records, sizes[sizes.length - 1] as number), { phase: "build" });
+      }
+      built.push({ tenant, conversation, source, copy: c });
+      return { seconds, vectors };
+    };
+
+    for (const size of sizes) {
+      let writeSeconds = 0;
+      let writeVectors = 0;
+      const recordsBefore = records;
+      while (records < size) {
+        for (const source of dev) {
+          const r = await buildOne(source, copy);
+          writeSeconds += r.seconds;
+          writeVectors += r.vectors;
+        }
+        copy++;
+      }
+      await stores.vectors.flush();
+      log(`scale: ${records} records, ${turns} turns in ${built.length} conversations; querying`);
+
+      const ask = async (
+        tenantWide: boolean,
+        count: number,
+      ): Promise<{ total: number[]; routes: Map<RouteName, number[]>; embed: number[] }> => {
+        const total: number[] = [];
+        const embed: number[] = [];
+        const routes = new Map<RouteName, number[]>();
+        for (let i = 0; i < count; i++) {
+          const b = built[Math.floor(rnd() * built.length)] as BuiltConversation;
+          const q = b.source.questions[Math.floor(rnd() * b.source.questions.length)];
+          if (!q) continue;
+          const question = disguiseQuestion(disguiseOf(b.source, b.copy), q);
+          const e0 = performance.now();
+          await embedder.embed([question]);
+          embed.push(performance.now() - e0);
+          const t0 = performance.now();
+          const result = await runQuery(
+            { graph: stores.graph, vectors: stores.vectors, embedder },
+            b.tenant,
+            { question, ...(tenantWide ? {} : { conversation: b.conversation }) },
+            settings,
+          );
+          total.push(performance.now() - t0);
+          for (const [route, ms] of Object.entries(result.cost.routeMs) as [RouteName, number][]) {
+            const list = routes.get(route) ?? [];
+            list.push(ms);
+            routes.set(route, list);
+          }
+          bar?.update(records, { phase: tenantWide ? "tenant-wide queries" : "conversation queries" });
+        }
+        return { total, routes, embed };
+      };
+      const summarise = (r: { total: number[]; routes: Map<RouteName, number[]> }): QueryLatency => ({
+        ...latency(r.total),
+        routes: Object.fromEntries([...r.routes].map(([route, v]) => [route, latency(v)])),
+      });
+      // Warm-up (JIT, caches) not measured.
+      await ask(false, Math.min(WARM_UP_QUERIES, queries));
+      await ask(true, Math.min(WARM_UP_QUERIES, queries));
+      const conv = await ask(false, queries);
+      const wide = await ask(true, queries);
+      const embedLatency = latency([...conv.embed, ...wide.embed]);
+      const mem = process.memoryUsage();
+      const queryConv = summarise(conv);
+      const queryWide = summarise(wide);
+
+      // Cold start: close, reopen, load every tenant's index from its file.
+      await stores.close();
+      const disk = diskBytes(dataDir);
+      const c0 = performance.now();
+      stores = openSqliteStores(config);
+      const probe = new Float32Array(embedder.dimension);
+      probe[0] = 1;
+      for (const tenant of recordsPerTenant.keys()) await stores.vectors.search(tenant, probe, 1);
+      const coldStartMs = performance.now() - c0;
+
+      const ratio = (p: number | undefined): number | undefined =>
+        p !== undefined && embedLatency.p95 ? p / embedLatency.p95 : undefined;
+      results.push({
+        records,
+        turns,
+        conversations: built.length,
+        tenants: recordsPerTenant.size,
+        largestTenantRecords: Math.max(...recordsPerTenant.values()),
+        write: {
+          seconds: writeSeconds,
+          recordsPerSecond: writeSeconds > 0 ? (records - recordsBefore) / writeSeconds : 0,
+          vectorsPerSecond: writeSeconds > 0 ? writeVectors / writeSeconds : 0,
+        },
+        query: { conversation: queryConv, tenant: queryWide },
+        questionEmbedding: embedLatency,
+        p95OverEmbedding: { conversation: ratio(queryConv.p95), tenant: ratio(queryWide.p95) },
+        memory: { rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, externalBytes: mem.external },
+        disk: { bytes: disk, bytesPerRecord: disk / records },
+        coldStartMs,
+      });
+      const last = results[results.length - 1] as ScaleSizeResult;
+      log(
+        `scale: ${records} records: query p95 conversation ${last.query.conversation.p95?.toFixed(1)} ms, ` +
+          `tenant ${last.query.tenant.p95?.toFixed(1)} ms, embedding p95 ${last.questionEmbedding.p95?.toFixed(1)} ms`,
+      );
+      writeReport();
+    }
+  } finally {
+    bar?.stop();
+    await stores.close().catch(() => {});
+    if (!options.embedder) await embedder.close?.();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+
+  const { report, markdown, files } = writeReport();
+  return { report, markdown, files };
+};
+
+const ROUTES: RouteName[] = ["dense", "raw-dense", "lexical", "raw-lexical", "entity", "topic", "time", "event-frame"];
+
+export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
+  const mb = (b: number): string => fmt(b / 2 ** 20, 1);
+  const main = markdownTable(
+    [
+      "records",
+      "turns",
+      "tenants (largest)",
+      "conv. query p50/p95/p99 ms",
+      "tenant query p50/p95/p99 ms",
+      "question embedding p50/p95 ms",
+      "p95 / embedding p95 (conv., tenant)",
+      "write records/s",
+      "RSS MiB",
+      "disk bytes/record",
+      "cold start ms",
+    ],
+    r.sizes.map((s) => [
+      fmtInt(s.records),
+      fmtInt(s.turns),
+      `${s.tenants} (${fmtInt(s.largestTenantRecords)})`,
+      `${fmt(s.query.conversation.p50, 1)} / ${fmt(s.query.conversation.p95, 1)} / ${fmt(s.query.conversation.p99, 1)}`,
+      `${fmt(s.query.tenant.p50, 1)} / ${fmt(s.query.tenant.p95, 1)} / ${fmt(s.query.tenant.p99, 1)}`,
+      `${fmt(s.questionEmbedding.p50, 1)} / ${fmt(s.questionEmbedding.p95, 1)}`,
+      `${fmt(s.p95OverEmbedding.conversation, 2)}, ${fmt(s.p95OverEmbedding.tenant, 2)}`,
+      fmt(s.write.recordsPerSecond, 0),
+      mb(s.memory.rssBytes),
+      fmtInt(s.disk.bytesPerRecord),
+      fmt(s.coldStartMs, 0),
+    ]),
+  );
+  const routes = markdownTable(
+    ["records", "scope", ...ROUTES.map((x) => `${x} p50/p95`)],
+    r.sizes.flatMap((s) =>
+      (["conversation", "tenant"] as const).map((scope) => [
+        fmtInt(s.records),
+        scope,
+        ...ROUTES.map((x) => {
+          const l = s.query[scope].routes[x];
+          return l ? `${fmt(l.p50, 1)} / ${fmt(l.p95, 1)}` : "–";
+        }),
+      ]),
+    ),
+  );
+  const c = r.config;
+  return [
+    `# bench scale (${c.store})`,
+    "",
+    `${c.date}, commit ${c.gitCommit ?? "?"}${c.gitDirty ? " (dirty)" : ""}, Node ${c.node}, ${c.cpus} CPUs, load ${c.loadAverage.before.map((x) => x.toFixed(1)).join("/")} → ${c.loadAverage.after.map((x) => x.toFixed(1)).join("/")}; embedder ${c.embedder}; ${c.wallSeconds.toFixed(0)} s.`,
+    "",
+    `Data: copies of ${c.dataFile} (sha256 ${c.dataSha256.slice(0, 12)}) with other speaker names, places and dates, ` +
+      `${c.segmentTurns}-turn segments, extractive encoder, written through the indexer (indexSegment) over ${c.tenants} tenants ` +
+      `(conversation copies round-robin). Vectors: real embeddings for the first copy (${c.realEmbedded.records} records, ` +
+      `${c.realEmbedded.turns} turns); every later text gets the real vector of its position in the first copy plus Gaussian ` +
+      `noise of norm ${c.noise} (cosine to it ≈ ${(1 / Math.sqrt(1 + c.noise ** 2)).toFixed(2)}), normalised. ` +
+      `${c.queries} conversation-scoped and ${c.queries} tenant-wide LoCoMo questions (disguised like their conversation) per size, ` +
+      `after ${WARM_UP_QUERIES} unmeasured warm-up queries; query time includes the question's embedding.`,
+    "",
+    main,
+    "",
+    "## Per route (ms)",
+    "",
+    routes,
+    "",
+  ].join("\n");
+};

@@ -1,0 +1,113 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+import { runScaleBench, type ScaleBenchReport } from "../../services/bench/scale.ts";
+import { disguiseOf, disguiseTurns, fixedSegments, perturb, seededRandom } from "../../services/bench/scale-data.ts";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { loadConfig } from "../../services/core/config.ts";
+import { loadLocomo } from "../../services/core/datasets/locomo.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "bench-scale-"));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const PETS = ["a golden retriever", "two cats", "a parrot", "a rabbit", "a tortoise"];
+const CITIES = ["Boston", "Paris", "Sweden", "Lisbon", "Berlin"];
+
+/** A LoCoMo-format file: two conversations of three sessions, facts, events and plans that the extractor keeps. */
+const locomoFile = (): string => {
+  const session = (n: number, a: string, b: string) =>
+    Array.from({ length: 12 }, (_, i) => ({
+      speaker: i % 2 === 0 ? a : b,
+      dia_id: `D${n}:${i + 1}`,
+      text:
+        i % 3 === 0
+          ? `I adopted ${PETS[(i + n) % PETS.length]} last week and we moved to ${CITIES[(i + n) % CITIES.length]}.`
+          : i % 3 === 1
+            ? `My sister Clara is visiting me from ${CITIES[(i * n) % CITIES.length]} next month, she loves painting.`
+            : `Yesterday I ran ${5 + i + n} kilometres before work and then baked bread for ${a}.`,
+    }));
+  const sample = (id: string, a: string, b: string) => ({
+    sample_id: id,
+    conversation: {
+      speaker_a: a,
+      speaker_b: b,
+      session_1_date_time: "1:56 pm on 8 May, 2023",
+      session_1: session(1, a, b),
+      session_2_date_time: "10:00 am on 25 September, 2023",
+      session_2: session(2, a, b),
+      session_3_date_time: "7:30 pm on 2 January, 2024",
+      session_3: session(3, a, b),
+    },
+    qa: [
+      { question: `What pet did ${a} adopt?`, answer: "a dog", evidence: ["D1:1"], category: 4 },
+      { question: `Who is visiting ${b} from Paris?`, answer: "Clara", evidence: ["D1:2"], category: 1 },
+    ],
+  });
+  const p = join(dir, "tiny-locomo.json");
+  writeFileSync(p, JSON.stringify([sample("tiny-1", "Alice", "Bob"), sample("tiny-2", "Carol", "Dan")]));
+  return p;
+};
+
+describe("bench scale", () => {
+  it("disguises copies (names, places, dates), keeps the original as copy 0, and perturbs near the base", () => {
+    const [conv] = loadLocomo(locomoFile());
+    assert.ok(conv);
+    assert.deepEqual(disguiseTurns(conv, disguiseOf(conv, 0)), conv.turns);
+    const d = disguiseOf(conv, 3);
+    const turns = disguiseTurns(conv, d);
+    assert.ok(turns.every((t) => t.speaker !== "Alice" && t.speaker !== "Bob"));
+    assert.ok(turns.every((t) => !/\b(Alice|Boston|Paris|Sweden)\b/.test(t.text)));
+    assert.notEqual(turns[0]?.timestamp, conv.turns[0]?.timestamp);
+    const segments = fixedSegments("t", "c", turns, 5);
+    assert.equal(
+      segments.reduce((n, s) => n + s.turns.length, 0),
+      turns.length,
+    );
+    assert.ok(segments.every((s) => s.turns.length <= 5 && s.turns.every((t) => t.sessionId === s.sessionId)));
+    const base = new Float32Array(384).fill(1 / Math.sqrt(384));
+    const v = perturb(base, 0.5, seededRandom(1));
+    const cos = v.reduce((s, x, i) => s + x * (base[i] as number), 0);
+    assert.ok(Math.abs(cos - 1 / Math.sqrt(1.25)) < 0.05, `cosine ${cos}`);
+  });
+
+  it("grows a store to each size and reports latency, throughput, memory, disk and cold start", async () => {
+    const out = join(dir, "out");
+    const { report, markdown, files } = await runScaleBench({
+      config: { ...loadConfig({}), modelDir: join(dir, "no-models") },
+      data: locomoFile(),
+      sizes: [500, 150],
+      queries: 6,
+      tenants: 3,
+      embedder: new HashingEmbedder(64),
+      out,
+      progress: false,
+    });
+    assert.deepEqual(report.config.sizes, [150, 500]);
+    assert.equal(report.sizes.length, 2);
+    const [small, big] = report.sizes as [ScaleBenchReport["sizes"][0], ScaleBenchReport["sizes"][0]];
+    assert.ok(small.records >= 150 && big.records >= 500 && big.records > small.records);
+    assert.ok(big.tenants === 3 && big.conversations > small.conversations);
+    assert.ok(report.config.realEmbedded.records > 0 && report.config.realEmbedded.records < big.records);
+    for (const s of report.sizes) {
+      for (const scope of ["conversation", "tenant"] as const) {
+        const q = s.query[scope];
+        assert.equal(q.n, 6);
+        assert.ok(
+          (q.p50 as number) > 0 && (q.p50 as number) <= (q.p95 as number) && (q.p95 as number) <= (q.p99 as number),
+        );
+        assert.ok(q.routes.dense && q.routes.dense.n === 6, "per-route timings");
+      }
+      assert.equal(s.questionEmbedding.n, 12);
+      assert.ok((s.p95OverEmbedding.conversation as number) > 0);
+      assert.ok(s.write.recordsPerSecond > 0 && s.write.vectorsPerSecond > 0);
+      assert.ok(s.memory.rssBytes > 0 && s.disk.bytesPerRecord > 0 && s.coldStartMs > 0);
+    }
+    assert.match(markdown, /# bench scale \(embedded\)/);
+    assert.match(markdown, /## Per route/);
+    assert.equal(files.length, 2);
+    const json = JSON.parse(readFileSync(files.find((f) => f.endsWith(".json")) as string, "utf8")) as ScaleBenchReport;
+    assert.equal(json.sizes.length, 2);
+  });
+});

@@ -34,10 +34,12 @@ export interface ConsolidateOptions {
   recordsPerPass?: number;
   /**
    * Test hook, called inside each record's transaction just before it commits, with the ordinal of
-   * the decision in this run (0, 1, ...; decisions before it are committed). Throwing rolls that
-   * decision back and stops the run, as a crash would.
+   * the decision in this run (0, 1, ... in the order decisions started) and the number of this
+   * run's decisions committed so far (decisions run concurrently, so the count, not the ordinal,
+   * says what a crash there leaves behind). Throwing rolls that decision back and stops the run, as
+   * a crash would.
    */
-  beforeCommit?: (committed: number) => void;
+  beforeCommit?: (ordinal: number, committed: number) => void;
 }
 
 const DEFAULT_CONCURRENCY = 4;
@@ -145,6 +147,8 @@ const OP_ORDER: Record<ConsolidationOp["kind"], number> = { supersede: 0, link: 
 interface RunCounter {
   /** Record decisions started (each gets the next ordinal). */
   started: number;
+  /** Record decisions committed (what the beforeCommit hook is told). */
+  committed: number;
   /** Set when a decision failed: every group stops before its next decision. */
   failed: boolean;
 }
@@ -260,12 +264,13 @@ class TenantRun {
       applied = await applyConsolidation(
         this.deps.graph,
         { tenant: this.tenant, ops, settled },
-        hook ? { beforeCommit: () => hook(ordinal) } : {},
+        hook ? { beforeCommit: () => hook(ordinal, this.counter.committed) } : {},
       );
     } catch (err) {
       this.counter.failed = true;
       throw err;
     }
+    this.counter.committed++;
     // Keep the view in step with what was written, so the next decisions see it.
     const touched = ops.flatMap((op) =>
       op.kind === "link" ? [] : op.kind === "merge" ? [op.canonical, op.duplicate] : [op.older, op.newer],
@@ -294,7 +299,7 @@ export const runConsolidation = async (
   report.tenants = tenants;
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? DEFAULT_CONCURRENCY));
   const perPass = Math.max(1, Math.floor(options.recordsPerPass ?? DEFAULT_RECORDS_PER_PASS));
-  const counter: RunCounter = { started: 0, failed: false };
+  const counter: RunCounter = { started: 0, committed: 0, failed: false };
   try {
     await mapLimit(tenants, concurrency, (tenant) =>
       new TenantRun(full, tenant, report, counter, options).run(concurrency, perPass),

@@ -47,7 +47,7 @@ export interface ConsolidatorServiceOptions {
   log: LogFn;
   clock?: () => number;
   /** Test hook handed to every run (consolidator.ts ConsolidateOptions.beforeCommit). */
-  beforeCommit?: (committed: number) => void;
+  beforeCommit?: (ordinal: number, committed: number) => void;
 }
 
 export class ConsolidatorService {

@@ -17,15 +17,17 @@ export const scheduleFrom = (
 
 /**
  * Crash injection for the restart tests only: MEMORY_CONSOLIDATOR_CRASH_AT_DECISION=N kills the
- * process (SIGKILL, no clean-up) inside the transaction of its N-th decision (0-based), after the
- * decisions before it committed. Unset in every deployment.
+ * process (SIGKILL, no clean-up) inside the transaction of the first decision that finds N decisions
+ * of its run committed. Unset in every deployment.
  */
-export const crashHookFromEnv = (env: NodeJS.ProcessEnv): ((committed: number) => void) | undefined => {
+export const crashHookFromEnv = (
+  env: NodeJS.ProcessEnv,
+): ((ordinal: number, committed: number) => void) | undefined => {
   const raw = env.MEMORY_CONSOLIDATOR_CRASH_AT_DECISION;
   if (raw === undefined || raw === "") return undefined;
   const at = Number(raw);
   if (!Number.isInteger(at) || at < 0) throw new Error(`MEMORY_CONSOLIDATOR_CRASH_AT_DECISION: not a count: ${raw}`);
-  return (committed) => {
+  return (_ordinal, committed) => {
     if (committed >= at) process.kill(process.pid, "SIGKILL");
   };
 };

@@ -4,8 +4,35 @@
  * it is low), the ingest position (the sum of the turns topic's high watermarks; it stops moving
  * when nobody ingests) and the consolidator's own lag on the update queue.
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Admin } from "kafkajs";
 import type { TopicNames } from "../core/adapters/kafka/topics.ts";
+
+/** How long a group-offset read waits out a coordinator that is not ready (a broker just started). */
+const COORDINATOR_WAIT_MS = 60_000;
+
+/**
+ * A group's committed offsets on a topic. On a broker that has just started, the group coordinator
+ * answers "the coordinator is loading" (or not available) while __consumer_offsets is created and
+ * loaded; kafkajs marks those errors retriable but its own retries give up within a second or two,
+ * so they are retried here for up to a minute with a capped backoff.
+ */
+export const fetchGroupOffsets = async (
+  admin: Admin,
+  groupId: string,
+  topic: string,
+): Promise<Awaited<ReturnType<Admin["fetchOffsets"]>>> => {
+  const start = Date.now();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await admin.fetchOffsets({ groupId, topics: [topic] });
+    } catch (err) {
+      const retriable = (err as { retriable?: unknown }).retriable === true;
+      if (!retriable || Date.now() - start > COORDINATOR_WAIT_MS) throw err;
+      await sleep(Math.min(2000, 100 * 2 ** attempt));
+    }
+  }
+};
 
 /** The pipeline stages before the consolidator, each with the topic its group consumes. */
 export const UPSTREAM_STAGES = [
@@ -38,7 +65,7 @@ export const groupLag = async (
   topic: string,
   slack: number,
 ): Promise<PartitionLag[]> => {
-  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  const [committed] = await fetchGroupOffsets(admin, groupId, topic);
   const ends = await admin.fetchTopicOffsets(topic);
   return ends.map((end) => {
     const c = Math.max(0, Number(committed?.partitions.find((p) => p.partition === end.partition)?.offset ?? -1));

@@ -105,7 +105,7 @@ export interface EngineSettings {
 
 /** Options of one on-demand consolidation (tests inject a crash through beforeCommit). */
 export interface ConsolidateCallOptions {
-  beforeCommit?: (committed: number) => void;
+  beforeCommit?: (ordinal: number, committed: number) => void;
 }
 
 /** Segmenter state carries the last inbox seq it took in, which makes a replay after a crash a no-op. */

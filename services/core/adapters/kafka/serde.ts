@@ -103,18 +103,24 @@ export const readSchema = (file: string): string => {
   return JSON.stringify(JSON.parse(text));
 };
 
+/** Attempts at a call the registry answers 409 (see retryOnConflict). */
+const CONFLICT_ATTEMPTS = 6;
+
 /**
- * Stages start together and register the same subjects: Apicurio answers 409 to the loser of two
- * concurrent first-time creations (of a subject's rule, or of the subject itself). By then the
- * winner's write exists, so the same call again is an update or finds the existing id. (An
- * incompatible schema is also a 409, and the retry throws it again.)
+ * Stages start together and register the same subjects: Apicurio answers 409 ("already exists") to
+ * the loser of two concurrent first-time creations (of a subject's rule, or of the subject itself),
+ * and again for a moment while the winner's creation is still being stored. The same call again is
+ * then an update or finds the existing id, so a 409 is retried a few times with a short growing
+ * pause (about 6 s in all). (An incompatible schema is also a 409; it is thrown after the attempts.)
  */
 const retryOnConflict = async <T>(call: () => Promise<T>): Promise<T> => {
-  try {
-    return await call();
-  } catch (err) {
-    if ((err as { status?: number }).status !== 409) throw err;
-    return call();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await call();
+    } catch (err) {
+      if ((err as { status?: number }).status !== 409 || attempt >= CONFLICT_ATTEMPTS) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+    }
   }
 };
 

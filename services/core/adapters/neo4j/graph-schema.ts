@@ -46,8 +46,8 @@ export const GRAPH_RELATIONSHIPS = [
  * Schema created by ensureSchema(): a uniqueness constraint on every node key (tenant first; a
  * uniqueness constraint is backed by a range index, so key lookups are index seeks), range indexes
  * for the list / time / pending-candidate reads, and two full-text indexes for the lexical routes.
- * The `english` analyzer (standard tokenizer, lower-case, English stop words, Porter stemmer) is the
- * closest Lucene match to SQLite's `porter unicode61` tokenizer.
+ * Those index `lex`, the terms of the one shared tokenizer (core/lexical.ts), with the `whitespace`
+ * analyzer, so that both stores see the same terms and rank with the same BM25.
  */
 export const GRAPH_SCHEMA: readonly string[] = [
   "CREATE CONSTRAINT memory_tenant_key IF NOT EXISTS FOR (n:Tenant) REQUIRE n.tenant IS UNIQUE",

@@ -9,8 +9,8 @@
  * eraseConversation) with the query service's stores, and stage folders do not import each other.
  */
 import { runConsolidation } from "../consolidator/consolidator.ts";
-import { eraseConversation } from "../consolidator/erasure.ts";
 import type { ConsolidationDecider } from "../consolidator/types.ts";
+import { eraseConversation, tenantRecordIds } from "../core/erasure.ts";
 import { buildHistory, type RecordHistory } from "../core/history.ts";
 import type { ConsolidationReport, StoreErasureReport, StoreSideMaintenance } from "../core/maintenance.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
@@ -24,25 +24,6 @@ export interface StoreMaintenanceDeps {
   /** Groups decided at the same time (Config.consolidation.concurrency). */
   concurrency?: number;
 }
-
-/** Records listed per page when a tenant's record ids are collected before its erasure. */
-const LIST_PAGE = 500;
-
-/** Every record id of the tenant, superseded versions included (as the indexer collects them). */
-const tenantRecordIds = async (graph: GraphStore, tenant: string): Promise<string[]> => {
-  const ids: string[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await graph.listRecords(tenant, {
-      includeSuperseded: true,
-      limit: LIST_PAGE,
-      ...(cursor !== undefined ? { cursor } : {}),
-    });
-    for (const r of page.records) ids.push(r.id);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return ids;
-};
 
 export class StoreMaintenance implements StoreSideMaintenance {
   /** One consolidation or erasure at a time in this process, as in the embedded engine. */

@@ -15,7 +15,7 @@
 import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageHandler, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
 import { isErasure } from "../core/adapters/kafka/topics.ts";
-import { eraseConversation } from "../core/erasure.ts";
+import { eraseConversation, tenantRecordIds } from "../core/erasure.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
@@ -44,25 +44,6 @@ export interface IndexerErasure {
   records: number;
   turns: number;
 }
-
-/** Records listed per page when a tenant's record ids are collected for their tombstones. */
-const LIST_PAGE = 500;
-
-/** Every record id of the tenant, superseded versions included. */
-const tenantRecordIds = async (graph: GraphStore, tenant: string): Promise<string[]> => {
-  const ids: string[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await graph.listRecords(tenant, {
-      includeSuperseded: true,
-      limit: LIST_PAGE,
-      ...(cursor !== undefined ? { cursor } : {}),
-    });
-    for (const r of page.records) ids.push(r.id);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return ids;
-};
 
 /** The stores' side of an erase control; returns the erased record ids (for their tombstones). */
 const eraseInStores = async (

@@ -189,6 +189,12 @@ export class StageRuntime<I, O, S> {
   private memberId: string | undefined;
   private readonly health = new DependencyHealth();
   private readonly reportedDown = new Set<Dependency>();
+  /**
+   * While a dependency is failing: reports it once it is overdue. A retried call can itself hang
+   * for as long as the outage (a driver waiting out its connection timeout), so the report cannot
+   * wait for the next failure.
+   */
+  private downWatch: NodeJS.Timeout | undefined;
   /** Partitions paused now while an input waits for a dependency. */
   private transientPauses = 0;
   /**
@@ -358,6 +364,7 @@ export class StageRuntime<I, O, S> {
     this.stopping = true;
     if (this.tickTimer) clearInterval(this.tickTimer);
     if (this.resumeTimer) clearInterval(this.resumeTimer);
+    this.stopDownWatch();
     await this.consumer.disconnect();
     await Promise.allSettled([...this.partitions.keys()].map((p) => this.release(p)));
   }
@@ -561,6 +568,7 @@ export class StageRuntime<I, O, S> {
             transient++;
             this.health.failed(cls.dependency, Date.now());
             this.reportDown();
+            this.startDownWatch();
             if (!resume) {
               const resumeFetch = io.pause();
               this.transientPauses++;
@@ -625,8 +633,20 @@ export class StageRuntime<I, O, S> {
     }
   }
 
+  private startDownWatch(): void {
+    if (this.downWatch || this.stopping) return;
+    this.downWatch = setInterval(() => this.reportDown(), Math.max(100, Math.min(1000, this.downLimitMs / 4)));
+    this.downWatch.unref();
+  }
+
+  private stopDownWatch(): void {
+    if (this.downWatch) clearInterval(this.downWatch);
+    this.downWatch = undefined;
+  }
+
   private recovered(): void {
     if (!this.health.failing) return;
+    this.stopDownWatch();
     for (const dependency of this.health.recovered()) {
       const reported = this.reportedDown.delete(dependency);
       this.obs.log?.("info", "dependency available again", { dependency });

@@ -1,7 +1,16 @@
 // Runs every test file under test/ with node's test runner (Node 20's --test takes no globs).
-// Files run one at a time: the end-to-end tests each use both cores.
-import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+//
+// Two lanes run side by side, each one file at a time:
+//   - servers: test/integration and test/contract, the tests that use Kafka, the registry and
+//     Neo4j (the outage test stops Neo4j and freezes the registry, so nothing else that talks to
+//     them may run beside it) and most of the suite's time, which is largely waiting on brokers,
+//     session timeouts and outages rather than CPU;
+//   - local: unit, end-to-end (embedded runtime) and fuzz tests, which touch no server.
+// The servers lane streams its output; the local lane's output is printed after it, whole, so
+// the two TAP streams never interleave. MEMORY_TEST_LANES=1 runs everything in one lane, in order.
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { testProcessEnv } from "./test-env.mjs";
 
@@ -18,8 +27,41 @@ if (files.length === 0) {
   console.error(`no test files under test/${only.length ? ` matching ${only.join(", ")}` : ""}`);
   process.exit(1);
 }
-const r = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=1", ...files], {
-  stdio: "inherit",
-  env: testProcessEnv(process.env),
-});
-process.exit(r.status ?? 1);
+
+const usesServers = (f) => f.startsWith(join("test", "integration")) || f.startsWith(join("test", "contract"));
+const laneCount = process.env.MEMORY_TEST_LANES === "1" ? 1 : 2;
+const lanes =
+  laneCount === 1
+    ? [{ name: "all", files }]
+    : [
+        { name: "servers", files: files.filter(usesServers) },
+        { name: "local", files: files.filter((f) => !usesServers(f)) },
+      ].filter((l) => l.files.length > 0);
+
+const tmp = mkdtempSync(join(tmpdir(), "memory-tests-"));
+/** Runs one lane; the first lane streams to this process's stdout, the others to a file. */
+const runLane = (lane, index) =>
+  new Promise((resolve) => {
+    const args = ["--import", "tsx", "--test", "--test-concurrency=1", ...lane.files];
+    const out = index === 0 ? undefined : join(tmp, `${lane.name}.tap`);
+    const child = spawn(process.execPath, out ? [`--test-reporter=tap`, `--test-reporter-destination=${out}`, ...args] : args, {
+      stdio: "inherit",
+      env: testProcessEnv(process.env),
+    });
+    child.on("exit", (code, signal) => resolve({ lane, out, code: code ?? (signal ? 1 : 0) }));
+  });
+
+const results = await Promise.all(lanes.map(runLane));
+for (const r of results) {
+  if (!r.out) continue;
+  console.log(`\n# ===== lane "${r.lane.name}" (${r.lane.files.length} files), run beside the first =====`);
+  try {
+    process.stdout.write(readFileSync(r.out, "utf8"));
+  } catch (err) {
+    console.log(`# lane "${r.lane.name}" wrote no output: ${err.message}`);
+  }
+}
+rmSync(tmp, { recursive: true, force: true });
+const failed = results.filter((r) => r.code !== 0);
+for (const r of failed) console.error(`# lane "${r.lane.name}" failed (exit ${r.code})`);
+process.exit(failed.length > 0 ? 1 : 0);

@@ -23,7 +23,7 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { test } from "node:test";
+import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Kafka, Message } from "kafkajs";
 import { openStores } from "../../../services/composition/stores.ts";
@@ -327,169 +327,176 @@ const CASES: Case[] = [
   { kill: "indexer", run: ["indexer"], check: [], killAt: 2, conversations: 4 },
 ];
 
-for (const c of CASES)
-  test(`SIGKILL of the ${c.kill} mid-stream, restart: the result equals an uninterrupted run`, {
-    skip,
-    timeout: 150_000,
-  }, async (t) => {
-    const prefix = runPrefix(`crash-${c.kill}`);
-    const neo4j = c.kill === "indexer" && Boolean(process.env.NEO4J_URI);
-    const dataDir = c.kill === "indexer" && !neo4j ? mkdtempSync(join(tmpdir(), "crash-indexer-")) : undefined;
-    const env = testEnv(prefix, {
-      MEMORY_METRICS_PORT: "0",
-      MEMORY_MODEL_DIR: MODEL_DIR,
-      MEMORY_COMPRESSOR: "statistical",
-      MEMORY_KEEP_RATE: String(KEEP_RATE),
-      MEMORY_BUFFER_TOKENS: "0",
-      MEMORY_IDLE_TIMEOUT_MS: "3600000",
-      MEMORY_STORE: neo4j ? "neo4j" : "embedded",
-      ...(dataDir ? { MEMORY_DATA_DIR: dataDir } : {}),
-    });
-    const config = loadConfig({}, env);
-    const kafka = kafkaClient(config, `crash-test-${c.kill}`);
-    const serdes = new RegistrySerdes(config.kafka.registryUrl);
-    const feeder = kafka.producer({
-      transactionalId: `${prefix}crash-feeder`,
-      idempotent: true,
-      maxInFlightRequests: 1,
-    });
-    const stages: Stage[] = [];
-    const convs = (await reference()).slice(0, c.conversations);
-    try {
-      const topics = await ensurePipelineTopics(kafka, config);
-      const codecs = await openPipelineCodecs(serdes, topics);
-      const inputTopic = topics[INPUT_OF[c.run[0] as StageName]];
-      const inputs = await Promise.all(convs.map((conv) => inputsOf(c.run[0] as StageName, conv, codecs)));
-      await feeder.connect();
-      /** Writes like an upstream stage: a few messages per transaction, conversations interleaved. */
-      const feed = async (batches: Message[][]): Promise<void> => {
-        for (let i = 0; i < Math.max(...batches.map((b) => b.length)); i += 3) {
-          const tx = await feeder.transaction();
-          try {
-            const messages = batches.flatMap((b) => b.slice(i, i + 3));
-            if (messages.length > 0) await tx.send({ topic: inputTopic, messages });
-            await tx.commit();
-          } catch (err) {
-            await tx.abort().catch(() => undefined);
-            throw err;
-          }
-        }
-      };
-      const halfOf = (n: number): number => Math.ceil(n / 2);
-      const firstHalf = inputs.reduce((n, xs) => n + halfOf(xs.length), 0);
-      assert.ok(c.killAt < firstHalf, `kill threshold ${c.killAt} below the first half (${firstHalf})`);
-
-      const running = new Map<StageName, Stage>();
-      for (const name of c.run) {
-        const s = startStage(name, env, name === c.kill ? c.killAt : undefined);
-        running.set(name, s);
-        stages.push(s);
-      }
-      await waitStarted([...running.values()]);
-
-      // First half; the killed stage's log-line handler sends SIGKILL once it has committed killAt inputs.
-      const part = (from: "first" | "second"): Message[][] =>
-        convs.map((conv, i) => {
-          const xs = inputs[i] ?? [];
-          const half = halfOf(xs.length);
-          return (from === "first" ? xs.slice(0, half) : xs.slice(half)).map((value) => ({ key: conv.key, value }));
-        });
-      await feed(part("first"));
-      const victim = running.get(c.kill) as Stage;
-      await until(`the ${c.kill} to be killed mid-stream`, () => victim.exited, 90_000);
-      assert.ok(victim.killed, `${c.kill} was killed by the test, not by itself`);
-      const before = victim.committedInputs;
-      assert.ok(
-        before >= c.killAt && before < firstHalf,
-        `killed mid-stream: ${before} of the ${firstHalf} inputs fed so far committed`,
-      );
-
-      // Second half while it is down, then restart it and flush the conversations.
-      await feed(part("second"));
-      const restarted = startStage(c.kill, env);
-      running.set(c.kill, restarted);
-      stages.push(restarted);
-      await waitStarted([restarted]);
-      await feed(convs.map((conv) => [{ key: conv.key, value: null, headers: { [CONTROL_HEADER]: "flush" } }]));
-
-      t.diagnostic(`${c.kill} killed after committing ${before} of ${firstHalf} inputs fed`);
-      await waitGroupsDrained(
-        kafka,
-        c.run.map((name) => ({ groupId: `${prefix}memory-${name}`, topic: topics[INPUT_OF[name]] })),
-        120_000,
-      );
-      if (STATEFUL.has(c.kill))
-        assert.ok(
-          restarted.log.some((l) => l.includes('"state restored"')),
-          `the restarted ${c.kill} restored its state from the changelog`,
-        );
-      // Graceful stop: SIGTERM finishes the batch, commits and exits 0.
-      for (const s of [...running.values()].reverse()) await stopStage(s, "SIGTERM");
-      assert.equal(restarted.child.exitCode, 0, `the restarted ${c.kill} stopped gracefully`);
-      // The killed transaction was aborted when the restarted stage fenced it: what it had written
-      // is in the log but invisible to read_committed (the indexer's outputs may be empty).
-      let aborted = 0;
-      for (const topic of [topics[OUTPUT_OF[c.kill]], ...(STATEFUL.has(c.kill) ? [topics.state(c.kill)] : [])])
-        aborted += (await readAll(kafka, topic, 60_000, true)).length - (await readAll(kafka, topic)).length;
-      t.diagnostic(
-        `the restarted ${c.kill} committed ${restarted.committedInputs} inputs; ` +
-          `${aborted} messages of the killed transaction aborted`,
-      );
-
-      for (const which of c.check) {
-        const got = await readTopic(kafka, topics, codecs, which);
-        const expected = convs.reduce((n, conv) => n + expectedOf(conv, which).length, 0);
-        assert.equal(got.total, expected, `${which}: none twice, none missing`);
-        for (const conv of convs)
-          assert.deepEqual(got.byKey.get(conv.key) ?? [], expectedOf(conv, which), `${which} of ${conv.key}`);
-      }
-
-      if (c.kill === "indexer") {
-        const stores = await openStores(config, neo4j ? "neo4j" : "embedded");
-        try {
-          for (const conv of convs) {
-            const ids: string[] = [];
-            let cursor: string | undefined;
-            do {
-              const page = await stores.graph.listRecords(conv.tenant, {
-                limit: 200,
-                includeSuperseded: true,
-                ...(cursor ? { cursor } : {}),
-              });
-              ids.push(...page.records.map((r) => r.id));
-              cursor = page.nextCursor;
-            } while (cursor);
-            const expected = [...new Set(conv.records.flatMap((e) => e.records.map((r) => r.id)))].sort();
-            assert.ok(expected.length > 0, "the reference has records");
-            assert.deepEqual([...ids].sort(), expected, `record ids of ${conv.tenant}`);
-            assert.equal(await stores.graph.countRecords(conv.tenant), expected.length, `records of ${conv.tenant}`);
-            assert.equal(
-              await stores.graph.countSegments(conv.tenant),
-              conv.segments.length,
-              `segments of ${conv.tenant}`,
-            );
-          }
-        } finally {
-          if (neo4j)
-            for (const conv of convs) {
-              await stores.graph.deleteTenant(conv.tenant).catch(() => undefined);
-              await stores.vectors.deleteTenant(conv.tenant).catch(() => undefined);
+// The cases share nothing but the reference (each has its own topic prefix, groups, transactional
+// ids and stage processes), so they run side by side: most of a case is waiting on Kafka (group
+// joins, the restart, the drain), not CPU. CRASH_TEST_CONCURRENCY=1 runs them one after another.
+describe("SIGKILL of each stage mid-stream", {
+  skip,
+  concurrency: Math.max(1, Number(process.env.CRASH_TEST_CONCURRENCY ?? CASES.length)),
+}, () => {
+  for (const c of CASES)
+    it(`SIGKILL of the ${c.kill} mid-stream, restart: the result equals an uninterrupted run`, {
+      timeout: 240_000,
+    }, async (t) => {
+      const prefix = runPrefix(`crash-${c.kill}`);
+      const neo4j = c.kill === "indexer" && Boolean(process.env.NEO4J_URI);
+      const dataDir = c.kill === "indexer" && !neo4j ? mkdtempSync(join(tmpdir(), "crash-indexer-")) : undefined;
+      const env = testEnv(prefix, {
+        MEMORY_METRICS_PORT: "0",
+        MEMORY_MODEL_DIR: MODEL_DIR,
+        MEMORY_COMPRESSOR: "statistical",
+        MEMORY_KEEP_RATE: String(KEEP_RATE),
+        MEMORY_BUFFER_TOKENS: "0",
+        MEMORY_IDLE_TIMEOUT_MS: "3600000",
+        MEMORY_STORE: neo4j ? "neo4j" : "embedded",
+        ...(dataDir ? { MEMORY_DATA_DIR: dataDir } : {}),
+      });
+      const config = loadConfig({}, env);
+      const kafka = kafkaClient(config, `crash-test-${c.kill}`);
+      const serdes = new RegistrySerdes(config.kafka.registryUrl);
+      const feeder = kafka.producer({
+        transactionalId: `${prefix}crash-feeder`,
+        idempotent: true,
+        maxInFlightRequests: 1,
+      });
+      const stages: Stage[] = [];
+      const convs = (await reference()).slice(0, c.conversations);
+      try {
+        const topics = await ensurePipelineTopics(kafka, config);
+        const codecs = await openPipelineCodecs(serdes, topics);
+        const inputTopic = topics[INPUT_OF[c.run[0] as StageName]];
+        const inputs = await Promise.all(convs.map((conv) => inputsOf(c.run[0] as StageName, conv, codecs)));
+        await feeder.connect();
+        /** Writes like an upstream stage: a few messages per transaction, conversations interleaved. */
+        const feed = async (batches: Message[][]): Promise<void> => {
+          for (let i = 0; i < Math.max(...batches.map((b) => b.length)); i += 3) {
+            const tx = await feeder.transaction();
+            try {
+              const messages = batches.flatMap((b) => b.slice(i, i + 3));
+              if (messages.length > 0) await tx.send({ topic: inputTopic, messages });
+              await tx.commit();
+            } catch (err) {
+              await tx.abort().catch(() => undefined);
+              throw err;
             }
-          await stores.close();
+          }
+        };
+        const halfOf = (n: number): number => Math.ceil(n / 2);
+        const firstHalf = inputs.reduce((n, xs) => n + halfOf(xs.length), 0);
+        assert.ok(c.killAt < firstHalf, `kill threshold ${c.killAt} below the first half (${firstHalf})`);
+
+        const running = new Map<StageName, Stage>();
+        for (const name of c.run) {
+          const s = startStage(name, env, name === c.kill ? c.killAt : undefined);
+          running.set(name, s);
+          stages.push(s);
         }
+        await waitStarted([...running.values()]);
+
+        // First half; the killed stage's log-line handler sends SIGKILL once it has committed killAt inputs.
+        const part = (from: "first" | "second"): Message[][] =>
+          convs.map((conv, i) => {
+            const xs = inputs[i] ?? [];
+            const half = halfOf(xs.length);
+            return (from === "first" ? xs.slice(0, half) : xs.slice(half)).map((value) => ({ key: conv.key, value }));
+          });
+        await feed(part("first"));
+        const victim = running.get(c.kill) as Stage;
+        await until(`the ${c.kill} to be killed mid-stream`, () => victim.exited, 90_000);
+        assert.ok(victim.killed, `${c.kill} was killed by the test, not by itself`);
+        const before = victim.committedInputs;
+        assert.ok(
+          before >= c.killAt && before < firstHalf,
+          `killed mid-stream: ${before} of the ${firstHalf} inputs fed so far committed`,
+        );
+
+        // Second half while it is down, then restart it and flush the conversations.
+        await feed(part("second"));
+        const restarted = startStage(c.kill, env);
+        running.set(c.kill, restarted);
+        stages.push(restarted);
+        await waitStarted([restarted]);
+        await feed(convs.map((conv) => [{ key: conv.key, value: null, headers: { [CONTROL_HEADER]: "flush" } }]));
+
+        t.diagnostic(`${c.kill} killed after committing ${before} of ${firstHalf} inputs fed`);
+        await waitGroupsDrained(
+          kafka,
+          c.run.map((name) => ({ groupId: `${prefix}memory-${name}`, topic: topics[INPUT_OF[name]] })),
+          120_000,
+        );
+        if (STATEFUL.has(c.kill))
+          assert.ok(
+            restarted.log.some((l) => l.includes('"state restored"')),
+            `the restarted ${c.kill} restored its state from the changelog`,
+          );
+        // Graceful stop: SIGTERM finishes the batch, commits and exits 0.
+        for (const s of [...running.values()].reverse()) await stopStage(s, "SIGTERM");
+        assert.equal(restarted.child.exitCode, 0, `the restarted ${c.kill} stopped gracefully`);
+        // The killed transaction was aborted when the restarted stage fenced it: what it had written
+        // is in the log but invisible to read_committed (the indexer's outputs may be empty).
+        let aborted = 0;
+        for (const topic of [topics[OUTPUT_OF[c.kill]], ...(STATEFUL.has(c.kill) ? [topics.state(c.kill)] : [])])
+          aborted += (await readAll(kafka, topic, 60_000, true)).length - (await readAll(kafka, topic)).length;
+        t.diagnostic(
+          `the restarted ${c.kill} committed ${restarted.committedInputs} inputs; ` +
+            `${aborted} messages of the killed transaction aborted`,
+        );
+
+        for (const which of c.check) {
+          const got = await readTopic(kafka, topics, codecs, which);
+          const expected = convs.reduce((n, conv) => n + expectedOf(conv, which).length, 0);
+          assert.equal(got.total, expected, `${which}: none twice, none missing`);
+          for (const conv of convs)
+            assert.deepEqual(got.byKey.get(conv.key) ?? [], expectedOf(conv, which), `${which} of ${conv.key}`);
+        }
+
+        if (c.kill === "indexer") {
+          const stores = await openStores(config, neo4j ? "neo4j" : "embedded");
+          try {
+            for (const conv of convs) {
+              const ids: string[] = [];
+              let cursor: string | undefined;
+              do {
+                const page = await stores.graph.listRecords(conv.tenant, {
+                  limit: 200,
+                  includeSuperseded: true,
+                  ...(cursor ? { cursor } : {}),
+                });
+                ids.push(...page.records.map((r) => r.id));
+                cursor = page.nextCursor;
+              } while (cursor);
+              const expected = [...new Set(conv.records.flatMap((e) => e.records.map((r) => r.id)))].sort();
+              assert.ok(expected.length > 0, "the reference has records");
+              assert.deepEqual([...ids].sort(), expected, `record ids of ${conv.tenant}`);
+              assert.equal(await stores.graph.countRecords(conv.tenant), expected.length, `records of ${conv.tenant}`);
+              assert.equal(
+                await stores.graph.countSegments(conv.tenant),
+                conv.segments.length,
+                `segments of ${conv.tenant}`,
+              );
+            }
+          } finally {
+            if (neo4j)
+              for (const conv of convs) {
+                await stores.graph.deleteTenant(conv.tenant).catch(() => undefined);
+                await stores.vectors.deleteTenant(conv.tenant).catch(() => undefined);
+              }
+            await stores.close();
+          }
+        }
+        if (process.env.CRASH_TEST_LOGS)
+          for (const s of stages)
+            process.stderr.write(`--- ${s.name}\n${s.log.filter((l) => !l.includes('"committed"')).join("\n")}\n`);
+      } catch (err) {
+        for (const s of stages) process.stderr.write(`--- ${s.name} log\n${s.log.slice(-30).join("\n")}\n`);
+        throw err;
+      } finally {
+        await Promise.allSettled(stages.map((s) => stopStage(s, "SIGKILL")));
+        await feeder.disconnect().catch(() => undefined);
+        await serdes.close().catch(() => undefined);
+        await deleteTopics(kafka, prefix);
+        await deleteSubjects(prefix);
+        if (dataDir) rmSync(dataDir, { recursive: true, force: true });
       }
-      if (process.env.CRASH_TEST_LOGS)
-        for (const s of stages)
-          process.stderr.write(`--- ${s.name}\n${s.log.filter((l) => !l.includes('"committed"')).join("\n")}\n`);
-    } catch (err) {
-      for (const s of stages) process.stderr.write(`--- ${s.name} log\n${s.log.slice(-30).join("\n")}\n`);
-      throw err;
-    } finally {
-      await Promise.allSettled(stages.map((s) => stopStage(s, "SIGKILL")));
-      await feeder.disconnect().catch(() => undefined);
-      await serdes.close().catch(() => undefined);
-      await deleteTopics(kafka, prefix);
-      await deleteSubjects(prefix);
-      if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-    }
-  });
+    });
+});

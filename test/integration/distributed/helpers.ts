@@ -6,7 +6,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
+import { createWriteStream, existsSync, mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Admin, Kafka } from "kafkajs";
@@ -45,6 +45,9 @@ export interface Proc {
   log: string[];
   /** Fields of the "started" log line once seen. */
   started?: Record<string, unknown>;
+  /** The last per-commit line (kept out of `log`; shown by tails(), to see where a stage stopped). */
+  lastCommitted?: string;
+  committedLines: number;
   exited: boolean;
 }
 
@@ -54,7 +57,15 @@ export interface Proc {
  */
 export const spawnLogged = (name: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv): Proc => {
   const child = spawn(process.execPath, [...args], { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
-  const proc: Proc = { name, child, log: [], exited: false };
+  const proc: Proc = { name, child, log: [], exited: false, committedLines: 0 };
+  // DIST_TEST_LOG_DIR: every line of every process also goes to <dir>/<name>-<pid>.log (diagnosis).
+  const logDir = process.env.DIST_TEST_LOG_DIR;
+  if (logDir) {
+    mkdirSync(logDir, { recursive: true });
+    const file = createWriteStream(join(logDir, `${name}-${child.pid}.log`));
+    child.stdout?.pipe(file);
+    child.stderr?.pipe(file);
+  }
   let buf = "";
   child.stdout?.on("data", (chunk: Buffer) => {
     buf += chunk.toString();
@@ -64,6 +75,10 @@ export const spawnLogged = (name: string, args: readonly string[], cwd: string, 
       buf = buf.slice(i + 1);
       i = buf.indexOf("\n");
       if (!line.includes('"committed"')) proc.log.push(line);
+      else {
+        proc.lastCommitted = line;
+        proc.committedLines++;
+      }
       try {
         const e = JSON.parse(line) as Record<string, unknown>;
         if (e.msg === "started") proc.started = e;
@@ -176,7 +191,15 @@ export const startDeployment = async (prefix: string, apiKeys: Record<string, st
 
 /** The last log lines of every process (for failure messages). */
 export const tails = (d: Deployment | undefined, n = 15): string =>
-  d ? d.procs.map((p) => `--- ${p.name}${p.exited ? " (exited)" : ""}\n${p.log.slice(-n).join("\n")}`).join("\n") : "";
+  d
+    ? d.procs
+        .map(
+          (p) =>
+            `--- ${p.name}${p.exited ? " (exited)" : ""}, ${p.committedLines} commits, the last: ${p.lastCommitted ?? "none"}\n` +
+            p.log.slice(-n).join("\n"),
+        )
+        .join("\n")
+    : "";
 
 // ---------------------------------------------------------------------------------------------------
 // Drained: every stage's consumer group has committed up to its input's end

@@ -6,7 +6,9 @@
 // same turns go through the embedded runtime in this process (openEmbeddedEngine on a temp dir).
 // Asserted: equal record id sets; HTTP and gRPC answers equal; every context equal to the embedded
 // one (item-id Jaccard also reported, for diagnosis). Also measured for both
-// runtimes: throughput and produce-to-queryable latency (turn cited by a listed record).
+// runtimes: throughput and produce-to-queryable latency (turn cited by a listed record). Then one
+// consolidation run in each runtime: the same report counts, and the same evidence recall of every
+// category 1-4 question at 1,000 and 2,000 tokens before and after (issue 13).
 // PARITY_SESSIONS=n limits the input to conv-30's first n sessions.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
@@ -18,6 +20,7 @@ import { test } from "node:test";
 import { kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import { type LocomoConversation, loadLocomo } from "../../../services/core/datasets/locomo.ts";
+import type { ConsolidationReport } from "../../../services/core/maintenance.ts";
 import type { QueryResult } from "../../../services/core/query-types.ts";
 import type { TurnInput } from "../../../services/core/requests.ts";
 import type { MemoryRecord } from "../../../services/core/types.ts";
@@ -41,6 +44,7 @@ import {
   timeless,
   waitDrained,
 } from "./helpers.ts";
+import { consolidationCounts, recallOf } from "./locomo-recall.ts";
 
 const skip = infraSkip || (existsSync(LOCOMO) ? false : `${LOCOMO} not found`);
 const CHUNK = 20;
@@ -122,7 +126,7 @@ const chunks = <T>(xs: readonly T[], n: number): T[][] =>
 
 test("conv-30 through the distributed pipeline (gateway HTTP + gRPC) matches the embedded runtime", {
   skip,
-  timeout: 400_000,
+  timeout: 900_000,
 }, async (t) => {
   const prefix = runPrefix("dist-parity");
   const tenant = `parity-${randomUUID().slice(0, 8)}`;
@@ -133,6 +137,7 @@ test("conv-30 through the distributed pipeline (gateway HTTP + gRPC) matches the
   const dir = mkdtempSync(join(tmpdir(), "memory-parity-"));
   let dep: Deployment | undefined;
   let grpc: MemoryGrpcClient | undefined;
+  let opened: Awaited<ReturnType<typeof openEmbeddedEngine>> | undefined;
   try {
     const conv = loadLocomo(LOCOMO).find((c) => c.id === "conv-30") as LocomoConversation;
     assert.ok(conv, "conv-30 in the dataset");
@@ -150,14 +155,14 @@ test("conv-30 through the distributed pipeline (gateway HTTP + gRPC) matches the
     grpc = new MemoryGrpcClient({ address: d.grpc, apiKey: key, deadlineMs: 60_000 });
 
     // --- Embedded reference ---------------------------------------------------------------------
-    const opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }, env));
+    opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }, env));
     const engine = opened.engine;
     const listEmbedded = () =>
       listAll((cursor) => engine.listRecords(tenant, { limit: 200, ...(cursor ? { cursor } : {}) }));
     let embeddedRecords: MemoryRecord[];
     const embeddedAnswers: QueryResult[] = [];
     let embeddedStats: RunStats;
-    try {
+    {
       const f = new Findable();
       const started = performance.now();
       f.start(listEmbedded);
@@ -174,8 +179,6 @@ test("conv-30 through the distributed pipeline (gateway HTTP + gRPC) matches the
       embeddedRecords = await listEmbedded();
       for (const q of questions)
         embeddedAnswers.push(await engine.query(tenant, { question: q.question, conversation: conv.id, budget: 1000 }));
-    } finally {
-      await opened.close();
     }
 
     // --- Distributed, through the gateway ----------------------------------------------------------
@@ -288,7 +291,60 @@ test("conv-30 through the distributed pipeline (gateway HTTP + gRPC) matches the
     // dense: exact cosine on conversation-sized sets), so the contexts are equal, byte for byte.
     assert.deepEqual(differing, [], `contexts differ from the embedded ones for ${differing.length} questions`);
     assert.equal(sameContext, questions.length);
+
+    // --- Consolidation (issue 13): the same report and the same recall before -> after ----------------
+    // Every category 1-4 question at 1,000 and 2,000 tokens, before and after one consolidation run
+    // (POST /v1/consolidate through the gateway; engine.consolidate embedded). With PARITY_SESSIONS
+    // the questions still cite the whole conversation, so the recall figures are low but still equal.
+    const askEmbedded = (question: string, budget: number) =>
+      engine.query(tenant, { question, conversation: conv.id, budget });
+    const askDistributed = async (question: string, budget: number) => {
+      const r = await httpJson<QueryResult>(d.http, key, "POST", "/v1/query", {
+        question,
+        conversation: conv.id,
+        budget,
+      });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.body;
+    };
+    const embeddedBefore = await recallOf(conv, askEmbedded);
+    const distributedBefore = await recallOf(conv, askDistributed);
+    const embeddedReport = await engine.consolidate(tenant);
+    const consolidated = await httpJson<ConsolidationReport>(d.http, key, "POST", "/v1/consolidate");
+    assert.equal(consolidated.status, 200, JSON.stringify(consolidated.body));
+    const consolidation = {
+      distributed: {
+        consolidation: consolidationCounts(consolidated.body),
+        consolidationMs: Math.round(consolidated.body.ms),
+        recallBefore: distributedBefore,
+        recallAfter: await recallOf(conv, askDistributed),
+      },
+      embedded: {
+        consolidation: consolidationCounts(embeddedReport),
+        consolidationMs: Math.round(embeddedReport.ms),
+        recallBefore: embeddedBefore,
+        recallAfter: await recallOf(conv, askEmbedded),
+      },
+    };
+    t.diagnostic(`LOCOMO_CONSOLIDATION ${JSON.stringify({ [conv.id]: consolidation })}`);
+    assert.ok(embeddedReport.examined > 0, "the consolidation examined records");
+    assert.deepEqual(
+      consolidation.distributed.consolidation,
+      consolidation.embedded.consolidation,
+      "the same consolidation",
+    );
+    assert.deepEqual(
+      consolidation.distributed.recallBefore,
+      consolidation.embedded.recallBefore,
+      "the same recall before",
+    );
+    assert.deepEqual(
+      consolidation.distributed.recallAfter,
+      consolidation.embedded.recallAfter,
+      "the same recall after",
+    );
   } finally {
+    await opened?.close();
     grpc?.close();
     await dep?.stop();
     await cleanUp(kafka, prefix, [tenant]);

@@ -68,6 +68,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/mcp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Server-sent event stream (not offered)
+         * @description The endpoint is stateless and streams nothing; answers 405 with a JSON-RPC error and `Allow: POST`.
+         */
+        get: operations["mcpGet"];
+        put?: never;
+        /** Send one MCP JSON-RPC message (or a batch) */
+        post: operations["mcpPost"];
+        /**
+         * End a session (none exist)
+         * @description The endpoint is stateless and keeps no session; answers 405 with a JSON-RPC error and `Allow: POST`.
+         */
+        delete: operations["mcpDelete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/conversations/{conversation}/turns": {
         parameters: {
             query?: never;
@@ -304,31 +329,6 @@ export interface paths {
          *     naming that tenant. Idempotent.
          */
         delete: operations["eraseTenant"];
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/mcp": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Server-sent event stream (not offered)
-         * @description The endpoint is stateless and streams nothing; answers 405 with a JSON-RPC error and `Allow: POST`.
-         */
-        get: operations["mcpGet"];
-        put?: never;
-        /** Send one MCP JSON-RPC message (or a batch) */
-        post: operations["mcpPost"];
-        /**
-         * End a session (none exist)
-         * @description The endpoint is stateless and keeps no session; answers 405 with a JSON-RPC error and `Allow: POST`.
-         */
-        delete: operations["mcpDelete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -806,6 +806,98 @@ export interface operations {
             };
         };
     };
+    mcpGet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["McpMethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAuthentications"];
+        };
+    };
+    mcpPost: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description MCP's Streamable HTTP transport requires both `application/json` and `text/event-stream`. */
+                accept: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JsonRpcMessage"] | components["schemas"]["JsonRpcMessage"][];
+            };
+        };
+        responses: {
+            /** @description The JSON-RPC response (tool results and tool errors are JSON-RPC results; a tool error has `isError` and names the field). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            /** @description A notification or response was accepted; no body. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not JSON, not a JSON-RPC message, or an MCP protocol error (a JSON-RPC error object). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The `Accept` header does not list both `application/json` and `text/event-stream`. */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            413: components["responses"]["TooLarge"];
+            /** @description The body was not sent with `Content-Type: application/json` (a JSON-RPC error object). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcMessage"];
+                };
+            };
+            429: components["responses"]["TooManyFailedAuthentications"];
+        };
+    };
+    mcpDelete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["McpMethodNotAllowed"];
+            429: components["responses"]["TooManyFailedAuthentications"];
+        };
+    };
     ingestTurn: {
         parameters: {
             query?: never;
@@ -1237,98 +1329,6 @@ export interface operations {
             429: components["responses"]["TooManyFailedAuthentications"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotSupported"];
-        };
-    };
-    mcpGet: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            401: components["responses"]["Unauthorized"];
-            405: components["responses"]["McpMethodNotAllowed"];
-            429: components["responses"]["TooManyFailedAuthentications"];
-        };
-    };
-    mcpPost: {
-        parameters: {
-            query?: never;
-            header: {
-                /** @description MCP's Streamable HTTP transport requires both `application/json` and `text/event-stream`. */
-                accept: string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["JsonRpcMessage"] | components["schemas"]["JsonRpcMessage"][];
-            };
-        };
-        responses: {
-            /** @description The JSON-RPC response (tool results and tool errors are JSON-RPC results; a tool error has `isError` and names the field). */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
-                };
-            };
-            /** @description A notification or response was accepted; no body. */
-            202: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content?: never;
-            };
-            /** @description Not JSON, not a JSON-RPC message, or an MCP protocol error (a JSON-RPC error object). */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
-                };
-            };
-            401: components["responses"]["Unauthorized"];
-            /** @description The `Accept` header does not list both `application/json` and `text/event-stream`. */
-            406: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
-                };
-            };
-            413: components["responses"]["TooLarge"];
-            /** @description The body was not sent with `Content-Type: application/json` (a JSON-RPC error object). */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["JsonRpcMessage"];
-                };
-            };
-            429: components["responses"]["TooManyFailedAuthentications"];
-        };
-    };
-    mcpDelete: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            401: components["responses"]["Unauthorized"];
-            405: components["responses"]["McpMethodNotAllowed"];
-            429: components["responses"]["TooManyFailedAuthentications"];
         };
     };
 }

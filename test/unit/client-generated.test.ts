@@ -7,6 +7,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { MAX_BATCH_TURNS as DOCUMENTED_BATCH_TURNS } from "../../clients/typescript/src/generated/limits.ts";
+import { MAX_BATCH_TURNS } from "../../services/gateway/http-app.ts";
 
 const GENERATED = "clients/typescript/src/generated";
 const check = (...args: string[]) =>
@@ -35,5 +37,9 @@ describe("generated client types", () => {
     } finally {
       rmSync(copy, { recursive: true, force: true });
     }
+  });
+
+  it("carry the batch limit the gateway enforces (the client splits at it)", () => {
+    assert.equal(DOCUMENTED_BATCH_TURNS, MAX_BATCH_TURNS);
   });
 });

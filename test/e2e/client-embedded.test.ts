@@ -49,15 +49,18 @@ describe("TypeScript client against the embedded gateway", {
     assert.ok(conv);
     const turns: TurnInput[] = [...conv.turns];
     const BAD = 12;
-    turns.splice(BAD, 0, { speaker: "Ana", text: "said at no real time", timestamp: "yesterday" });
+    // Every turn has a turnId (the sample's dia_ids, and this one), so a batch is safe to resend: the
+    // client then retries one whose connection was reset (the server drops an idle keep-alive
+    // connection when its event loop was busy past the keep-alive timeout with the earlier batches).
+    turns.splice(BAD, 0, { turnId: "bad-1", speaker: "Ana", text: "said at no real time", timestamp: "yesterday" });
 
     const report = await memory.ingest(conv.id, turns);
     assert.equal(report.requests, Math.ceil(turns.length / 10));
     assert.equal(report.accepted, conv.turns.length);
     assert.equal(report.turnIds.length, conv.turns.length);
     assert.deepEqual(
-      report.rejected.map((r) => [r.index, r.issues.map((i) => i.path)]),
-      [[BAD, ["timestamp"]]],
+      report.rejected.map((r) => [r.index, r.turnId, r.issues.map((i) => i.path)]),
+      [[BAD, "bad-1", ["timestamp"]]],
     );
     assert.deepEqual(await memory.flush(conv.id), { flushed: true, conversation: conv.id });
     await opened.engine.drain();

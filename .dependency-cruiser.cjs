@@ -88,10 +88,18 @@ module.exports = {
       to: { path: `^services/(${STAGES.slice(1, -1)}|embedded|gateway|cli|bench|composition)/` },
     },
     {
+      name: "client-stands-alone",
+      severity: "error",
+      comment:
+        "The TypeScript client (clients/typescript/) is a package of its own over the OpenAPI document: it never imports the services.",
+      from: { path: "^clients/typescript/" },
+      to: { path: "^services/" },
+    },
+    {
       name: "resolvable",
       severity: "error",
       comment: "Every import resolves (a ./x.ts import that the checker cannot follow would hide its edges).",
-      from: { path: "^services/" },
+      from: { path: "^(services|clients/typescript)/" },
       to: { couldNotResolve: true },
     },
   ],

@@ -1,5 +1,6 @@
 /**
- * The import-rule checker: the rules of .dependency-cruiser.cjs over the imports of services/.
+ * The import-rule checker: the rules of .dependency-cruiser.cjs over the imports of services/ (and
+ * of the TypeScript client, clients/typescript/src).
  *
  * dependency-cruiser reads .ts files only through the `typescript` package's JavaScript API (or
  * swc / babel), and TypeScript 7 has none; its CLI also refuses Node 20. So this calls its API over
@@ -11,6 +12,7 @@
  */
 import {
   copyFileSync,
+  existsSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -60,10 +62,14 @@ const walk = (dir: string): string[] =>
     e.isDirectory() ? walk(join(dir, e.name)) : e.isFile() ? [join(dir, e.name)] : [],
   );
 
-/** Copies root/services into a temporary folder as parseable JavaScript; returns its root. */
+/** The folders cruised: the services, and the TypeScript client's source where the tree has it. */
+const cruised = (root: string): string[] =>
+  ["services", "clients/typescript/src"].filter((dir) => dir === "services" || existsSync(join(root, dir)));
+
+/** Copies the cruised folders of root into a temporary folder as parseable JavaScript; returns its root. */
 const mirror = (root: string): string => {
   const out = mkdtempSync(join(tmpdir(), "import-rules-"));
-  for (const file of walk(join(root, "services"))) {
+  for (const file of cruised(root).flatMap((dir) => walk(join(root, dir)))) {
     const rel = relative(root, file);
     const target = join(out, rel);
     mkdirSync(dirname(target), { recursive: true });
@@ -83,7 +89,7 @@ export const checkImports = async (root: string, config?: IConfiguration): Promi
     config ?? (createRequire(import.meta.url)(join(root, ".dependency-cruiser.cjs")) as IConfiguration);
   const base = mirror(root);
   try {
-    const result = await cruise(["services"], {
+    const result = await cruise(cruised(root), {
       ...ruleSet.options,
       baseDir: base,
       ruleSet: { forbidden: ruleSet.forbidden ?? [] },

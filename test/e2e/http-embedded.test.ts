@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { MemoryApiError, MemoryClient } from "../../clients/typescript/src/index.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { loadLocomo } from "../../services/core/datasets/locomo.ts";
 import type { QueryResult } from "../../services/core/query-types.ts";
@@ -22,6 +23,9 @@ describe("HTTP API over the embedded engine (real embedder, real storage, real s
   let opened: OpenedEngine;
   let server: RunningHttpServer;
   const metrics = new Metrics({ defaultMetrics: false });
+  // Happy paths go through the typed client; `call` stays for requests that are wrong on purpose.
+  let tenantA: MemoryClient;
+  let tenantB: MemoryClient;
   const call = (path: string, key: string | undefined, body?: unknown) =>
     fetch(`${server.url}${path}`, {
       method: body === undefined ? "GET" : "POST",
@@ -33,6 +37,8 @@ describe("HTTP API over the embedded engine (real embedder, real storage, real s
     dir = mkdtempSync(join(tmpdir(), "memory-http-"));
     opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }), { observer: metrics });
     server = await startHttpServer(createHttpApp({ service: opened.engine, apiKeys: KEYS, metrics }), { port: 0 });
+    tenantA = new MemoryClient({ baseUrl: server.url, apiKey: "key-of-tenant-a-123" });
+    tenantB = new MemoryClient({ baseUrl: server.url, apiKey: "key-of-tenant-b-456" });
   });
   after(async () => {
     await server?.close();
@@ -54,46 +60,38 @@ describe("HTTP API over the embedded engine (real embedder, real storage, real s
     assert.equal(body.accepted, conv.turns.length);
     assert.equal(body.rejected[0]?.index, 3);
     assert.equal(body.rejected[0]?.issues[0]?.path, "timestamp");
-    assert.equal((await call(`/v1/conversations/${conv.id}/flush`, "key-of-tenant-a-123", {})).status, 202);
+    assert.deepEqual(await tenantA.flush(conv.id), { flushed: true, conversation: conv.id });
     await opened.engine.drain();
 
-    const q = await call("/v1/query", "key-of-tenant-a-123", {
-      question: "What is the name of Ben's dog?",
-      budget: 500,
-    });
-    assert.equal(q.status, 200);
-    const result = (await q.json()) as QueryResult;
+    // The client resolves only on 200 (else it throws a MemoryApiError with the status).
+    const result: QueryResult = await tenantA.query({ question: "What is the name of Ben's dog?", budget: 500 });
     assert.ok(result.contextTokens <= 500 && result.contextTokens > 0);
     assert.ok(result.context.includes("Pepper"), result.context);
     assert.ok(result.items.some((i) => i.turnIds.includes("D1:2")));
     assert.ok(result.items.every((i) => i.routes.length > 0));
     assert.ok(result.cost.embeddingCalls >= 1);
 
-    const list = await call("/v1/records?entity=Pepper&limit=5", "key-of-tenant-a-123");
-    assert.equal(list.status, 200);
-    const page = (await list.json()) as { records: { id: string; text: string }[] };
+    const page = await tenantA.listRecords({ entity: "Pepper", limit: 5 });
     assert.ok(page.records.length > 0 && page.records.every((r) => r.text.includes("Pepper")));
-    const one = await call(`/v1/records/${page.records[0]?.id}`, "key-of-tenant-a-123");
-    assert.equal(one.status, 200);
+    const one = await tenantA.getRecord(page.records[0]?.id ?? "");
+    assert.equal(one.id, page.records[0]?.id);
   });
 
   it("never shows tenant A's memory to tenant B (the body's tenant field is ignored)", async () => {
-    const q = await call("/v1/query", "key-of-tenant-b-456", { question: "What is the name of Ben's dog?" });
-    assert.equal(((await q.json()) as QueryResult).items.length, 0);
-    const list = await call("/v1/records", "key-of-tenant-b-456");
-    assert.equal(((await list.json()) as { records: unknown[] }).records.length, 0);
-    const [id] = (
-      (await (await call("/v1/records?limit=1", "key-of-tenant-a-123")).json()) as { records: { id: string }[] }
-    ).records;
-    assert.equal((await call(`/v1/records/${id?.id}`, "key-of-tenant-b-456")).status, 404);
+    const q = await tenantB.query({ question: "What is the name of Ben's dog?" });
+    assert.equal(q.items.length, 0);
+    assert.equal((await tenantB.listRecords()).records.length, 0);
+    const [id] = (await tenantA.listRecords({ limit: 1 })).records;
+    const missing = await tenantB.getRecord(id?.id ?? "").catch((e: unknown) => e);
+    assert.ok(missing instanceof MemoryApiError);
+    assert.equal(missing.status, 404);
   });
 
   it("pages records with signed cursors: a forged, altered or other tenant's cursor is 400 naming cursor", async () => {
-    const first = await call("/v1/records?limit=1", "key-of-tenant-a-123");
-    const page = (await first.json()) as { nextCursor: string | null };
+    const page = await tenantA.listRecords({ limit: 1 });
     assert.ok(page.nextCursor, "more than one record, so a next cursor");
-    const next = await call(`/v1/records?limit=1&cursor=${encodeURIComponent(page.nextCursor)}`, "key-of-tenant-a-123");
-    assert.equal(next.status, 200);
+    const next = await tenantA.listRecords({ limit: 1, cursor: page.nextCursor });
+    assert.equal(next.records.length, 1);
     const [payload, mac] = page.nextCursor.split(".");
     const altered = `${Buffer.from(JSON.stringify([0, ""])).toString("base64url")}.${mac}`;
     for (const [cursor, key] of [
@@ -122,7 +120,7 @@ describe("HTTP API over the embedded engine (real embedder, real storage, real s
     assert.equal(bad.status, 400);
     assert.match(JSON.stringify(await bad.json()), /"path":"text"/);
     assert.equal((await call("/v1/query", "key-of-tenant-a-123", "{not json")).status, 400);
-    const metricsText = await (await fetch(`${server.url}/metrics`)).text();
+    const metricsText = await tenantA.metrics();
     assert.match(metricsText, /memory_records_written_total \d+/);
     assert.match(metricsText, /memory_embedding_calls_total \d+/);
     assert.match(metricsText, /memory_segments_closed_total\{reason="/);

@@ -173,8 +173,13 @@ export class KafkaTurnWriter implements MemoryWriter {
       },
       async () => {
         const headers = traceHeaders();
+        const traced = Object.keys(headers).length > 0;
         const messages = await Promise.all(
-          full.map(async (t) => ({ key, value: await this.codec.encode(t), headers: { ...headers } })),
+          full.map(async (t) => ({
+            key,
+            value: await this.codec.encode(t),
+            ...(traced ? { headers: { ...headers } } : {}),
+          })),
         );
         await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
       },

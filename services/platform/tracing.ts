@@ -40,7 +40,6 @@ export const TRACED_SERVICES = [
   "query",
   "consolidator",
   "embedded",
-  "cli",
 ] as const;
 export type TracedService = (typeof TRACED_SERVICES)[number];
 

@@ -14,6 +14,7 @@ import {
   StageTracing,
   withTraceHeaders,
 } from "../../services/core/adapters/kafka/stage-tracing.ts";
+import { MemoryGrpcClient } from "../../services/platform/grpc/client.ts";
 import { callServing } from "../../services/platform/grpc/serve-call.ts";
 import { httpTracing } from "../../services/platform/http-tracing.ts";
 import { inSpan, traceHeaders, tracingEnabled } from "../../services/platform/trace-context.ts";
@@ -68,6 +69,11 @@ test("tracing off: no provider, spans do not record, no trace headers, ports are
     withTraceHeaders(messages);
   });
   assert.deepEqual(headers, {});
+  const client = new MemoryGrpcClient({ address: "127.0.0.1:1" });
+  await inSpan("off", {}, async () => {
+    assert.deepEqual(client.metadata().get("traceparent"), [], "no traceparent metadata");
+  });
+  client.close();
   assert.deepEqual(messages[0]?.headers, { "memory-control": "flush" }, "the existing headers only");
 });
 
@@ -227,6 +233,15 @@ test("tracing on: spans, Kafka header round trip, aggregation links, traced port
       assert.equal(s.attributes["memory.tenant"], "acme");
     }
     assert.equal(spans[1]?.status.code, SpanStatusCode.ERROR);
+
+    // The client side: a call made inside a span sends that span's context.
+    const client = new MemoryGrpcClient({ address: "127.0.0.1:1", apiKey: "k-12345678" });
+    await inSpan("gateway request", {}, async (span) => {
+      const [sent] = client.metadata().get("traceparent");
+      assert.equal(String(sent).split("-")[2], span.spanContext().spanId);
+    });
+    assert.deepEqual(client.metadata().get("traceparent"), [], "none outside a span");
+    client.close();
     assert.equal(spans[1]?.attributes["rpc.grpc.status_code"], status.INTERNAL);
   });
 });

@@ -8,6 +8,7 @@ import { startHttpServer } from "../platform/http-server.ts";
 import { type LogFn, requestLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { readTurnFile } from "./turn-files.ts";
 import { UsageError } from "./usage.ts";
 
@@ -101,6 +102,7 @@ export const runServe = async (config: Config): Promise<void> => {
   }
   const logger = requestLogger("memory-http");
   const metrics = new Metrics();
+  await setupTracing("embedded"); // MEMORY_TRACING (docs/tracing.md); before the stores, so their calls are traced
   const opened = await openEmbeddedEngine(config, { observer: metrics });
   const app = createHttpApp({
     service: opened.engine,

@@ -19,6 +19,7 @@ import type { QuerySettings } from "../query/query.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";
 import type { SegmenterConfig } from "../segmenter/segment-state.ts";
 import { type OpenedCompressor, openConfiguredCompressor } from "../sensory/onnx-compressor-config.ts";
+import { tracedPortIfOn } from "./traced-port.ts";
 
 /** The sentence embedder's folder under the model folder. */
 export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
@@ -46,9 +47,9 @@ export const observedEmbedder = (inner: Embedder, report?: (calls: number, texts
       }
     : inner;
 
-/** The embedder a stage uses: cached, and counted when `report` is given. */
+/** The embedder a stage uses: cached, and counted when `report` is given; a span per model call when tracing is on. */
 export const stageEmbedder = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>
-  new CachingEmbedder(observedEmbedder(inner, report));
+  new CachingEmbedder(observedEmbedder(tracedPortIfOn(inner, "embedder"), report));
 
 /** The configured turn compressor (statistical unless an ONNX token classifier is configured or present). */
 export const openCompressor = (config: Pick<Config, "sensory" | "modelDir">): Promise<OpenedCompressor> =>
@@ -77,7 +78,8 @@ export const openLlm = async (
     (users.answer === true && config.llm.provider !== "none");
   if (!wanted) return undefined;
   const usageSink = typeof usage === "function" ? usage : usage ? metricsUsageSink(usage) : undefined;
-  return createLlm(config.llm, { modelDir: config.modelDir, ...(usageSink ? { usageSink } : {}) });
+  const llm = await createLlm(config.llm, { modelDir: config.modelDir, ...(usageSink ? { usageSink } : {}) });
+  return llm && tracedPortIfOn(llm, "llm");
 };
 
 /** The record encoder: the LLM's when configured and opened, else the deterministic extractor. */

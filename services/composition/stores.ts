@@ -18,6 +18,7 @@ import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
 import { openSqlite, type SqliteDatabase } from "../core/adapters/sqlite-db.ts";
 import { type Config, cursorSecretOf, vectorStoreKind } from "../core/config.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
+import { tracedPortIfOn } from "./traced-port.ts";
 
 export type StoreKind = Config["store"]["kind"];
 
@@ -58,8 +59,9 @@ export const openSqliteStores = (config: Config): OpenedSqliteStores => {
     kind: "embedded",
     label: `embedded ${config.dataDir}${qdrantLabel(config)}`,
     db,
-    graph,
-    vectors,
+    // A span per store call when tracing is on (docs/tracing.md).
+    graph: tracedPortIfOn(graph, "graph"),
+    vectors: tracedPortIfOn(vectors, "vectors"),
     close: async () => {
       await vectors.close();
       await graph.close();
@@ -85,8 +87,8 @@ const openNeo4jStores = async (config: Config): Promise<OpenedStores> => {
     return {
       kind: "neo4j",
       label: `neo4j ${uri}${qdrantLabel(config)}`,
-      graph,
-      vectors,
+      graph: tracedPortIfOn(graph, "graph"),
+      vectors: tracedPortIfOn(vectors, "vectors"),
       close: async () => {
         await vectors.close();
         await graph.close();

@@ -17,6 +17,7 @@ import { jsonLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { ConsolidatorService } from "./kafka-service.ts";
 import { ConsolidatorMetrics } from "./service-metrics.ts";
 import { crashHookFromEnv, scheduleFrom } from "./service-settings.ts";
@@ -24,6 +25,7 @@ import { probeUpstream } from "./upstream.ts";
 
 const NAME = "consolidator";
 const config = loadProcessConfig();
+await setupTracing("consolidator"); // MEMORY_TRACING (docs/tracing.md); off by default
 const log = jsonLogger(NAME);
 const kafka = kafkaClient(config, NAME);
 const topics = await ensurePipelineTopics(kafka, config);

@@ -6,9 +6,11 @@
 import { encoderFrom, openLlm } from "../composition/parts.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { encoderStage } from "./kafka-handler.ts";
 
 const config = loadProcessConfig();
+await setupTracing("encoder"); // MEMORY_TRACING (docs/tracing.md); off by default
 await runStageProcess({
   stage: "encoder",
   config,

@@ -21,6 +21,7 @@ import type { MaintenanceOffer } from "../core/maintenance.ts";
 import type { MemoryService } from "../core/memory-service.ts";
 import { QueryRequestSchema, recordListingSchema, type TurnInput, TurnInputSchema } from "../core/requests.ts";
 import { createMcpHttpHandler } from "../mcp/http.ts";
+import { httpTracing } from "../platform/http-tracing.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
 
@@ -162,6 +163,7 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
   );
 
   const app = new Hono<HttpAppEnv>();
+  app.use("*", httpTracing({ route: routeLabel }));
 
   // Request id (the client's x-request-id when tame, else a new UUID) on every response, in the
   // body of every 5xx, and in the one log line written for every 5xx.

@@ -24,6 +24,7 @@
  *   tombstones without the control, and the caller's retry publishes the control.
  */
 import { randomUUID } from "node:crypto";
+import { SpanKind } from "@opentelemetry/api";
 import { type Kafka, Partitioners, type Producer } from "kafkajs";
 import { partitionCount } from "../core/adapters/kafka/admin.ts";
 import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
@@ -43,6 +44,7 @@ import { SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { validateTurns } from "../core/turn-validation.ts";
 import { keyOf, type Turn, TurnSchema } from "../core/types.ts";
 import type { LogFn } from "../platform/log.ts";
+import { inSpan, traceHeaders } from "../platform/trace-context.ts";
 
 /** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */
 export const MAX_TRACKED_CONVERSATIONS = 10_000;
@@ -157,8 +159,31 @@ export class KafkaTurnWriter implements MemoryWriter {
     const full = validateTurns(tenant, conversation, turns, () => `${SERVER_TURN_ID_PREFIX}${randomUUID()}`);
     if (full.length === 0) return { accepted: 0, turnIds: [] };
     const key = keyOf(tenant, conversation);
-    const messages = await Promise.all(full.map(async (t) => ({ key, value: await this.codec.encode(t) })));
-    await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
+    // The produce span's W3C context rides in each turn's headers (docs/tracing.md); none while tracing is off.
+    await inSpan(
+      "gateway produce",
+      {
+        kind: SpanKind.PRODUCER,
+        attributes: {
+          "messaging.system": "kafka",
+          "messaging.destination.name": this.topics.turns,
+          "messaging.batch.message_count": full.length,
+          "memory.tenant": tenant,
+        },
+      },
+      async () => {
+        const headers = traceHeaders();
+        const traced = Object.keys(headers).length > 0;
+        const messages = await Promise.all(
+          full.map(async (t) => ({
+            key,
+            value: await this.codec.encode(t),
+            ...(traced ? { headers: { ...headers } } : {}),
+          })),
+        );
+        await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
+      },
+    );
     this.remember(tenant, conversation);
     return { accepted: full.length, turnIds: full.map((t) => t.turnId) };
   }
@@ -170,7 +195,11 @@ export class KafkaTurnWriter implements MemoryWriter {
     await this.producer.send({
       topic: this.topics.turns,
       acks: -1,
-      messages: conversations.map((c) => ({ key: keyOf(tenant, c), value: null, headers: { [CONTROL_HEADER]: kind } })),
+      messages: conversations.map((c) => ({
+        key: keyOf(tenant, c),
+        value: null,
+        headers: { ...traceHeaders(), [CONTROL_HEADER]: kind },
+      })),
     });
   }
 

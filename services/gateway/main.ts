@@ -18,6 +18,7 @@ import { jsonLogger, requestLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { DistributedMemoryService } from "./distributed-memory-service.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { startGrpcServer } from "./grpc-server.ts";
@@ -25,6 +26,7 @@ import { createHttpApp } from "./http-app.ts";
 
 const log = jsonLogger("gateway");
 const config = loadProcessConfig();
+await setupTracing("gateway"); // MEMORY_TRACING (docs/tracing.md); off by default
 // As `memory serve`: with the default key, anyone who reaches a public address owns the default tenant.
 const grpcHost = config.grpc.host ?? config.http.host;
 const exposure = [config.http.host, grpcHost].map((host) =>

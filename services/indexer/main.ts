@@ -8,9 +8,11 @@ import { candidateSettingsFrom, openEmbedder, stageEmbedder } from "../compositi
 import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { indexerStage } from "./kafka-handler.ts";
 
 const config = loadProcessConfig();
+await setupTracing("indexer"); // MEMORY_TRACING (docs/tracing.md); off by default
 await runStageProcess({
   stage: "indexer",
   config,

@@ -18,6 +18,14 @@ export interface GracefulShutdown {
   readonly stopping: boolean;
 }
 
+/** Steps every stop runs after the process's own (e.g. flushing traces), in registration order. */
+const finalSteps: StopStep[] = [];
+
+/** Adds a step that runs after the process's own stop steps, whoever installed the handlers. */
+export const registerFinalStopStep = (step: StopStep): void => {
+  finalSteps.push(step);
+};
+
 /**
  * Installs the signal handlers. `steps` is called when the stop begins, so it may name resources
  * opened after this call (e.g. servers that start later).
@@ -27,7 +35,7 @@ export const onShutdownSignals = (log: LogFn, steps: () => readonly StopStep[]):
   const stop = (why: string, code = 0): Promise<void> => {
     stopping ??= (async () => {
       log("info", "stopping", { why });
-      for (const step of steps()) {
+      for (const step of [...steps(), ...finalSteps]) {
         await step.run().catch((err: unknown) => log("error", `${step.name} failed`, { error: String(err) }));
       }
       log("info", "stopped");

@@ -28,10 +28,12 @@ import { jsonLogger } from "../platform/log.ts";
 import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { StoreQueryService } from "./grpc-query-service.ts";
 
 const log = jsonLogger("query");
 const config = loadProcessConfig();
+await setupTracing("query"); // MEMORY_TRACING (docs/tracing.md); off by default
 const metrics = new Metrics({ defaultLabels: { service: "query" } });
 const model = await openEmbedder(config);
 const stores = await openStores(config);

@@ -6,9 +6,11 @@
 import { openEmbedder, segmenterSettingsFrom, stageEmbedder } from "../composition/parts.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
+import { setupTracing } from "../platform/tracing.ts";
 import { segmenterStage } from "./kafka-handler.ts";
 
 const config = loadProcessConfig();
+await setupTracing("segmenter"); // MEMORY_TRACING (docs/tracing.md); off by default
 await runStageProcess({
   stage: "segmenter",
   config,

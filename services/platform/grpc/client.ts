@@ -10,6 +10,7 @@ import type { RecordPage, RecordQuery } from "../../core/ports.ts";
 import type { QueryResult } from "../../core/query-types.ts";
 import type { QueryRequest, TurnInput } from "../../core/requests.ts";
 import type { MemoryRecord } from "../../core/types.ts";
+import { traceHeaders } from "../trace-context.ts";
 import {
   type ConsolidationReport as ConsolidationReportMessage,
   type ErasureReport as ErasureReportMessage,
@@ -89,6 +90,8 @@ export class MemoryGrpcClient {
     if (this.options.apiKey) md.set("authorization", `Bearer ${this.options.apiKey}`);
     else if (this.options.internalToken) md.set("authorization", `Bearer ${this.options.internalToken}`);
     for (const [k, v] of Object.entries(extra)) md.set(k, v);
+    // The caller's W3C trace context (docs/tracing.md): nothing while tracing is off.
+    for (const [k, v] of Object.entries(traceHeaders())) md.set(k, v);
     return md;
   }
 

@@ -4,6 +4,8 @@
  * as a status (an unexpected one logged, never shown to the caller), and counted per method and status.
  */
 import { Metadata, type sendUnaryData, status } from "@grpc/grpc-js";
+import { SpanKind } from "@opentelemetry/api";
+import { contextFromCarrier, inSpan } from "../trace-context.ts";
 import { type Authenticator, type AuthFailureGuard, peerAddressOf } from "./auth.ts";
 import type { GrpcCallMetrics } from "./call-metrics.ts";
 import { type GrpcFailure, toGrpcFailure } from "./status-mapping.ts";
@@ -57,7 +59,24 @@ export const callServing = (deps: CallServingDeps, callMetrics?: GrpcCallMetrics
       callback(tenant);
       return;
     }
-    run(tenant).then(
+    // A span per call (docs/tracing.md), the child of the caller's `traceparent` metadata.
+    const traced = inSpan(
+      `grpc ${method}`,
+      {
+        kind: SpanKind.SERVER,
+        parent: contextFromCarrier(call.metadata.getMap()),
+        attributes: { "rpc.system": "grpc", "rpc.method": method, "memory.tenant": tenant },
+      },
+      async (span) => {
+        try {
+          return await run(tenant);
+        } catch (err) {
+          span.setAttribute("rpc.grpc.status_code", toGrpcFailure(err).code);
+          throw err;
+        }
+      },
+    );
+    traced.then(
       (res) => {
         done(status.OK);
         callback(null, res);

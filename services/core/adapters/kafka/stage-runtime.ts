@@ -66,6 +66,7 @@ import {
   stateFromEnvelope,
   TX_MAX_BYTES,
 } from "./stage-runtime-parts.ts";
+import { StageTracing } from "./stage-tracing.ts";
 
 export {
   PoisonError,
@@ -213,6 +214,8 @@ export class StageRuntime<I, O, S> {
   private readonly random: Random;
   private readonly downLimitMs: number;
   private readonly maxTxBytes: number;
+  /** Spans and trace headers (docs/tracing.md): no-ops while tracing is off. */
+  private readonly tracing: StageTracing;
   /** Set when the consumer has crashed for good: the process should exit and be restarted. */
   failure: Error | undefined;
 
@@ -229,6 +232,7 @@ export class StageRuntime<I, O, S> {
     this.random = opts.random ?? Math.random;
     this.downLimitMs = opts.dependencyDownLimitMs ?? 60_000;
     this.maxTxBytes = opts.maxTransactionBytes ?? TX_MAX_BYTES;
+    this.tracing = new StageTracing(handler.name);
     const session = opts.sessionTimeoutMs ?? 30_000;
     this.consumer = opts.kafka.consumer({
       groupId: opts.groupId,
@@ -342,7 +346,11 @@ export class StageRuntime<I, O, S> {
             this.scheduleResume();
             break;
           }
-          const done = await this.withLock(ctx, () => this.processChunk(ctx, batch.topic, chunk, io));
+          const done = await this.withLock(ctx, () =>
+            this.tracing.chunk(batch.topic, batch.partition, chunk, () =>
+              this.processChunk(ctx, batch.topic, chunk, io),
+            ),
+          );
           if (done.lastCommitted !== undefined) {
             resolveOffset(done.lastCommitted);
             this.obs.lag?.(batch.topic, batch.partition, lagAfter(batch.highWatermark, done.lastCommitted));
@@ -664,6 +672,7 @@ export class StageRuntime<I, O, S> {
   ): Promise<{ messages: Message[]; state: S | undefined; dropKeys?: (key: string) => boolean }> {
     const res = await this.handler.handle(key, input, state);
     const messages = await outputMessages(this.handler.name, res.outputs, this.handler.output);
+    this.tracing.outputs(key, messages, input.kind === "event", res.state !== undefined);
     const big = messages.find((m) => sizeOf(m) > MESSAGE_MAX_BYTES);
     if (big) throw new PoisonError(`output of ${sizeOf(big)} bytes is over the broker's message limit`);
     return { messages, state: res.state, ...(res.dropKeys ? { dropKeys: res.dropKeys } : {}) };
@@ -756,7 +765,13 @@ export class StageRuntime<I, O, S> {
         dlq.push({ entry: deadLetter(this.handler.name, source, d.reason), reason: refusalLabel(d.reason) });
       } else {
         const state = dirty.has(key) ? dirty.get(key) : ctx.states.get(key);
-        const res = await this.retrying("handler", undefined, io, () => this.handleOne(key, d.input, state), { key });
+        const res = await this.retrying(
+          "handler",
+          undefined,
+          io,
+          () => this.tracing.input(key, m.headers, d.input.kind, () => this.handleOne(key, d.input, state)),
+          { key },
+        );
         if ("abandoned" in res) return { lastCommitted, complete: false };
         if (!res.ok) {
           dlq.push({
@@ -869,9 +884,13 @@ export class StageRuntime<I, O, S> {
         const outputs: Message[] = [];
         for (const { key, input } of due) {
           const state = dirty.has(key) ? dirty.get(key) : ctx.states.get(key);
-          const res = await this.retrying("tick input", undefined, io, () => this.handleOne(key, input, state), {
-            key,
-          });
+          const res = await this.retrying(
+            "tick input",
+            undefined,
+            io,
+            () => this.tracing.input(key, undefined, input.kind, () => this.handleOne(key, input, state)),
+            { key },
+          );
           if ("abandoned" in res) return;
           if (!res.ok) {
             this.obs.log?.("error", "tick input failed", { key, error: res.reason });

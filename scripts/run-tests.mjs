@@ -9,7 +9,7 @@
 // The servers lane streams its output; the local lane's output is printed after it, whole, so
 // the two TAP streams never interleave. MEMORY_TEST_LANES=1 runs everything in one lane, in order.
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { testProcessEnv } from "./test-env.mjs";
@@ -44,10 +44,14 @@ const runLane = (lane, index) =>
   new Promise((resolve) => {
     const args = ["--import", "tsx", "--test", "--test-concurrency=1", ...lane.files];
     const out = index === 0 ? undefined : join(tmp, `${lane.name}.tap`);
-    const child = spawn(process.execPath, out ? [`--test-reporter=tap`, `--test-reporter-destination=${out}`, ...args] : args, {
-      stdio: "inherit",
-      env: testProcessEnv(process.env),
-    });
+    const child = spawn(
+      process.execPath,
+      out ? [`--test-reporter=tap`, `--test-reporter-destination=${out}`, ...args] : args,
+      {
+        stdio: "inherit",
+        env: testProcessEnv(process.env),
+      },
+    );
     child.on("exit", (code, signal) => resolve({ lane, out, code: code ?? (signal ? 1 : 0) }));
   });
 

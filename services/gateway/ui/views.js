@@ -167,6 +167,7 @@ const planView = (plan) =>
 const routeHits = (result) => {
   const text = new Map(result.items.map((i) => [i.id, i.text]));
   if (result.explain?.routes) {
+    for (const f of result.explain.fused) if (f.text && !text.has(f.id)) text.set(f.id, f.text);
     return result.explain.routes.map((r) => ({
       route: r.route,
       hits: r.hits.map((x, rank) => ({ id: x.id, rank: rank + 1, score: x.score, text: text.get(x.id) })),
@@ -191,6 +192,8 @@ const resultView = (result) => {
       .sort((a, b) => b.fusedScore - a.fusedScore)
       .map((i) => ({ id: i.id, score: i.fusedScore, routes: i.routes.map((r) => r.route) }));
   const text = new Map(result.items.map((i) => [i.id, i.text]));
+  for (const f of result.explain?.fused ?? []) if (f.text && !text.has(f.id)) text.set(f.id, f.text);
+  const packedIds = new Set(result.items.map((i) => i.id));
   const cost = result.cost;
   return h(
     "div",
@@ -224,12 +227,13 @@ const resultView = (result) => {
       fused.map((f) =>
         h(
           "li",
-          {},
+          { class: packedIds.has(f.id) ? "packed" : "unpacked" },
           h("span", { class: "score" }, fixed(f.score, 4)),
           " ",
           short(text.get(f.id) ?? f.id),
           " ",
           chips(f.routes ?? [], "route"),
+          packedIds.has(f.id) ? h("span", { class: "badge" }, "packed") : null,
         ),
       ),
     ),

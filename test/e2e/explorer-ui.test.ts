@@ -132,6 +132,7 @@ describe("browser memory explorer at /ui (headless Chromium, embedded gateway, r
     assert.ok(firstRecord);
     assert.ok(((await page.textContent("main")) ?? "").includes(firstRecord.text));
     await page.screenshot({ path: `${SHOTS}/timeline.png`, fullPage: true });
+    await page.screenshot({ path: `${SHOTS}/timeline-top.png` });
 
     await page.click(`li.record[data-record="${firstRecord.id}"] button`);
     await page.waitForSelector("table.versions");

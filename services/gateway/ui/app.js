@@ -18,7 +18,7 @@ const clearError = () => {
   errorBox.textContent = "";
 };
 
-const history = [];
+const trail = [];
 const run = (render) => {
   clearError();
   if (!apiKey.get()) {
@@ -34,15 +34,15 @@ const ctx = {
   openConversation: (conversation) => go(() => timelineView(main, ctx, conversation)),
   openRecord: (id) => go(() => historyView(main, ctx, id)),
   back: () => {
-    history.pop();
-    const previous = history.at(-1);
+    trail.pop();
+    const previous = trail.at(-1);
     if (previous) run(previous);
     else show("conversations");
   },
 };
 
 const go = (render) => {
-  history.push(render);
+  trail.push(render);
   run(render);
 };
 
@@ -54,7 +54,7 @@ const VIEWS = {
 
 const show = (view) => {
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.view === view);
-  history.length = 0;
+  trail.length = 0;
   go(VIEWS[view]);
 };
 

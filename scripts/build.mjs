@@ -31,6 +31,8 @@ if (r.status !== 0) {
 }
 cpSync(join(ROOT, "schemas"), join(OUT, "schemas"), { recursive: true });
 cpSync(join(ROOT, "services", "cli", "sample-locomo.json"), join(OUT, "services", "cli", "sample-locomo.json"));
+// The explorer's static page (served by the gateway at /ui from the folder next to its module).
+cpSync(join(ROOT, "services", "gateway", "ui"), join(OUT, "services", "gateway", "ui"), { recursive: true });
 console.log(
   `[build] ${OUT}: compiled services/ and copied schemas/ in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

@@ -1,3 +1,4 @@
+import type { ConversationSummary, SegmentKey } from "./explorer.ts";
 import type { QueryPlan, RecordPage, RecordQuery } from "./query-types.ts";
 import type {
   DeadLetter,
@@ -376,6 +377,19 @@ export interface LexicalSearch {
   searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]>;
 }
 
+/**
+ * Segments as the indexer wrote them (turns with compressed text, boundary decisions) and the
+ * records each yielded: what the browser explorer reads (services/core/explorer.ts).
+ */
+export interface SegmentStore {
+  /** Conversations with at least one segment, by name, after `after` (exclusive). */
+  listConversations(tenant: string, limit: number, after?: string): Promise<ConversationSummary[]>;
+  /** A conversation's segments in time order (start, then id), after `after` (exclusive). */
+  listSegments(tenant: string, conversation: string, limit: number, after?: SegmentKey): Promise<Segment[]>;
+  /** Every stored record (superseded versions included) whose source is one of these segments. */
+  recordsOfSegments(tenant: string, segmentIds: readonly string[]): Promise<MemoryRecord[]>;
+}
+
 /** Raw turns kept for the fallback route (by row id: getTurnsByRowIds in services/core/turn-order.ts). */
 export interface TurnStore {
   /** Turn ids are unique per conversation; the store keys them as conversation + turn id. */
@@ -493,6 +507,7 @@ export interface GraphStore
     RecordIndexes,
     LexicalSearch,
     TurnStore,
+    SegmentStore,
     VersionStore,
     GraphTransactions,
     GraphMaintenance {}

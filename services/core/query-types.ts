@@ -39,6 +39,14 @@ export interface QueryPlan {
   rewrites: string[];
 }
 
+/** How a query reached its items (asked for with `explain`): every route's hits, then the fused order. */
+export interface QueryExplain {
+  /** Each route's ranked hits as they went into the fusion (record ids, or turn row ids of raw turns). */
+  routes: { route: RouteName; hits: { id: string; score: number }[] }[];
+  /** The Reciprocal Rank Fusion of those lists: the candidates that went on to diversity and packing, best first. */
+  fused: { id: string; score: number; routes: RouteName[]; text?: string }[];
+}
+
 export interface QueryResult {
   context: string;
   contextTokens: number;
@@ -46,6 +54,8 @@ export interface QueryResult {
   items: ContextItem[];
   plan: QueryPlan;
   cost: QueryCost;
+  /** Only when the request asked for it, and only where the runtime carries it (not over gRPC). */
+  explain?: QueryExplain;
 }
 
 export interface RecordQuery {

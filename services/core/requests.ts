@@ -40,6 +40,8 @@ export const QueryRequestSchema = z.object({
   budget: z.number().int().min(50).max(32_000).optional(),
   /** ISO time: answer as of this moment (records valid then). */
   asOf: timeFilterSchema().optional(),
+  /** Return each route's hits and the fused order with the result (QueryResult.explain), for the explorer. */
+  explain: z.boolean().optional(),
 });
 export type QueryRequest = z.infer<typeof QueryRequestSchema>;
 

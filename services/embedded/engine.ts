@@ -11,6 +11,7 @@ import type {
   MemoryMaintenance,
   RecordHistory,
 } from "../consolidator/types.ts";
+import type { ConversationPage, ExplorerPage, ExplorerReader, Timeline } from "../core/explorer.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import {
@@ -36,6 +37,7 @@ import { walkVersionGraph } from "../core/version-graph.ts";
 import { emptyContext } from "../encoder/extractor.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { indexSegment } from "../indexer/indexer.ts";
+import { StoreExplorerReader } from "../query/explorer-reader.ts";
 import { StoreMemoryReader } from "../query/memory-reader.ts";
 import type { QuerySettings } from "../query/query.ts";
 import {
@@ -146,13 +148,15 @@ interface Progress {
  * Durable hand-offs and per-key sequence numbers make a restart resume where it stopped, with no
  * turn lost and no record written twice.
  */
-export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
+export class EmbeddedEngine implements MemoryService, MemoryMaintenance, ExplorerReader {
   private readonly queue: BoundedQueue<{ seq: number; segment: Segment }>;
   private readonly segStates = new Map<string, KeyedSegmenterState>();
   private readonly encStates = new Map<string, KeyedEncoderState>();
   private readonly clock: () => number;
   /** The read side, shared with the distributed query service. */
   private readonly reader: StoreMemoryReader;
+  /** The explorer's read side (the gateway's /ui), shared with the distributed gateway. */
+  private readonly explorer: StoreExplorerReader;
   private wake: (() => void) | undefined;
   private ingestLoop: Promise<void> | undefined;
   private encodeLoop: Promise<void> | undefined;
@@ -185,6 +189,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
       ...(parts.planner ? { planner: parts.planner } : {}),
       settings: settings.query,
     });
+    this.explorer = new StoreExplorerReader(parts.graph, settings.segmenter.gate.threshold);
   }
 
   /** Starts the stages; segments left pending by a previous run are indexed first. */
@@ -264,6 +269,16 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance {
 
   getRecord(tenant: string, id: string): Promise<MemoryRecord | undefined> {
     return this.reader.getRecord(tenant, id);
+  }
+
+  /** The explorer's conversations (services/core/explorer.ts), read as the distributed gateway reads them. */
+  listConversations(tenant: string, page: ExplorerPage): Promise<ConversationPage> {
+    return this.explorer.listConversations(tenant, page);
+  }
+
+  /** A conversation's segments, decisions and records for the explorer. */
+  timeline(tenant: string, conversation: string, page: ExplorerPage): Promise<Timeline | undefined> {
+    return this.explorer.timeline(tenant, conversation, page);
   }
 
   /** The newest dead letters: what was set aside, by which stage, and why. */

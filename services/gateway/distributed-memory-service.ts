@@ -7,6 +7,7 @@
  * (memory.v1.Maintenance); an erasure is then also published through the pipeline by the writer
  * (control messages and tombstones, so the stages drop the subject's keyed state and turns in flight).
  */
+import type { ExplorerReader } from "../core/explorer.ts";
 import type { RecordHistory } from "../core/history.ts";
 import type {
   ConsolidationReport,
@@ -61,18 +62,25 @@ export interface RemoteReader extends MemoryReader, Partial<RemoteMaintenance> {
 export interface DistributedMemoryServiceOptions extends KafkaTurnWriterOptions {
   /** The reader: the query service's client. */
   backend: RemoteReader;
+  /** The explorer's read side over the shared stores (StoreExplorerReader); without it /ui's data routes answer 501. */
+  explorer?: ExplorerReader;
 }
 
 export class DistributedMemoryService implements MemoryService, MemoryMaintenance, MaintenanceOffer {
   constructor(
     readonly writer: TurnWriter,
     readonly reader: RemoteReader,
+    /**
+     * The browser explorer's reads (conversations, timelines): the gateway reads the shared graph
+     * store the query service reads, as the query service would, rather than widening its gRPC API.
+     */
+    readonly explorer?: ExplorerReader,
   ) {}
 
   /** Opens the Kafka writer (topics, turn schema, producer) next to the given reader. */
   static async open(options: DistributedMemoryServiceOptions): Promise<DistributedMemoryService> {
-    const { backend, ...writerOptions } = options;
-    return new DistributedMemoryService(await KafkaTurnWriter.open(writerOptions), backend);
+    const { backend, explorer, ...writerOptions } = options;
+    return new DistributedMemoryService(await KafkaTurnWriter.open(writerOptions), backend, explorer);
   }
 
   ingest(tenant: string, conversation: string, turns: readonly TurnInput[]): Promise<IngestResult> {

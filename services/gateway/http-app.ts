@@ -24,6 +24,7 @@ import { createMcpHttpHandler } from "../mcp/http.ts";
 import { httpTracing } from "../platform/http-tracing.ts";
 import type { Metrics } from "../platform/metrics.ts";
 import { AuthFailureLimiter } from "./auth-failure-limiter.ts";
+import { explorerRoutes } from "./explorer-routes.ts";
 
 /** Default request body limit (config http.maxBodyBytes): larger bodies get 413. */
 export { DEFAULT_MAX_BODY_BYTES };
@@ -438,6 +439,8 @@ export const createHttpApp = (deps: HttpAppDeps): Hono<HttpAppEnv> => {
   });
   // Named methods, not app.all: the request metrics label a route by its method-bound pattern.
   app.on(["POST", "GET", "DELETE"], "/mcp", (c) => mcp(c.req.raw, c.get("tenant")));
+
+  app.route("/", explorerRoutes({ service }));
 
   app.get("/v1/records/:id", async (c) => {
     const record = await service.getRecord(c.get("tenant"), recordIdOf(c));

@@ -8,9 +8,11 @@
  * /metrics unless MEMORY_METRICS_PORT is set: then /metrics (and /healthz) are served only on that
  * port, on MEMORY_METRICS_HOST or the HTTP host, so tenant-labelled metrics stay off the public port), MEMORY_GRPC_HOST / MEMORY_GRPC_PORT (the HTTP host / 50051; 0 picks a free port),
  * MEMORY_QUERY_ADDR (host:port of the query service, 127.0.0.1:50052), MEMORY_INTERNAL_TOKEN (sent
- * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX.
+ * to the query service when set), KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX;
+ * MEMORY_STORE=neo4j with NEO4J_* for the explorer's conversation and timeline routes (/ui).
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
+import { openStores } from "../composition/stores.ts";
 import { DEFAULT_API_KEY, defaultKeyExposure, loadProcessConfig } from "../core/config.ts";
 import { apiKeyAuthenticator } from "../platform/grpc/auth.ts";
 import { startHttpServer } from "../platform/http-server.ts";
@@ -19,6 +21,7 @@ import { Metrics } from "../platform/metrics.ts";
 import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
 import { setupTracing } from "../platform/tracing.ts";
+import { StoreExplorerReader } from "../query/explorer-reader.ts";
 import { DistributedMemoryService } from "./distributed-memory-service.ts";
 import { GrpcQueryBackend } from "./grpc-client.ts";
 import { startGrpcServer } from "./grpc-server.ts";
@@ -45,7 +48,12 @@ const metrics = new Metrics({ defaultLabels: { service: "gateway" } });
 const internalToken = config.internalToken;
 const queryAddr = config.queryService.address;
 const backend = new GrpcQueryBackend(queryAddr, internalToken ? { internalToken } : {});
-const service = await DistributedMemoryService.open({ config, backend, log });
+// The explorer's data routes (/ui) read segments and records from the shared graph store, as the
+// query service does, when the gateway is given it (MEMORY_STORE=neo4j with NEO4J_*); otherwise
+// they answer 501. A SQLite store belongs to the query service's process and is never opened here.
+const stores = config.store.kind === "neo4j" ? await openStores(config) : undefined;
+const explorer = stores ? new StoreExplorerReader(stores.graph, config.segmenter.threshold) : undefined;
+const service = await DistributedMemoryService.open({ config, backend, ...(explorer ? { explorer } : {}), log });
 
 // With MEMORY_METRICS_PORT set, /metrics leaves the public port for a port of its own.
 const metricsHttp =
@@ -84,6 +92,7 @@ onShutdownSignals(log, () => [
   { name: "closing the metrics server", run: async () => metricsHttp?.close() },
   { name: "closing the producer", run: () => service.close() },
   { name: "closing the query client", run: () => backend.close() },
+  { name: "closing the explorer's stores", run: async () => stores?.close() },
 ]);
 
 log("info", "started", {

@@ -222,6 +222,15 @@ export const runQuery = async (
     return { ...(items.get(d.id) as ContextItem), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
   });
   const packed = packContext(ranked, budget);
+  const explain = req.explain
+    ? {
+        routes: lists.map((l) => ({ route: l.route, hits: l.ids.map((h) => ({ id: h.id, score: h.score })) })),
+        fused: fused.map((f) => {
+          const text = items.get(f.id)?.text;
+          return { id: f.id, score: f.score, routes: f.routes.map((r) => r.route), ...(text ? { text } : {}) };
+        }),
+      }
+    : undefined;
   return {
     context: packed.context,
     contextTokens: packed.tokens,
@@ -234,5 +243,6 @@ export const runQuery = async (
       ms: performance.now() - started,
       routeMs,
     },
+    ...(explain ? { explain } : {}),
   };
 };

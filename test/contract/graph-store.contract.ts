@@ -259,6 +259,68 @@ export const runGraphStoreContract = (
       assert.equal(await store.countSegments(A), 2);
     });
 
+    it("lists a tenant's conversations and segments in time order, with keyset pages, and the records of segments (explorer)", async () => {
+      assert.deepEqual(await store.listConversations(A, 10), [
+        {
+          conversation: "c1",
+          segments: 1,
+          turns: 3,
+          firstAt: "2023-06-01T10:00:00.000Z",
+          lastAt: "2023-05-08T09:01:00.000Z",
+        },
+        {
+          conversation: "c2",
+          segments: 1,
+          turns: 1,
+          firstAt: "2023-06-10T12:00:00.000Z",
+          lastAt: "2023-06-10T12:00:00.000Z",
+        },
+      ]);
+      assert.deepEqual(
+        (await store.listConversations(B, 10)).map((c) => c.conversation),
+        ["c1", "c2", "c3"],
+      );
+      assert.deepEqual(
+        (await store.listConversations(B, 1, "c1")).map((c) => c.conversation),
+        ["c2"],
+      );
+      assert.deepEqual(await store.listConversations(NOBODY, 10), []);
+
+      const [seg] = await store.listSegments(A, "c1", 10);
+      assert.equal(seg?.id, "seg-1");
+      assert.deepEqual(
+        seg?.turns.map((t) => t.turnId),
+        ["t1", "t2", "t3"],
+      );
+      assert.deepEqual(await store.listSegments(A, "c3", 10), [], "c3 is tenant B's conversation");
+      assert.deepEqual(new Set(ids(await store.recordsOfSegments(A, ["seg-1"]))), new Set([R1(A), R2(A), R3(A)]));
+      assert.deepEqual(ids(await store.recordsOfSegments(B, ["seg-3"])), [R5(B)]);
+      assert.deepEqual(await store.recordsOfSegments(A, ["seg-3"]), [], "seg-3 is tenant B's segment");
+      assert.deepEqual(await store.recordsOfSegments(NOBODY, ["seg-1", "seg-2"]), []);
+
+      // Time order: segment start, then id; a page continues after the last (start, id) it had.
+      const timed = (id: string, at: string) => ({
+        tenant: C,
+        conversation: "tl",
+        segment: makeSegment(C, "tl", id, [makeTurn(`${id}-t`, `turn of ${id}`, at)]),
+        records: [],
+        eventFrames: [],
+      });
+      try {
+        await store.writeBatch(timed("seg-b", "2023-01-02T00:00:00.000Z"));
+        await store.writeBatch(timed("seg-a", "2023-01-02T00:00:00.000Z"));
+        await store.writeBatch(timed("seg-c", "2023-01-01T00:00:00.000Z"));
+        assert.deepEqual(ids(await store.listSegments(C, "tl", 10)), ["seg-c", "seg-a", "seg-b"]);
+        assert.deepEqual(ids(await store.listSegments(C, "tl", 2)), ["seg-c", "seg-a"]);
+        assert.deepEqual(
+          ids(await store.listSegments(C, "tl", 2, { start: "2023-01-02T00:00:00.000Z", id: "seg-a" })),
+          ["seg-b"],
+        );
+      } finally {
+        await store.deleteTenant(C);
+      }
+    });
+
     it("a replay does not clobber consolidation (superseded stays superseded)", async () => {
       const moon = simpleBatch(C, "c9", [
         {

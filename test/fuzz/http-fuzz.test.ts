@@ -270,6 +270,20 @@ const ROUTES: Route[] = [
   { name: "get record", usual: "GET", path: pathSegment().map((id) => `/v1/records/${id}`) },
   { name: "record history", usual: "GET", path: pathSegment().map((id) => `/v1/records/${id}/history`) },
   { name: "consolidate", usual: "POST", path: fc.constant("/v1/consolidate") },
+  { name: "list conversations", usual: "GET", path: queryString().map((q) => `/v1/conversations${q}`) },
+  {
+    name: "conversation timeline",
+    usual: "GET",
+    path: fc.tuple(pathSegment(), queryString()).map(([c, q]) => `/v1/conversations/${c}/timeline${q}`),
+  },
+  {
+    name: "explorer page",
+    usual: "GET",
+    path: fc.oneof(
+      fc.constantFrom("/ui", "/ui/", "/ui/app.js", "/ui/explorer.css"),
+      pathSegment().map((f) => `/ui/${f}`),
+    ),
+  },
   { name: "erase conversation", usual: "DELETE", path: pathSegment().map((c) => `/v1/conversations/${c}`) },
   {
     name: "erase tenant",

@@ -65,6 +65,37 @@ describe("StoreMemoryReader: the read side both runtimes share", () => {
     assert.match(result.context, /Paris/);
   });
 
+  it("explains a query when asked: every route's hits, the fused order, the same result otherwise", async () => {
+    const question = "Where did Caroline move to?";
+    const plain = await reader.query(A, { question });
+    assert.equal(plain.explain, undefined);
+    const explained = await reader.query(A, { question, explain: true });
+    const { explain, ...rest } = explained;
+    assert.deepEqual(timeless(rest), timeless(plain));
+    assert.ok(explain);
+    const routes = explain.routes.map((r) => r.route);
+    for (const route of ["dense", "lexical", "raw-dense", "raw-lexical", "event-frame"] as const)
+      assert.ok(routes.includes(route), `${route} in ${routes}`);
+    // Every packed item was a fused candidate, with the routes that found it and its fused score.
+    const fused = new Map(explain.fused.map((f) => [f.id, f]));
+    for (const item of explained.items) {
+      const f = fused.get(item.id);
+      assert.ok(f, item.id);
+      assert.equal(f.score, item.fusedScore);
+      assert.deepEqual(
+        f.routes,
+        item.routes.map((r) => r.route),
+      );
+      for (const r of item.routes)
+        assert.equal(explain.routes.find((x) => x.route === r.route)?.hits[r.rank - 1]?.id, item.id);
+    }
+    const scores = explain.fused.map((f) => f.score);
+    assert.deepEqual(
+      scores,
+      [...scores].sort((a, b) => b - a),
+    );
+  });
+
   it("keeps a query to the conversation it names", async () => {
     const result = await reader.query(A, { question: "Paris", conversation: "c2", budget: 500 });
     assert.equal(result.budget, 500);

@@ -8,6 +8,7 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
 import { loadConfig } from "../../../services/core/config.ts";
+import type { Timeline } from "../../../services/core/explorer.ts";
 import type { QueryResult } from "../../../services/core/query-types.ts";
 import type { TurnInput } from "../../../services/core/requests.ts";
 import { TenantNameSchema } from "../../../services/core/tenant-name.ts";
@@ -125,6 +126,36 @@ test("two tenants with overlapping content never see each other's records (HTTP 
     assert.equal(await grpcB.getRecord(aRecord), undefined);
     assert.equal(await grpcA.getRecord(bRecord), undefined);
     assert.equal((await grpcA.getRecord(aRecord))?.id, aRecord);
+
+    // The explorer's routes (the gateway reads the shared Neo4j store): each tenant's own
+    // conversation of that name, with its own segments and records only.
+    for (const side of ["a", "b"] as const) {
+      const other = side === "a" ? "b" : "a";
+      const list = await httpJson<{ conversations: { conversation: string; turns: number }[] }>(
+        d.http,
+        keys[side],
+        "GET",
+        "/v1/conversations",
+      );
+      assert.equal(list.status, 200);
+      assert.deepEqual(
+        list.body.conversations.map((c) => [c.conversation, c.turns]),
+        [[conversation, shared.length + 1]],
+      );
+      const timeline = await httpJson<Timeline>(
+        d.http,
+        keys[side],
+        "GET",
+        `/v1/conversations/${conversation}/timeline`,
+      );
+      assert.equal(timeline.status, 200);
+      const shown = timeline.body.segments.flatMap((x) => x.records);
+      assert.deepEqual(new Set(shown.map((r) => r.id)), ids[side], "the timeline shows every record of the tenant");
+      for (const x of timeline.body.segments) {
+        assert.equal(x.segment.tenant, tenants[side]);
+        for (const t of x.segment.turns) assert.doesNotMatch(t.text, new RegExp(words[other]));
+      }
+    }
 
     // Queries: only the caller's records and turns.
     for (const side of ["a", "b"] as const) {

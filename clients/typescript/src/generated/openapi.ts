@@ -334,6 +334,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/conversations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's conversations (browser explorer)
+         * @description Conversations with at least one closed, indexed segment (turns still in an open segment are
+         *     not listed yet), by name, with their segment and turn counts and time span. Read-only.
+         *     The distributed gateway answers it when it is given the shared graph store
+         *     (MEMORY_STORE=neo4j with NEO4J_*); otherwise 501.
+         */
+        get: operations["listConversations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/conversations/{conversation}/timeline": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A conversation's timeline (browser explorer)
+         * @description The conversation's segments in time order (start, then id): their turns with the original
+         *     and compressed text, the boundary gate's decisions (features, probability `p`, `cut`) and
+         *     the records each segment yielded (every version, superseded ones included), with the gate's
+         *     threshold. Read-only; `limit` segments per page (default 20).
+         */
+        get: operations["getTimeline"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -431,6 +477,8 @@ export interface components {
              * @example 2023-06-01T12:00:00Z
              */
             asOf?: string;
+            /** @description Also return `explain`: each route's hits and the fused order (the explorer's query playground). Answered by the embedded runtime; the distributed runtime's gRPC reader does not carry it yet, and leaves it out. */
+            explain?: boolean;
         };
         /** @enum {string} */
         RouteName: "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
@@ -485,6 +533,26 @@ export interface components {
             items: components["schemas"]["ContextItem"][];
             plan: components["schemas"]["QueryPlan"];
             cost: components["schemas"]["QueryCost"];
+            explain?: components["schemas"]["QueryExplain"];
+        };
+        /** @description How the query reached its items (only when the request set `explain`). */
+        QueryExplain: {
+            /** @description Each route's ranked hits as they went into the fusion (record ids, or raw-turn row ids). */
+            routes: {
+                route: components["schemas"]["RouteName"];
+                hits: {
+                    id: string;
+                    score: number;
+                }[];
+            }[];
+            /** @description The Reciprocal Rank Fusion of the route lists, best first (the candidates for diversity and packing). */
+            fused: {
+                id: string;
+                score: number;
+                routes: components["schemas"]["RouteName"][];
+                /** @description The item's text when it was loaded as a candidate. */
+                text?: string;
+            }[];
         };
         /** @enum {string} */
         RecordType: "fact" | "event" | "preference" | "plan" | "relation" | "other";
@@ -617,6 +685,71 @@ export interface components {
                 [key: string]: string;
             };
         };
+        ConversationSummary: {
+            conversation: string;
+            segments: number;
+            turns: number;
+            /** @description Start of its first segment (ISO). */
+            firstAt: string;
+            /** @description End of its last segment (ISO). */
+            lastAt: string;
+        };
+        ConversationPage: {
+            conversations: components["schemas"]["ConversationSummary"][];
+            /** @description The cursor of the next page; null on the last. */
+            nextCursor: string | null;
+        };
+        /** @description One decision of the boundary gate on a turn, kept so that a cut (or its absence) can be explained. */
+        BoundaryDecision: {
+            turnId: string;
+            surprise: number;
+            /** @description Robust z-score of the surprise. */
+            z: number;
+            phi: number;
+            cohesionDrop: number;
+            lengthPressure: number;
+            turnPressure: number;
+            /** @description The gate's probability of a boundary; a cut when p >= threshold. */
+            p: number;
+            cut: boolean;
+            /** @enum {string} */
+            reason?: "gate" | "hard-cap" | "session-end" | "idle" | "flush";
+        };
+        SegmentTurn: {
+            turnId: string;
+            speaker: string;
+            role: components["schemas"]["Role"];
+            /** @description The original text. */
+            text: string;
+            /** @description The text the sensory stage kept. */
+            compressed: string;
+            timestamp: string;
+            sessionId: string;
+        };
+        Segment: {
+            id: string;
+            tenant: string;
+            conversation: string;
+            sessionId: string;
+            turns: components["schemas"]["SegmentTurn"][];
+            start: string;
+            end: string;
+            tokens: number;
+            /** @enum {string} */
+            closedBy: "gate" | "hard-cap" | "session-end" | "idle" | "flush";
+            decisions: components["schemas"]["BoundaryDecision"][];
+        };
+        Timeline: {
+            conversation: string;
+            /** @description The boundary gate's threshold (config segmenter.threshold). */
+            threshold: number;
+            segments: {
+                segment: components["schemas"]["Segment"];
+                records: components["schemas"]["MemoryRecord"][];
+            }[];
+            /** @description The cursor of the next page; null on the last. */
+            nextCursor: string | null;
+        };
     };
     responses: {
         /** @description Only POST is served (a JSON-RPC error object). */
@@ -725,6 +858,10 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Page size. */
+        ExplorerLimit: number;
+        /** @description `nextCursor` of the previous page (opaque). */
+        ExplorerCursor: string;
         /** @description Conversation id (URL-encoded), unique within the tenant; 1–256 characters, no control characters. */
         Conversation: string;
     };
@@ -1326,6 +1463,98 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAuthentications"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotSupported"];
+        };
+    };
+    listConversations: {
+        parameters: {
+            query?: {
+                /** @description Page size. */
+                limit?: components["parameters"]["ExplorerLimit"];
+                /** @description `nextCursor` of the previous page (opaque). */
+                cursor?: components["parameters"]["ExplorerCursor"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConversationPage"];
+                };
+            };
+            /** @description `limit` or `cursor` is invalid (the issue names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyFailedAuthentications"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotSupported"];
+        };
+    };
+    getTimeline: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description `nextCursor` of the previous page (opaque). */
+                cursor?: components["parameters"]["ExplorerCursor"];
+            };
+            header?: never;
+            path: {
+                /** @description Conversation id (URL-encoded), unique within the tenant; 1–256 characters, no control characters. */
+                conversation: components["parameters"]["Conversation"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of the timeline. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Timeline"];
+                };
+            };
+            /** @description `conversation`, `limit` or `cursor` is invalid (the issue names it). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationErrorBody"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            /** @description The tenant has no segment of this conversation. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": "conversation not found"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             429: components["responses"]["TooManyFailedAuthentications"];
             500: components["responses"]["InternalError"];
             501: components["responses"]["NotSupported"];

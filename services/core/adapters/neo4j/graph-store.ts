@@ -1,5 +1,6 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import { CursorCodec } from "../../cursor.ts";
+import type { ConversationSummary, SegmentKey } from "../../explorer.ts";
 import { sha256, turnRowId } from "../../ids.ts";
 import { parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
@@ -20,7 +21,7 @@ import type {
 } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
 import { inAskedOrder } from "../../turn-order.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
+import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
@@ -692,6 +693,59 @@ export class Neo4jGraphStore implements GraphStore {
           tenant,
           conversation,
         });
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Segments for the explorer (SegmentStore)
+
+  async listConversations(tenant: string, limit: number, after?: string): Promise<ConversationSummary[]> {
+    const found = await this.query<{
+      conversation: string;
+      segments: unknown;
+      turns: unknown;
+      firstAt: string;
+      lastAt: string;
+    }>(
+      `MATCH (s:Segment {tenant: $tenant}) WHERE s.conversation > $after
+       WITH s.conversation AS conversation, count(s) AS segments, sum(COUNT { (s)-[:HAS_TURN]->(:Turn) }) AS turns,
+         min(s.start) AS firstAt, max(s.end) AS lastAt
+       RETURN conversation, segments, turns, firstAt, lastAt ORDER BY conversation LIMIT $limit`,
+      { tenant, after: after ?? "", limit: int(Math.max(0, Math.floor(limit))) },
+    );
+    return found.map((r) => ({
+      conversation: r.conversation,
+      segments: num(r.segments),
+      turns: num(r.turns),
+      firstAt: r.firstAt,
+      lastAt: r.lastAt,
+    }));
+  }
+
+  async listSegments(tenant: string, conversation: string, limit: number, after?: SegmentKey): Promise<Segment[]> {
+    const found = await this.query<{ json: string }>(
+      `MATCH (s:Segment {tenant: $tenant, conversation: $conversation})
+       WHERE s.start > $start OR (s.start = $start AND s.id > $id)
+       RETURN s.json AS json ORDER BY s.start, s.id LIMIT $limit`,
+      {
+        tenant,
+        conversation,
+        start: after?.start ?? "",
+        id: after?.id ?? "",
+        limit: int(Math.max(0, Math.floor(limit))),
+      },
+    );
+    return found.map((r) => JSON.parse(r.json) as Segment);
+  }
+
+  async recordsOfSegments(tenant: string, segmentIds: readonly string[]): Promise<MemoryRecord[]> {
+    if (segmentIds.length === 0) return [];
+    const found = await this.query<{ json: string }>(
+      `UNWIND $ids AS id
+       MATCH (:Segment {tenant: $tenant, id: id})-[:YIELDED]->(r:Record {tenant: $tenant})
+       RETURN DISTINCT r.json AS json, r.saidAt AS saidAt, r.id AS rid ORDER BY saidAt, rid`,
+      { tenant, ids: uniq(segmentIds) },
+    );
+    return found.map((r) => JSON.parse(r.json) as MemoryRecord);
   }
 
   /**

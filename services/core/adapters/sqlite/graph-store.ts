@@ -1,5 +1,6 @@
 import type BetterSqlite3 from "better-sqlite3";
 import { CursorCodec } from "../../cursor.ts";
+import type { ConversationSummary, SegmentKey } from "../../explorer.ts";
 import { turnRowId } from "../../ids.ts";
 import { parseConversationKey } from "../../keys.ts";
 import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
@@ -20,7 +21,7 @@ import type {
 } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
 import { inAskedOrder } from "../../turn-order.ts";
-import type { DeadLetter, MemoryRecord, SegmentTurn, UpdateCandidate } from "../../types.ts";
+import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
@@ -550,6 +551,55 @@ export class SqliteGraphStore implements GraphStore {
     return conversation === undefined
       ? this.count("SELECT COUNT(*) AS n FROM segments WHERE tenant = ?", tenant)
       : this.count("SELECT COUNT(*) AS n FROM segments WHERE tenant = ? AND conversation = ?", tenant, conversation);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Segments for the explorer (SegmentStore)
+
+  async listConversations(tenant: string, limit: number, after?: string): Promise<ConversationSummary[]> {
+    const rows = this.all<{ conversation: string; segments: number; turns: number; first_at: string; last_at: string }>(
+      `SELECT conversation, COUNT(*) AS segments, SUM(json_array_length(json, '$.turns')) AS turns,
+         MIN(json_extract(json, '$.start')) AS first_at, MAX(json_extract(json, '$.end')) AS last_at
+       FROM segments WHERE tenant = ? AND conversation > ?
+       GROUP BY conversation ORDER BY conversation LIMIT ?`,
+      tenant,
+      after ?? "",
+      Math.max(0, Math.floor(limit)),
+    );
+    return rows.map((r) => ({
+      conversation: r.conversation,
+      segments: r.segments,
+      turns: r.turns,
+      firstAt: r.first_at,
+      lastAt: r.last_at,
+    }));
+  }
+
+  async listSegments(tenant: string, conversation: string, limit: number, after?: SegmentKey): Promise<Segment[]> {
+    const rows = this.all<{ json: string }>(
+      `SELECT json FROM (SELECT id, json, json_extract(json, '$.start') AS start FROM segments
+         WHERE tenant = ? AND conversation = ?)
+       WHERE start > ? OR (start = ? AND id > ?)
+       ORDER BY start, id LIMIT ?`,
+      tenant,
+      conversation,
+      after?.start ?? "",
+      after?.start ?? "",
+      after?.id ?? "",
+      Math.max(0, Math.floor(limit)),
+    );
+    return rows.map((r) => JSON.parse(r.json) as Segment);
+  }
+
+  async recordsOfSegments(tenant: string, segmentIds: readonly string[]): Promise<MemoryRecord[]> {
+    if (segmentIds.length === 0) return [];
+    const rows = this.all<{ json: string }>(
+      `SELECT json FROM records WHERE tenant = ? AND segment_id IN (SELECT value FROM json_each(?))
+       ORDER BY said_at, id`,
+      tenant,
+      jsonList(uniq(segmentIds)),
+    );
+    return rows.map((r) => JSON.parse(r.json) as MemoryRecord);
   }
 
   /**

@@ -100,6 +100,15 @@ describe("TypeScript client against the embedded gateway", {
     assert.equal(history.id, id);
     assert.ok(history.versions.some((v) => v.id === id && v.relation === "self"));
 
+    // The explorer's reads: the conversation, and its timeline holding the record under its segment.
+    const conversations: string[] = [];
+    for await (const c of memory.conversations({ pageSize: 1 })) conversations.push(c.conversation);
+    assert.deepEqual(conversations, [conv.id]);
+    const timeline = await memory.timeline(conv.id, { limit: 200 });
+    assert.equal(timeline.nextCursor, null);
+    assert.ok(timeline.segments.length > 0);
+    assert.ok(timeline.segments.some((s) => s.records.some((r) => r.id === id)));
+
     const consolidation = await memory.consolidate();
     assert.deepEqual(consolidation.tenants, ["tenant-a"]);
 

@@ -21,6 +21,8 @@ import {
 import type {
   BatchResult,
   ConsolidationReport,
+  ConversationPage,
+  ConversationSummary,
   ErasureReport,
   IngestResult,
   MemoryRecord,
@@ -30,6 +32,7 @@ import type {
   RecordFilters,
   RecordHistory,
   RecordPage,
+  Timeline,
   TurnInput,
 } from "./types.ts";
 
@@ -302,6 +305,40 @@ export class MemoryClient {
   async getRecordHistory(id: string): Promise<RecordHistory> {
     return this.unwrap(
       await this.api.GET("/v1/records/{id}/history", { params: { path: { id } }, fetch: this.fetcher(true) }),
+    );
+  }
+
+  // --- explorer reads ---------------------------------------------------------------------------
+
+  /** One page of the tenant's conversations (501 `not_supported` where the runtime has no store to read). */
+  async listConversations(page: { limit?: number; cursor?: string } = {}): Promise<ConversationPage> {
+    return this.unwrap(await this.api.GET("/v1/conversations", { params: { query: page }, fetch: this.fetcher(true) }));
+  }
+
+  /** Every conversation of the tenant, page after page. */
+  async *conversations(options: IterateOptions = {}): AsyncGenerator<ConversationSummary> {
+    const maxPages = options.maxPages ?? 10_000;
+    let cursor: string | undefined;
+    for (let pages = 0; pages < maxPages; pages++) {
+      const page = await this.listConversations({
+        ...(options.pageSize !== undefined ? { limit: options.pageSize } : {}),
+        ...(cursor !== undefined ? { cursor } : {}),
+      });
+      yield* page.conversations;
+      if (page.nextCursor === null) return;
+      if (page.nextCursor === cursor) throw new Error("the server answered the same cursor twice; stopping");
+      cursor = page.nextCursor;
+    }
+    throw new Error(`conversation listing still had more pages after ${maxPages} pages (raise maxPages)`);
+  }
+
+  /** One page of a conversation's timeline: segments in time order with their turns, decisions and records. */
+  async timeline(conversation: string, page: { limit?: number; cursor?: string } = {}): Promise<Timeline> {
+    return this.unwrap(
+      await this.api.GET("/v1/conversations/{conversation}/timeline", {
+        params: { path: { conversation }, query: page },
+        fetch: this.fetcher(true),
+      }),
     );
   }
 

@@ -16,6 +16,9 @@ export type RecordHistory = Schemas["RecordHistory"];
 export type ConsolidationReport = Schemas["ConsolidationReport"];
 export type ErasureReport = Schemas["ErasureReport"];
 export type Readiness = Schemas["Readiness"];
+export type ConversationPage = Schemas["ConversationPage"];
+export type ConversationSummary = Schemas["ConversationSummary"];
+export type Timeline = Schemas["Timeline"];
 
 type ListQuery = NonNullable<operations["listRecords"]["parameters"]["query"]>;
 

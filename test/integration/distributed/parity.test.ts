@@ -203,7 +203,7 @@ test("conv-30 through the distributed pipeline (gateway HTTP + gRPC) matches the
     const flushed = await httpJson(d.http, key, "POST", `/v1/conversations/${conv.id}/flush`);
     assert.equal(flushed.status, 202);
     let lastReport = 0;
-    await waitDrained(kafka, prefix, 240_000, (r) => {
+    await waitDrained(kafka, prefix, 480_000, (r) => {
       if (performance.now() - lastReport > 10_000) {
         lastReport = performance.now();
         progress(`lag ${JSON.stringify(r.lag)}`);

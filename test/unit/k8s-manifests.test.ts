@@ -69,7 +69,7 @@ const REQUIRED: Record<string, string[]> = {
   indexer: [...KAFKA, ...NEO4J, "MEMORY_METRICS_HOST"],
   consolidator: [...KAFKA, ...NEO4J, "MEMORY_METRICS_HOST", "MEMORY_CONSOLIDATION_WINDOW"],
   query: [...NEO4J, "MEMORY_QUERY_GRPC_HOST", "MEMORY_METRICS_HOST", "MEMORY_INTERNAL_TOKEN"],
-  gateway: [...KAFKA, "MEMORY_HTTP_HOST", "MEMORY_QUERY_ADDR", "MEMORY_API_KEYS", "MEMORY_INTERNAL_TOKEN"],
+  gateway: [...KAFKA, ...NEO4J, "MEMORY_HTTP_HOST", "MEMORY_QUERY_ADDR", "MEMORY_API_KEYS", "MEMORY_INTERNAL_TOKEN"],
 };
 
 // --- Rendered objects ---------------------------------------------------------------------------------
@@ -197,7 +197,11 @@ describe("k8s manifests", { skip }, () => {
         const env = envOf(overlay, d.spec.template.spec.containers[0]);
         const secrets = [...env.values()].filter((v) => v.startsWith("<secret:")).sort();
         const expected: Record<string, string[]> = {
-          gateway: ["<secret:memory-api-keys/keys>", "<secret:memory-internal-token/token>"],
+          gateway: [
+            "<secret:memory-api-keys/keys>",
+            "<secret:memory-internal-token/token>",
+            "<secret:memory-neo4j/password>",
+          ],
           query: [
             "<secret:memory-internal-token/token>",
             "<secret:memory-llm/api-key>",

@@ -110,6 +110,12 @@ export interface CandidateDeps {
  * whole tenant), nearest records of the same subject (vector search filtered by the subject
  * entity), and records sharing a topic (graph). Records of the same batch only count when they come
  * earlier in it, so each pair is proposed once.
+ *
+ * `segment` (the conversation and end of the segment the records come from): records of the same
+ * conversation said after that segment's end are left out. In stream order they cannot exist yet;
+ * they can when a segment is processed again after later ones were written (a Kafka indexer
+ * replaying a chunk whose commit was lost to a rebalance, a crash before the commit), and the
+ * replay must find the candidates the first pass found, not more.
  */
 export const findUpdateCandidates = async (
   deps: CandidateDeps,
@@ -117,38 +123,55 @@ export const findUpdateCandidates = async (
   records: readonly MemoryRecord[],
   vectorOf: ReadonlyMap<string, Float32Array>,
   settings: CandidateSettings = DEFAULT_CANDIDATE_SETTINGS,
+  segment?: { conversation: string; end: string },
 ): Promise<UpdateCandidate[]> => {
   const position = new Map(records.map((r, i) => [r.id, i]));
+  const segmentEnd = segment ? Date.parse(segment.end) : Number.NaN;
+  const later = (r: MemoryRecord): boolean =>
+    segment !== undefined && r.source.conversation === segment.conversation && Date.parse(r.source.saidAt) > segmentEnd;
   const out: UpdateCandidate[] = [];
   for (const [i, record] of records.entries()) {
     const vector = vectorOf.get(record.id);
     if (!vector) continue;
     const subject = analyse(record).subject;
-    const k = settings.neighbours + 1;
-    const [near, sameSubject, topical] = await Promise.all([
-      deps.vectors.search(tenant, vector, k, { kind: "record" }),
-      subject ? deps.vectors.search(tenant, vector, k, { kind: "record", entities: [subject] }) : Promise.resolve([]),
-      record.topics.length > 0
-        ? deps.graph.recordsByTopics(tenant, record.topics, settings.neighbours * 4)
-        : Promise.resolve([]),
-    ]);
-    const similarity = new Map<string, number>();
-    for (const h of [...near, ...sameSubject]) similarity.set(h.id, h.score);
-    const ids = [...new Set([...near.map((h) => h.id), ...sameSubject.map((h) => h.id), ...topical.map((h) => h.id)])]
-      .filter((id) => id !== record.id)
-      .filter((id) => {
-        const p = position.get(id);
-        return p === undefined || p < i;
-      });
-    if (ids.length === 0) continue;
-    const unscored = ids.filter((id) => !similarity.has(id));
-    if (unscored.length > 0) {
-      for (const item of await deps.vectors.get(tenant, unscored)) similarity.set(item.id, cosine(vector, item.vector));
+    // Later records of the conversation (a replay: see above) are dropped, and the routes asked
+    // again for as many more, so that they do not crowd out what the first pass found. In stream
+    // order there are none and this runs once.
+    let extra = 0;
+    let neighbours: Neighbour[] = [];
+    for (let round = 0; round < 3; round++) {
+      const k = settings.neighbours + 1 + extra;
+      const [near, sameSubject, topical] = await Promise.all([
+        deps.vectors.search(tenant, vector, k, { kind: "record" }),
+        subject ? deps.vectors.search(tenant, vector, k, { kind: "record", entities: [subject] }) : Promise.resolve([]),
+        record.topics.length > 0
+          ? deps.graph.recordsByTopics(tenant, record.topics, settings.neighbours * 4 + extra)
+          : Promise.resolve([]),
+      ]);
+      const similarity = new Map<string, number>();
+      for (const h of [...near, ...sameSubject]) similarity.set(h.id, h.score);
+      const ids = [...new Set([...near.map((h) => h.id), ...sameSubject.map((h) => h.id), ...topical.map((h) => h.id)])]
+        .filter((id) => id !== record.id)
+        .filter((id) => {
+          const p = position.get(id);
+          return p === undefined || p < i;
+        });
+      const found = ids.length > 0 ? await deps.graph.getRecords(tenant, ids) : [];
+      const dropped = found.filter(later).length;
+      if (dropped > 0 && round < 2) {
+        extra += dropped;
+        continue;
+      }
+      const kept = found.filter((r) => !later(r));
+      const unscored = kept.map((r) => r.id).filter((id) => !similarity.has(id));
+      if (unscored.length > 0) {
+        for (const item of await deps.vectors.get(tenant, unscored))
+          similarity.set(item.id, cosine(vector, item.vector));
+      }
+      neighbours = kept.map((r) => ({ record: r, similarity: similarity.get(r.id) ?? 0 }));
+      break;
     }
-    const neighbours = (await deps.graph.getRecords(tenant, ids)).map((r) => ({
-      record: r,
-      similarity: similarity.get(r.id) ?? 0,
-    }));
+    if (neighbours.length === 0) continue;
     out.push(...selectCandidates(record, neighbours, settings));
   }
   return out;

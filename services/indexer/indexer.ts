@@ -24,7 +24,8 @@ export interface IndexOutcome {
 
 /**
  * The indexer sink: derived indexes are pure (derive.ts); writes are idempotent upserts keyed by
- * deterministic ids, so replaying a segment after a crash changes nothing. Vectors go first: a
+ * deterministic ids, so replaying a segment after a crash changes nothing (its candidates too: see
+ * findUpdateCandidates on what a replay finds in the store). Vectors go first: a
  * record is only listed once its vector exists, so the dense route never misses a visible record.
  * Then each new record's update candidates (older records to consolidate it with) are written to
  * the update queue; online updates stay soft: nothing else changes until consolidation.
@@ -54,6 +55,7 @@ export const indexSegment = async (
       batch.records,
       vectorOf,
       deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
+      { conversation: segment.conversation, end: segment.end },
     );
     if (found.length > 0) await deps.graph.putUpdateCandidates(found);
     candidates = found;

@@ -69,6 +69,43 @@ describe("indexSegment", () => {
     }
   });
 
+  it("a segment indexed again after later ones finds the candidates of its first pass, not the later records", async () => {
+    const deps = open();
+    try {
+      const first = segmentOf("A", "seg-1", "Jon works at Acme.", "2023-01-01T00:00:00.000Z");
+      const second = segmentOf("A", "seg-2", "Jon works at Globex.", "2023-03-01T00:00:00.000Z");
+      const third = segmentOf("A", "seg-3", "Jon works at Initech.", "2023-05-01T00:00:00.000Z");
+      await indexSegment(deps, first.segment, first.records);
+      const once = await indexSegment(deps, second.segment, second.records);
+      await indexSegment(deps, third.segment, third.records);
+      // A Kafka indexer replays seg-2 (its commit was lost to a rebalance) after seg-3 was written.
+      const replay = await indexSegment(deps, second.segment, second.records);
+      assert.ok(once.candidates.length > 0);
+      assert.deepEqual(replay.candidates, once.candidates);
+      // Another conversation's record said later still counts: only the replayed conversation's order is known.
+      const other = makeRecord("A", "c2", "seg-x", {
+        text: "Jon works at Hooli.",
+        type: "fact",
+        entities: ["Jon"],
+        topics: ["work"],
+        saidAt: "2023-06-01T00:00:00.000Z",
+        turnIds: ["seg-x-t1"],
+      });
+      await indexSegment(
+        deps,
+        makeSegment("A", "c2", "seg-x", [makeTurn("seg-x-t1", other.text, "2023-06-01T00:00:00.000Z")]),
+        [other],
+      );
+      const again = await indexSegment(deps, second.segment, second.records);
+      assert.ok(again.candidates.some((c) => c.candidateId === other.id));
+      assert.ok(!again.candidates.some((c) => c.candidateId === third.records[0]?.id));
+    } finally {
+      await deps.vectors.close();
+      await deps.graph.close();
+      deps.db.close();
+    }
+  });
+
   it("the Kafka indexer stage produces what indexSegment wrote, one message per record", async () => {
     const deps = open();
     /** The handler never encodes or decodes: the runtime does. */

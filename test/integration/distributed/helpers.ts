@@ -10,6 +10,7 @@ import { createWriteStream, existsSync, mkdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Admin, Kafka } from "kafkajs";
+import { MemoryClient } from "../../../clients/typescript/src/index.ts";
 import { openDriver } from "../../../services/core/adapters/neo4j/driver.ts";
 import { Neo4jGraphStore } from "../../../services/core/adapters/neo4j/graph-store.ts";
 import { Neo4jVectorStore } from "../../../services/core/adapters/neo4j/vector-store.ts";
@@ -278,24 +279,11 @@ export const httpJson = async <T>(
   return { status: res.status, body: (await res.json()) as T };
 };
 
-/** Every record of the key's tenant, page by page, through GET /v1/records. */
+/** Every record of the key's tenant, page by page, through GET /v1/records (the typed client). */
 export const listAllHttp = async (base: string, key: string, conversation?: string): Promise<MemoryRecord[]> => {
+  const client = new MemoryClient({ baseUrl: base, apiKey: key });
   const out: MemoryRecord[] = [];
-  let cursor: string | undefined;
-  do {
-    const qs = new URLSearchParams({ limit: "200" });
-    if (conversation) qs.set("conversation", conversation);
-    if (cursor) qs.set("cursor", cursor);
-    const r = await httpJson<{ records: MemoryRecord[]; nextCursor: string | null }>(
-      base,
-      key,
-      "GET",
-      `/v1/records?${qs}`,
-    );
-    if (r.status !== 200) throw new Error(`GET /v1/records: ${r.status} ${JSON.stringify(r.body)}`);
-    out.push(...r.body.records);
-    cursor = r.body.nextCursor ?? undefined;
-  } while (cursor);
+  for await (const r of client.records(conversation ? { conversation } : {}, { pageSize: 200 })) out.push(r);
   return out;
 };
 

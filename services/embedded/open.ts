@@ -9,6 +9,7 @@ import {
   openCompressor,
   openEmbedder,
   openLlm,
+  openTurnAttention,
   plannerFrom,
   querySettingsFrom,
   segmenterSettingsFrom,
@@ -83,6 +84,8 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
   const llm = await openLlm(config, { encoder: !options.encoder, planner: !options.planner }, usage);
   const encoder = options.encoder ?? encoderFrom(config, llm);
   const planner = options.planner ?? plannerFrom(config, llm);
+  const settings = { ...engineSettingsFrom(config), ...options.settings };
+  const attention = await openTurnAttention(config, settings.segmenter.boundaries);
   const engine = new EmbeddedEngine(
     {
       log,
@@ -95,8 +98,9 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       ...(planner ? { planner } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
       ...(options.decider ? { decider: options.decider } : {}),
+      ...(attention ? { attention } : {}),
     },
-    { ...engineSettingsFrom(config), ...options.settings },
+    settings,
   );
   await engine.start();
   return {
@@ -107,6 +111,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       await stores.close();
       await llm?.close?.();
       if (!options.embedder) await embedder.close?.();
+      await attention?.close();
       await compressor.close();
     },
   };

@@ -51,7 +51,7 @@ const CHARS_PER_TOKEN_BOUND = 16;
 
 /**
  * How many tokens each turn keeps so that the window holds at most `capacity`: the shortest turns
- * keep all theirs, the rest share what is left equally (the first ones get the remainder).
+ * keep all theirs, the rest share what is left equally (longer turns take the division's remainder).
  */
 export const fitLengths = (lengths: readonly number[], capacity: number): number[] => {
   const out = lengths.map(() => 0);

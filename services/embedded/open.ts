@@ -20,7 +20,7 @@ import type { ConsolidationDecider } from "../consolidator/types.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import type { Config } from "../core/config.ts";
 import { isLlmMetricsTarget } from "../core/llm-metering.ts";
-import type { Compressor, Embedder, LlmUsageSink, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
+import type { Compressor, Embedder, LlmUsageSink, QueryPlanner, SegmentEncoder, TurnAttention } from "../core/ports.ts";
 import { DurableLog } from "./durable-log.ts";
 import { EmbeddedEngine, type EngineSettings, type PipelineObserver } from "./engine.ts";
 
@@ -51,6 +51,8 @@ export interface OpenOptions {
   settings?: Partial<EngineSettings>;
   /** Consolidation strategy (default: the deterministic rules). */
   decider?: ConsolidationDecider;
+  /** The segmenter's turn attention (default: attention.onnx from the model folder when the boundaries use it). */
+  attention?: TurnAttention;
 }
 
 export interface OpenedEngine {
@@ -85,7 +87,8 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
   const encoder = options.encoder ?? encoderFrom(config, llm);
   const planner = options.planner ?? plannerFrom(config, llm);
   const settings = { ...engineSettingsFrom(config), ...options.settings };
-  const attention = await openTurnAttention(config, settings.segmenter.boundaries);
+  const opened = options.attention ? undefined : await openTurnAttention(config, settings.segmenter.boundaries);
+  const attention = options.attention ?? opened;
   const engine = new EmbeddedEngine(
     {
       log,
@@ -111,7 +114,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       await stores.close();
       await llm?.close?.();
       if (!options.embedder) await embedder.close?.();
-      await attention?.close();
+      await opened?.close();
       await compressor.close();
     },
   };

@@ -36,7 +36,7 @@ describe("window packing", () => {
     ] as const) {
       const got = fitLengths(lens, cap);
       assert.ok(got.reduce((a, b) => a + b, 0) <= cap, `${lens} in ${cap}`);
-      got.forEach((g, i) => assert.ok(g <= lens[i]!));
+      for (const [i, g] of got.entries()) assert.ok(g <= lens[i]!);
     }
   });
 

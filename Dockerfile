@@ -57,7 +57,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY infra/models infra/models
-RUN MODELS_DIR=/models bash infra/models/fetch-embedder.sh && rm -rf /models/.venv /models/.pydeps /models/.cache /models/.*.lock
+RUN MODELS_DIR=/models bash infra/models/fetch-embedder.sh && MODELS_DIR=/models bash infra/models/build-attention.sh && rm -rf /models/.venv /models/.pydeps /models/.cache /models/.*.lock
 
 # --- runtime ----------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE}

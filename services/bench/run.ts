@@ -168,6 +168,7 @@ export const runBench = async (
         threshold: config.segmenter.threshold,
         hardCapTokens: config.segmenter.hardCapTokens,
         bufferTokens: config.segmenter.bufferTokens,
+        boundaries: config.segmenter.boundaries,
       },
       cases: cases.map((c) => c.id),
       ...gitState(),

@@ -137,7 +137,7 @@ export interface BenchConfig {
   keepRate: number;
   /** The sensory compressor the engine ran with (its id). */
   compressor: string;
-  segmenter: { threshold: number; hardCapTokens: number; bufferTokens: number };
+  segmenter: { threshold: number; hardCapTokens: number; bufferTokens: number; boundaries?: string };
   cases: string[];
   gitCommit: string | null;
   gitDirty: boolean | null;

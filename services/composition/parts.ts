@@ -6,6 +6,7 @@
  */
 import { join } from "node:path";
 import { type ClosableLlm, createLlm } from "../core/adapters/llm-factory.ts";
+import { loadOnnxTurnAttention, type OnnxTurnAttention } from "../core/adapters/onnx/attention.ts";
 import { loadOnnxEmbedder, type OnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import type { Config } from "../core/config.ts";
@@ -16,6 +17,7 @@ import { LlmEncoder } from "../encoder/llm-encoder.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { LlmPlanner } from "../query/llm-planner.ts";
 import type { QuerySettings } from "../query/query.ts";
+import { type BoundaryMode, DEFAULT_ATTENTION } from "../segmenter/attention-rule.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";
 import type { SegmenterConfig } from "../segmenter/segment-state.ts";
 import { type OpenedCompressor, openConfiguredCompressor } from "../sensory/onnx-compressor-config.ts";
@@ -29,6 +31,16 @@ export const openEmbedder = (
   config: Pick<Config, "modelDir">,
   options: { batchSize?: number } = {},
 ): Promise<OnnxEmbedder> => loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), options);
+
+/**
+ * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)
+ * when the configured boundaries use it, else undefined: mode gate loads nothing.
+ */
+export const openTurnAttention = async (
+  config: Pick<Config, "modelDir">,
+  boundaries: BoundaryMode = "gate",
+): Promise<OnnxTurnAttention | undefined> =>
+  boundaries === "gate" ? undefined : loadOnnxTurnAttention(join(config.modelDir, EMBEDDER_DIR));
 
 /** Reports every embedding call (calls, texts), whoever makes it (segmenter, indexer, query). */
 export const observedEmbedder = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>
@@ -104,6 +116,8 @@ export const querySettingsFrom = (config: Pick<Config, "query">): QuerySettings 
 /** The segmenter's boundary gate and short-term buffer. */
 export const segmenterSettingsFrom = (config: Pick<Config, "segmenter">): SegmenterConfig => ({
   gate: { ...DEFAULT_GATE, threshold: config.segmenter.threshold, hardCapTokens: config.segmenter.hardCapTokens },
+  boundaries: config.segmenter.boundaries,
+  attention: DEFAULT_ATTENTION,
   bufferTokens: config.segmenter.bufferTokens,
   idleTimeoutMs: config.segmenter.idleTimeoutMs,
 });

@@ -215,8 +215,20 @@ export const ConfigSchema = z.object({
         .int()
         .positive()
         .default(30 * 60_000),
+      /**
+       * Which signals cut a segment (docs/segmenter.md): the similarity gate alone, attention alone,
+       * or both (the gate proposes, the encoder's attention confirms or vetoes). The default is the
+       * measured one (docs/segmenter.md).
+       */
+      boundaries: z.enum(["gate", "attention", "both"]).default("gate"),
     })
-    .default({ threshold: 0.55, hardCapTokens: 2000, bufferTokens: 512, idleTimeoutMs: 30 * 60_000 }),
+    .default({
+      threshold: 0.55,
+      hardCapTokens: 2000,
+      bufferTokens: 512,
+      idleTimeoutMs: 30 * 60_000,
+      boundaries: "gate",
+    }),
   query: z
     .object({
       budget: num.int().positive().default(1000),
@@ -380,6 +392,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_SEGMENT_THRESHOLD: ["segmenter", "threshold"],
   MEMORY_BUFFER_TOKENS: ["segmenter", "bufferTokens"],
   MEMORY_IDLE_TIMEOUT_MS: ["segmenter", "idleTimeoutMs"],
+  MEMORY_SEGMENTER_BOUNDARIES: ["segmenter", "boundaries"],
   MEMORY_QUERY_BUDGET: ["query", "budget"],
   MEMORY_QUEUE_CAPACITY: ["runtime", "queueCapacity"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],

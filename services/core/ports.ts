@@ -82,6 +82,38 @@ export interface TokenClassifier {
   close(): Promise<void>;
 }
 
+/** Token positions [start, end) of one turn inside an attention window. */
+export interface TurnSpan {
+  start: number;
+  end: number;
+}
+
+/** The self-attention over one window of consecutive turns. */
+export interface WindowAttention {
+  /**
+   * Attention averaged over the model's upper layers and all heads, row-major [size, size], rows =
+   * queries (each a softmax over the keys); positions over [special, content..., special].
+   */
+  attention: Float32Array;
+  size: number;
+  /** Each turn's tokens in the window (truncated to fit; empty for a turn without tokens). */
+  spans: TurnSpan[];
+}
+
+/**
+ * A sentence encoder's own self-attention over windows of consecutive turns (docs/segmenter.md):
+ * what the segmenter's attention boundaries read, so the segmenter holds the decision logic and
+ * never loads a model itself.
+ */
+export interface TurnAttention {
+  readonly id: string;
+  /** Content tokens per window: the model window minus the special tokens. */
+  readonly capacity: number;
+  /** Windows (each a run of consecutive turn texts) in batched forward passes; results in input order. */
+  attend(windows: readonly (readonly string[])[]): Promise<WindowAttention[]>;
+  close(): Promise<void>;
+}
+
 export interface LlmUsage {
   inputTokens: number;
   outputTokens: number;

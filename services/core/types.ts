@@ -34,7 +34,7 @@ export const SensoryTurnSchema = TurnSchema.extend({
 export type SensoryTurn = z.infer<typeof SensoryTurnSchema>;
 
 /** Why the segmenter closed a segment. */
-export const CloseReasonSchema = z.enum(["gate", "hard-cap", "session-end", "idle", "flush"]);
+export const CloseReasonSchema = z.enum(["gate", "attention", "hard-cap", "session-end", "idle", "flush"]);
 export type CloseReason = z.infer<typeof CloseReasonSchema>;
 
 /** One boundary decision, kept so that a cut (or its absence) can be explained. */
@@ -49,6 +49,19 @@ export const BoundaryDecisionSchema = z.object({
   p: z.number(),
   cut: z.boolean(),
   reason: CloseReasonSchema.optional(),
+  /**
+   * The attention check (docs/segmenter.md), when the segmenter's boundaries use attention:
+   * share = how much of the turn's attention goes to the previous turn, z = its robust z over
+   * recent shares, agrees = whether it is a dip by the mode's threshold, decision = what it did.
+   */
+  attention: z
+    .object({
+      share: z.number(),
+      z: z.number(),
+      agrees: z.boolean(),
+      decision: z.enum(["confirmed", "vetoed", "proposed", "none"]),
+    })
+    .optional(),
 });
 export type BoundaryDecision = z.infer<typeof BoundaryDecisionSchema>;
 

@@ -25,6 +25,7 @@ import {
   type RecordQuery,
   type SegmentEncoder,
   type StateStore,
+  type TurnAttention,
   type VectorStore,
 } from "../core/ports.ts";
 import type { QueryResult } from "../core/query-types.ts";
@@ -32,7 +33,14 @@ import type { QueryRequest, TurnInput } from "../core/requests.ts";
 import { SERVER_TURN_ID_PREFIX } from "../core/turn-ids.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import { validateTurns } from "../core/turn-validation.ts";
-import { type DeadLetter, type DisambiguationContext, keyOf, type MemoryRecord, type Segment } from "../core/types.ts";
+import {
+  type DeadLetter,
+  type DisambiguationContext,
+  keyOf,
+  type MemoryRecord,
+  type Segment,
+  type SensoryTurn,
+} from "../core/types.ts";
 import { walkVersionGraph } from "../core/version-graph.ts";
 import { emptyContext } from "../encoder/extractor.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
@@ -40,6 +48,7 @@ import { indexSegment } from "../indexer/indexer.ts";
 import { StoreExplorerReader } from "../query/explorer-reader.ts";
 import { StoreMemoryReader } from "../query/memory-reader.ts";
 import type { QuerySettings } from "../query/query.ts";
+import { AttentionScorer, type TurnPair } from "../segmenter/attention-scorer.ts";
 import {
   initialSegmenterState,
   isIdle,
@@ -76,6 +85,8 @@ export interface EngineParts {
   observer?: PipelineObserver;
   /** Consolidation strategy (default: the deterministic rules). */
   decider?: ConsolidationDecider;
+  /** The turn attention the segmenter's boundaries read (settings.segmenter.boundaries attention / both). */
+  attention?: TurnAttention;
 }
 
 export interface EngineSettings {
@@ -172,6 +183,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   /** The last consolidation's report (on demand or scheduled). */
   lastConsolidation: (ConsolidationReport & { trigger: TriggerReason | "demand" }) | undefined;
   readonly progress: Progress = { turns: 0, segments: 0, records: 0 };
+  private readonly attention: AttentionScorer | undefined;
   /** Construction cost since start: what the encoder's LLM calls (if any) spent. */
   readonly construction: LlmCost = { llmCalls: 0, inputTokens: 0, outputTokens: 0 };
 
@@ -182,6 +194,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.queue = new BoundedQueue(settings.queueCapacity);
     this.clock = settings.clock ?? Date.now;
     this.lastActivityMs = this.clock();
+    const boundaries = settings.segmenter.boundaries ?? "gate";
+    if (boundaries !== "gate" && !parts.attention)
+      throw new Error(`segmenter boundaries "${boundaries}" need the turn attention model (parts.attention)`);
+    this.attention = boundaries !== "gate" && parts.attention ? new AttentionScorer(parts.attention) : undefined;
     this.reader = new StoreMemoryReader({
       graph: parts.graph,
       vectors: parts.vectors,
@@ -587,10 +603,50 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     return out;
   }
 
+  /**
+   * Modes attention / both: the attention shares of the batch's turn pairs (each turn with the one
+   * before it in its conversation) in one batched call beside the embedding call; the loop then
+   * reads them (AttentionScorer.share). A failure here is not the batch's: a turn whose share is
+   * still missing computes it alone, and fails alone.
+   */
+  private async prepareAttention(batch: readonly InboxEntry[]): Promise<void> {
+    if (!this.attention) return;
+    const last = new Map<string, string | undefined>();
+    const pairs: TurnPair[] = [];
+    for (const e of batch) {
+      const key = keyOf(e.tenant, e.conversation);
+      if (!last.has(key)) {
+        const open = (await this.segState(e.tenant, e.conversation)).open;
+        const t = open?.turns.at(-1);
+        last.set(key, t ? turnEmbeddingText(t.speaker, t.text) : undefined);
+      }
+      if (e.kind !== "turn") {
+        last.set(key, undefined);
+        continue;
+      }
+      const text = turnEmbeddingText(e.turn.speaker, e.turn.text);
+      const previous = last.get(key);
+      if (previous !== undefined) pairs.push({ previous, current: text });
+      last.set(key, text);
+    }
+    if (pairs.length > 0) await this.attention.prepare(pairs).catch(() => undefined);
+  }
+
+  /** The share of the turn's attention on the open segment's last turn (modes attention / both). */
+  private async attentionShare(state: SegmenterState, turn: SensoryTurn): Promise<number | undefined> {
+    const previous = state.open?.turns.at(-1);
+    if (!this.attention || !previous) return undefined;
+    return this.attention.share(
+      turnEmbeddingText(previous.speaker, previous.text),
+      turnEmbeddingText(turn.speaker, turn.text),
+    );
+  }
+
   private async processInbox(batch: InboxEntry[]): Promise<void> {
     const started = performance.now();
     const turns = batch.filter((e): e is TurnEntry => e.kind === "turn");
     const vectorOf = await this.embedTurns(turns);
+    await this.prepareAttention(batch);
     const turnBudget = this.settings.turnBudgetMs ?? DEFAULT_TURN_BUDGET_MS;
     const touched = new Set<string>();
     const released: Segment[] = [];
@@ -610,7 +666,12 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
             turnBudget,
             "sensory compression",
           );
-          out = segmenterStep(state, { kind: "turn", turn: sensory, embedding, nowMs: now }, this.settings.segmenter);
+          const attention = await withinBudget(this.attentionShare(state, sensory), turnBudget, "turn attention");
+          out = segmenterStep(
+            state,
+            { kind: "turn", turn: sensory, embedding, ...(attention !== undefined ? { attention } : {}), nowMs: now },
+            this.settings.segmenter,
+          );
           this.progress.turns++;
         } else {
           out = segmenterStep(state, { kind: "flush", reason: entry.reason, nowMs: now }, this.settings.segmenter);

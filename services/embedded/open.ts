@@ -9,6 +9,7 @@ import {
   openCompressor,
   openEmbedder,
   openLlm,
+  openTurnAttention,
   plannerFrom,
   querySettingsFrom,
   segmenterSettingsFrom,
@@ -19,7 +20,7 @@ import type { ConsolidationDecider } from "../consolidator/types.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import type { Config } from "../core/config.ts";
 import { isLlmMetricsTarget } from "../core/llm-metering.ts";
-import type { Compressor, Embedder, LlmUsageSink, QueryPlanner, SegmentEncoder } from "../core/ports.ts";
+import type { Compressor, Embedder, LlmUsageSink, QueryPlanner, SegmentEncoder, TurnAttention } from "../core/ports.ts";
 import { DurableLog } from "./durable-log.ts";
 import { EmbeddedEngine, type EngineSettings, type PipelineObserver } from "./engine.ts";
 
@@ -50,6 +51,8 @@ export interface OpenOptions {
   settings?: Partial<EngineSettings>;
   /** Consolidation strategy (default: the deterministic rules). */
   decider?: ConsolidationDecider;
+  /** The segmenter's turn attention (default: attention.onnx from the model folder when the boundaries use it). */
+  attention?: TurnAttention;
 }
 
 export interface OpenedEngine {
@@ -83,6 +86,9 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
   const llm = await openLlm(config, { encoder: !options.encoder, planner: !options.planner }, usage);
   const encoder = options.encoder ?? encoderFrom(config, llm);
   const planner = options.planner ?? plannerFrom(config, llm);
+  const settings = { ...engineSettingsFrom(config), ...options.settings };
+  const opened = options.attention ? undefined : await openTurnAttention(config, settings.segmenter.boundaries);
+  const attention = options.attention ?? opened;
   const engine = new EmbeddedEngine(
     {
       log,
@@ -95,8 +101,9 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       ...(planner ? { planner } : {}),
       ...(options.observer ? { observer: options.observer } : {}),
       ...(options.decider ? { decider: options.decider } : {}),
+      ...(attention ? { attention } : {}),
     },
-    { ...engineSettingsFrom(config), ...options.settings },
+    settings,
   );
   await engine.start();
   return {
@@ -107,6 +114,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       await stores.close();
       await llm?.close?.();
       if (!options.embedder) await embedder.close?.();
+      await opened?.close();
       await compressor.close();
     },
   };

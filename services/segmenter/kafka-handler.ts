@@ -12,6 +12,7 @@ import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder } from "../core/ports.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import { keyOf, type Segment, type SensoryTurn } from "../core/types.ts";
+import type { AttentionScorer, TurnPair } from "./attention-scorer.ts";
 import {
   initialSegmenterState,
   isDisposable,
@@ -42,6 +43,8 @@ export interface SegmenterStageDeps {
   /** A caching embedder: prepare() embeds a chunk's turns in one call, handle() hits the cache. */
   embedder: Embedder;
   cfg: SegmenterConfig;
+  /** Attention shares (cfg.boundaries attention / both); prepare() computes a chunk's pairs in one call. */
+  attention?: AttentionScorer;
   clock?: () => number;
 }
 
@@ -57,6 +60,9 @@ const textOf = (t: SensoryTurn): string => turnEmbeddingText(t.speaker, t.text);
 
 export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTurn, Segment, SegmenterState> => {
   const clock = deps.clock ?? Date.now;
+  const usesAttention = (deps.cfg.boundaries ?? "gate") !== "gate";
+  if (usesAttention && !deps.attention)
+    throw new Error(`segmenter boundaries "${deps.cfg.boundaries}" need the turn attention model`);
   const out = (segments: Segment[]) => segments.map((s) => ({ key: keyOf(s.tenant, s.conversation), value: s }));
   return {
     name: "segmenter",
@@ -66,6 +72,23 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
     async prepare(inputs) {
       const texts = inputs.flatMap(({ input }) => (input.kind === "event" ? [textOf(input.value)] : []));
       if (texts.length > 0) await deps.embedder.embed(texts);
+      if (usesAttention && deps.attention) {
+        // Consecutive turns of one key in the chunk; a key's first turn pairs with its stored
+        // state's last turn, which handle() computes (the state is not visible here).
+        const last = new Map<string, string>();
+        const pairs: TurnPair[] = [];
+        for (const { key, input } of inputs) {
+          if (input.kind !== "event") {
+            last.delete(key);
+            continue;
+          }
+          const text = textOf(input.value);
+          const previous = last.get(key);
+          if (previous !== undefined) pairs.push({ previous, current: text });
+          last.set(key, text);
+        }
+        if (pairs.length > 0) await deps.attention.prepare(pairs);
+      }
     },
     async handle(key, input: StageInput<SensoryTurn>, state) {
       const nowMs = clock();
@@ -91,9 +114,15 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
         throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
       const [embedding] = await deps.embedder.embed([textOf(turn)]);
       if (!embedding) throw new Error("embedder returned no vector");
+      const current = state ?? initialSegmenterState(tenant, conversation);
+      const previous = current.open?.turns.at(-1);
+      const attention =
+        usesAttention && deps.attention && previous
+          ? await deps.attention.share(turnEmbeddingText(previous.speaker, previous.text), textOf(turn))
+          : undefined;
       const r = segmenterStep(
-        state ?? initialSegmenterState(tenant, conversation),
-        { kind: "turn", turn, embedding, nowMs },
+        current,
+        { kind: "turn", turn, embedding, ...(attention !== undefined ? { attention } : {}), nowMs },
         deps.cfg,
       );
       return { outputs: out(r.segments), state: r.state };

@@ -3,10 +3,11 @@
  * state in memory.segmenter-state.v1. Idle keys are flushed by a periodic tick
  * (MEMORY_IDLE_TIMEOUT_MS). Env as for every stage; MEMORY_METRICS_PORT defaults to 9102.
  */
-import { openEmbedder, segmenterSettingsFrom, stageEmbedder } from "../composition/parts.ts";
+import { openEmbedder, openTurnAttention, segmenterSettingsFrom, stageEmbedder } from "../composition/parts.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
+import { AttentionScorer } from "./attention-scorer.ts";
 import { segmenterStage } from "./kafka-handler.ts";
 
 const config = loadProcessConfig();
@@ -17,6 +18,7 @@ await runStageProcess({
   defaultMetricsPort: 9102,
   build: async ({ codecs, stateCodec, metrics }) => {
     const model = await openEmbedder(config);
+    const attention = await openTurnAttention(config, config.segmenter.boundaries);
     return {
       handler: segmenterStage({
         input: codecs.sensory,
@@ -24,8 +26,12 @@ await runStageProcess({
         stateCodec,
         embedder: stageEmbedder(model, (calls, texts) => metrics.embedding(calls, texts)),
         cfg: segmenterSettingsFrom(config),
+        ...(attention ? { attention: new AttentionScorer(attention) } : {}),
       }),
-      close: () => model.close(),
+      close: async () => {
+        await model.close();
+        await attention?.close();
+      },
     };
   },
 });

@@ -2,10 +2,24 @@ import { z } from "zod";
 import { segmentId } from "../core/ids.ts";
 import { countTokens } from "../core/tokens.ts";
 import type { BoundaryDecision, CloseReason, Segment, SegmentTurn, SensoryTurn } from "../core/types.ts";
+import {
+  type AttentionParams,
+  attentionCheck,
+  attentionZ,
+  type BoundaryMode,
+  DEFAULT_ATTENTION,
+} from "./attention-rule.ts";
 import { DEFAULT_GATE, evaluateGate, extendSummary, type GateParams, type SegmentSummary, summarise } from "./gate.ts";
 
 export interface SegmenterConfig {
   gate: GateParams;
+  /**
+   * Which signals cut (docs/segmenter.md): the similarity gate, the attention dip, or the gate
+   * confirmed by attention. Default "gate".
+   */
+  boundaries?: BoundaryMode;
+  /** The attention rule's thresholds (default DEFAULT_ATTENTION). */
+  attention?: AttentionParams;
   /** Short-term buffer: closed segments are held until they add up to this many tokens. 0 = no buffer. */
   bufferTokens: number;
   idleTimeoutMs: number;
@@ -13,6 +27,8 @@ export interface SegmenterConfig {
 
 export const defaultSegmenterConfig = (overrides: Partial<SegmenterConfig> = {}): SegmenterConfig => ({
   gate: DEFAULT_GATE,
+  boundaries: "gate",
+  attention: DEFAULT_ATTENTION,
   bufferTokens: 512,
   idleTimeoutMs: 30 * 60_000,
   ...overrides,
@@ -45,6 +61,8 @@ export interface SegmenterState {
   conversation: string;
   open: OpenSegment | null;
   surprises: number[];
+  /** Recent attention shares (modes attention / both); absent in states written before them. */
+  attentionShares?: number[];
   buffer: Segment[];
   bufferTokens: number;
   lastActivityMs: number;
@@ -61,7 +79,17 @@ export const initialSegmenterState = (tenant: string, conversation: string): Seg
 });
 
 export type SegmenterInput =
-  | { kind: "turn"; turn: SensoryTurn; embedding: Float32Array; nowMs: number }
+  | {
+      kind: "turn";
+      turn: SensoryTurn;
+      embedding: Float32Array;
+      /**
+       * Share of this turn's attention on the previous turn (the last of the open segment), when
+       * the boundaries use attention; undefined or NaN = no attention signal for this turn.
+       */
+      attention?: number;
+      nowMs: number;
+    }
   | { kind: "flush"; reason: Extract<CloseReason, "session-end" | "idle" | "flush">; nowMs: number };
 
 export interface SegmenterOutput {
@@ -194,12 +222,26 @@ export const segmenterStep = (state: SegmenterState, input: SegmenterInput, cfg:
   );
   const surprises = [...s.surprises, gate.surprise].slice(-cfg.gate.historySize);
   const overCap = open.tokens + tokens > cfg.gate.hardCapTokens;
-  const cut = gate.cut || overCap;
+  // The attention rule (attention-rule.ts): none in mode gate; otherwise it proposes (mode
+  // attention) or confirms / vetoes the gate's cut (mode both).
+  const mode = cfg.boundaries ?? "gate";
+  const params = cfg.attention ?? DEFAULT_ATTENTION;
+  const shares = s.attentionShares ?? [];
+  const att =
+    mode === "gate" || input.attention === undefined || !Number.isFinite(input.attention)
+      ? undefined
+      : attentionCheck(mode, gate.cut, input.attention, attentionZ(input.attention, shares, params.minHistory), params);
+  if (att) s = { ...s, attentionShares: [...shares, att.share].slice(-params.historySize) };
+  // Without a share (no model output for this turn) mode both falls back to the gate, mode attention does not cut.
+  const boundary = att ? att.cut : mode !== "attention" && gate.cut;
+  const cut = boundary || overCap;
+  const ruleReason = mode === "attention" ? ("attention" as const) : ("gate" as const);
   const decision: BoundaryDecision = {
     turnId: turn.turnId,
     ...gate,
     cut,
-    ...(cut ? { reason: overCap && !gate.cut ? ("hard-cap" as const) : ("gate" as const) } : {}),
+    ...(cut ? { reason: overCap && !boundary ? ("hard-cap" as const) : ruleReason } : {}),
+    ...(att ? { attention: att.record } : {}),
   };
 
   if (cut) {
@@ -235,7 +277,10 @@ export const isIdle = (state: SegmenterState, nowMs: number, cfg: SegmenterConfi
  * historySize numbers, about 1.3 KB — rather than change the next session's boundaries.
  */
 export const isDisposable = (state: SegmenterState): boolean =>
-  state.open === null && state.buffer.length === 0 && state.surprises.length === 0;
+  state.open === null &&
+  state.buffer.length === 0 &&
+  state.surprises.length === 0 &&
+  (state.attentionShares?.length ?? 0) === 0;
 
 // --- Old state formats ---------------------------------------------------------------------------
 

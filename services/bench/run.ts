@@ -177,6 +177,7 @@ export const runBench = async (
     },
     spec,
     summary: result.summary,
+    byCase: result.byCase,
     cost: result.cost,
     questions: result.questions,
   };

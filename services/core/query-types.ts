@@ -5,7 +5,16 @@
  */
 import type { MemoryRecord, RecordType } from "./types.ts";
 
-export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
+export type RouteName =
+  | "dense"
+  | "lexical"
+  | "entity"
+  | "topic"
+  | "time"
+  | "event-frame"
+  | "raw-dense"
+  | "raw-lexical"
+  | "second-hop";
 
 export interface ContextItem {
   kind: "record" | "turn";

@@ -16,6 +16,7 @@ interface BenchFlags {
   limit?: number;
   progress: boolean;
   consolidate?: boolean;
+  baselines: boolean;
 }
 
 const budgetsArg = (v: string): number[] => {
@@ -56,6 +57,7 @@ const run = async (dataset: DatasetSpec["name"], config: Config, o: BenchFlags):
     ...(o.limit !== undefined ? { limit: o.limit } : {}),
     progress: o.progress,
     consolidate: o.consolidate ?? false,
+    baselines: o.baselines,
   });
   console.log(markdown);
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
@@ -161,6 +163,7 @@ const common = (cmd: Command, defaultData: string): Command =>
     )
     .option("--encoder <name>", "record encoder: extractive | llm (needs MEMORY_LLM_PROVIDER)", "extractive")
     .option("--consolidate", "also ask every question again after sleep-time consolidation")
+    .option("--no-baselines", "run only our engine (no baseline embeddings or rankings): quicker before/after runs")
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");

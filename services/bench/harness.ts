@@ -46,6 +46,8 @@ export interface HarnessOptions {
   progress?: boolean;
   /** After our system's questions, consolidate the tenant and ask them again ("ours-consolidated"). */
   consolidate?: boolean;
+  /** Run the baselines too (default true); false leaves their rows and costs empty. */
+  baselines?: boolean;
 }
 
 type HarnessResult = Pick<BenchReport, "summary" | "byCase" | "cost" | "questions"> & { compressor: string };
@@ -216,13 +218,16 @@ export const runHarness = async (
       const wins = windows(turns, WINDOW_SIZE);
       bar?.update(done, { phase: "embed", case: c.id });
 
+      const withBaselines = options.baselines ?? true;
       // The embedder's own speed on this conversation's turns; the vectors serve the dense baseline.
       let s0 = embedder.stats();
       let t0 = performance.now();
-      const turnVectors = await embedInBatches(
-        embedder,
-        turns.map((t) => t.text),
-      );
+      const turnVectors = withBaselines
+        ? await embedInBatches(
+            embedder,
+            turns.map((t) => t.text),
+          )
+        : [];
       const embedMs = performance.now() - t0;
       let s1 = embedder.stats();
       speed.texts += turns.length;
@@ -234,10 +239,12 @@ export const runHarness = async (
 
       s0 = s1;
       t0 = performance.now();
-      const windowVectors = await embedInBatches(
-        embedder,
-        wins.map((w) => w.turns.map((t) => `${t.speaker}: ${t.text}`).join("\n")),
-      );
+      const windowVectors = withBaselines
+        ? await embedInBatches(
+            embedder,
+            wins.map((w) => w.turns.map((t) => `${t.speaker}: ${t.text}`).join("\n")),
+          )
+        : [];
       s1 = embedder.stats();
       build["window5-dense"].calls += s1.calls - s0.calls;
       build["window5-dense"].texts += s1.texts - s0.texts;
@@ -305,11 +312,11 @@ export const runHarness = async (
 
         for (const q of c.questions) {
           const qStart = performance.now();
-          const qv = (await embedder.embed([q.question]))[0] as Float32Array;
+          const qv = withBaselines ? ((await embedder.embed([q.question]))[0] as Float32Array) : undefined;
           const embedQMs = performance.now() - qStart;
-          const bm = timed(() => bm25.rank(q.question));
-          const dn = timed(() => denseRank(units, turnVectors, qv));
-          const wn = timed(() => denseRank(wins, windowVectors, qv));
+          const bm = timed(() => (withBaselines ? bm25.rank(q.question) : []));
+          const dn = timed(() => (qv ? denseRank(units, turnVectors, qv) : []));
+          const wn = timed(() => (qv ? denseRank(wins, windowVectors, qv) : []));
           unbounded.push({
             category: q.category,
             tokens: fullTokens,
@@ -347,6 +354,7 @@ export const runHarness = async (
             });
 
             const baseline = (system: BaselineName, rankMs: number, pack: () => PackedContext) => {
+              if (!withBaselines) return;
               const p = timed(pack);
               const total = rankMs + p.ms;
               baselineMs[system].push(total);
@@ -416,7 +424,7 @@ export const runHarness = async (
         rmSync(dataDir, { recursive: true, force: true });
       }
       // One question embedding serves both dense baselines; each would need it on its own, so both count it.
-      for (const s of ["dense-turns", "window5-dense"] as const) {
+      for (const s of withBaselines ? (["dense-turns", "window5-dense"] as const) : []) {
         build[s].calls += c.questions.length;
         build[s].texts += c.questions.length;
       }

@@ -29,6 +29,8 @@ export interface BenchRunOptions {
   progress?: boolean;
   /** Also measure our system after sleep-time consolidation. */
   consolidate?: boolean;
+  /** Also run the baselines (default true); false measures our engine only. */
+  baselines?: boolean;
   /** An embedder to use instead of loading the one in the model folder (it is not closed). */
   embedder?: Embedder;
 }
@@ -150,6 +152,7 @@ export const runBench = async (
       embedder,
       progress: options.progress ?? false,
       consolidate: options.consolidate ?? false,
+      baselines: options.baselines ?? true,
     });
   } finally {
     if (!options.embedder) await embedder.close?.();

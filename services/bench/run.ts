@@ -135,7 +135,7 @@ export const runBench = async (
 ): Promise<BenchRun> => {
   const started = performance.now();
   // The checkout as the run began: the tree may move on while a long run goes.
-  const git = gitState();
+  const checkout = gitState();
   const encoder = assertEncoder(options.encoder ?? "extractive", config);
   const engineConfig: Config = { ...config, llm: { ...config.llm, encoder } };
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)];
@@ -175,7 +175,7 @@ export const runBench = async (
         bufferTokens: config.segmenter.bufferTokens,
       },
       cases: cases.map((c) => c.id),
-      ...git,
+      ...checkout,
       date: new Date().toISOString(),
       node: process.version,
       wallSeconds: (performance.now() - started) / 1000,

@@ -74,8 +74,6 @@ const selectiveKeys = async (
 
 /** First-hop records whose entities and topics seed the second hop (and the event-frame route). */
 const SEED_RECORDS = 5;
-/** The second hop's hits rank as if this many hits stood before them (about a 500-token context's items). */
-const HOP_RANK_OFFSET = 20;
 /** Most keys of each kind the second hop looks up. */
 const HOP_KEYS = 8;
 
@@ -291,13 +289,7 @@ export const runQuery = async (
           : ranked;
       }),
     );
-  // The second hop expands on the first: its hits fill the context after the first hop's best,
-  // they do not push those out (at full weight it cost recall at 500 tokens on both dev conversations).
-  lists.push(
-    ...(await Promise.all(hops)).map((l) =>
-      l.route === "second-hop" && !span ? { ...l, offset: HOP_RANK_OFFSET } : l,
-    ),
-  );
+  lists.push(...(await Promise.all(hops)));
   const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);
 
   const recordIds = fused.filter((f) => !isTurnRowId(f.id)).map((f) => f.id);

@@ -3,8 +3,6 @@ import type { RouteName } from "../core/query-types.ts";
 export interface RankedList {
   route: RouteName;
   ids: readonly { id: string; score: number }[];
-  /** Ranks this list's hits as if `offset` hits stood before its first (default 0): a second-tier list. */
-  offset?: number;
 }
 
 export interface Fused {
@@ -14,7 +12,7 @@ export interface Fused {
 }
 
 /**
- * Reciprocal Rank Fusion: RRF(d) = sum over lists of 1 / (k + offset + rank(d)), ranks from 1. Ties are
+ * Reciprocal Rank Fusion: RRF(d) = sum over lists of 1 / (k + rank(d)), ranks from 1. Ties are
  * broken by id so the fused order is deterministic.
  */
 export const reciprocalRankFusion = (lists: readonly RankedList[], k = 60): Fused[] => {
@@ -26,7 +24,7 @@ export const reciprocalRankFusion = (lists: readonly RankedList[], k = 60): Fuse
       seen.add(hit.id);
       const rank = seen.size;
       const entry = fused.get(hit.id) ?? { id: hit.id, score: 0, routes: [] };
-      entry.score += 1 / (k + (list.offset ?? 0) + rank);
+      entry.score += 1 / (k + rank);
       entry.routes.push({ route: list.route, rank, score: hit.score });
       fused.set(hit.id, entry);
     }

@@ -99,25 +99,6 @@ describe("maximal marginal relevance", () => {
   });
 });
 
-describe("second-tier lists", () => {
-  it("rank an offset list's hits as if `offset` hits stood before them", () => {
-    const fused = reciprocalRankFusion(
-      [
-        { route: "dense", ids: [{ id: "a", score: 1 }] },
-        { route: "second-hop", ids: [{ id: "b", score: 1 }], offset: 20 },
-      ],
-      60,
-    );
-    assert.deepEqual(
-      fused.map((f) => [f.id, f.score]),
-      [
-        ["a", 1 / 61],
-        ["b", 1 / 81],
-      ],
-    );
-  });
-});
-
 describe("second hop keys", () => {
   const rec = (id: string, entities: string[], topics: string[]): MemoryRecord =>
     ({
@@ -269,7 +250,6 @@ describe("deterministic planner", () => {
       "Has Ana ever been to Spain?",
     ]) {
       assert.equal(type(q).questionType, "multi-hop", q);
-      assert.ok(type(q).routes.includes("second-hop"), q);
     }
     for (const q of ["What does Chris do for a living?", "What is Ana's dog called?"]) {
       assert.equal(type(q).questionType, "single-hop", q);

@@ -111,10 +111,9 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
   if (entities.length > 0) routes.push("entity");
   if (topics.length > 0) routes.push("topic");
   if (window) routes.push("time");
-  // A span needs its two ends: the second hop finds the event's mentions (query.ts bothEnds).
-  // (A second hop for every multi-hop and open question was tried and did not help on both dev
-  // conversations; see the issue 15 notes.)
-  if (SPAN.test(question)) routes.push("second-hop");
+  // Lists, comparisons and inferences draw on several places: follow the first places' keys.
+  // A span's two ends are found the same way (services/query/query.ts bothEnds).
+  if (questionType === "multi-hop" || questionType === "open" || SPAN.test(question)) routes.push("second-hop");
   // The lexical routes search the known spelling of a misspelled name too.
   const keywords = [...content, ...fuzzy.map((e) => e.toLowerCase())].join(" ");
   return {

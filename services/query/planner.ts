@@ -13,12 +13,6 @@ const MULTI_HOP =
  */
 const AGGREGATE =
   /\b(what (kinds?|types?|sorts?) of|how many|ever|what (?!(?:is|was|does|did|do|has|have|are|were)\b)(?:\w+ )?\w+s (?:has|have|had|does|do|did|are|were)\b)/i;
-/** Duration, span and "as of" questions: they need the first and the last mention of an event. */
-const SPAN =
-  /\b(how long|since when|until when|for how many|how many (years|months|weeks|days)|between .+ and|as of|by the time)\b/i;
-
-export const isSpanQuestion = (question: string): boolean => SPAN.test(question);
-
 const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
 
 const STOP = new Set(
@@ -112,8 +106,7 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
   if (topics.length > 0) routes.push("topic");
   if (window) routes.push("time");
   // Lists, comparisons and inferences draw on several places: follow the first places' keys.
-  // A span's two ends are found the same way (services/query/query.ts bothEnds).
-  if (questionType === "multi-hop" || questionType === "open" || SPAN.test(question)) routes.push("second-hop");
+  if (questionType === "multi-hop" || questionType === "open") routes.push("second-hop");
   // The lexical routes search the known spelling of a misspelled name too.
   const keywords = [...content, ...fuzzy.map((e) => e.toLowerCase())].join(" ");
   return {

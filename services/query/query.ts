@@ -8,7 +8,7 @@ import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
 import { type PackInput, packContext } from "./pack.ts";
-import { DeterministicPlanner, isSpanQuestion } from "./planner.ts";
+import { DeterministicPlanner } from "./planner.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
 export interface QueryDeps {
@@ -106,22 +106,6 @@ export const hopKeys = (
       plan.topics,
     ),
   };
-};
-
-/** The closest hop hits among which a span question's two ends are looked for. */
-const SPAN_POOL = 10;
-
-/**
- * A span's two ends first: among the hop's best records (the event's mentions, by similarity), the
- * first said and the last said, then the rest in their order. "How long did X take" needs both.
- */
-export const bothEnds = (ranked: readonly ScoredId[], pool: readonly MemoryRecord[]): ScoredId[] => {
-  if (pool.length < 2) return [...ranked];
-  const byTime = [...pool].sort(
-    (a, b) => a.source.saidAt.localeCompare(b.source.saidAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
-  );
-  const ends = new Set([byTime[0]?.id, byTime[byTime.length - 1]?.id]);
-  return [...ranked.filter((h) => ends.has(h.id)), ...ranked.filter((h) => !ends.has(h.id))];
 };
 
 const validAt = (r: MemoryRecord, at: number | undefined): boolean => {
@@ -246,7 +230,6 @@ export const runQuery = async (
       rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
     ),
   ];
-  const span = isSpanQuestion(req.question);
   if (plan.routes.includes("second-hop"))
     hops.push(
       timed("second-hop", async () => {
@@ -272,21 +255,11 @@ export const runQuery = async (
                 keys.length === 0 ? [] : deps.graph.recordsByTopics(tenant, keys, depth * 5, conversation, asOf),
               ),
         ]);
-        // A span question wants the first-hop records too: the first mention may be among them.
-        const seen = new Set(span ? [] : seeds);
+        const seen = new Set(seeds);
         const found = new Map<string, ScoredId>();
-        for (const h of [...byEntity, ...byTopic, ...(span ? seeds.map((id) => ({ id, score: 1 })) : [])])
+        for (const h of [...byEntity, ...byTopic])
           if (!seen.has(h.id)) found.set(h.id, { id: h.id, score: (found.get(h.id)?.score ?? 0) + h.score });
-        const ranked = await rerankBySimilarity(deps, tenant, [...found.values()], qvec, depth);
-        return span
-          ? bothEnds(
-              ranked,
-              await deps.graph.getRecords(
-                tenant,
-                ranked.slice(0, SPAN_POOL).map((h) => h.id),
-              ),
-            )
-          : ranked;
+        return rerankBySimilarity(deps, tenant, [...found.values()], qvec, depth);
       }),
     );
   lists.push(...(await Promise.all(hops)));

@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { boundedEditDistance, fuzzyTolerance } from "../../services/core/text/edit-distance.ts";
-import type { MemoryRecord } from "../../services/core/types.ts";
-import { fuzzyEntities, isSpanQuestion, planQuery } from "../../services/query/planner.ts";
-import { bothEnds } from "../../services/query/query.ts";
+import { fuzzyEntities, planQuery } from "../../services/query/planner.ts";
 
 describe("bounded edit distance", () => {
   it("counts insertions, deletions, substitutions and adjacent swaps as one edit each", () => {
@@ -48,33 +46,5 @@ describe("fuzzy entities in the planner", () => {
     assert.deepEqual(plan.entities, ["Melanie"]);
     assert.match(plan.rewrites[0] ?? "", /\bmelanie\b/);
     assert.ok(plan.routes.includes("entity"));
-  });
-});
-
-describe("span questions", () => {
-  it("recognises duration, span and 'as of' questions", () => {
-    for (const q of [
-      "How long did Ana's trip take?",
-      "Where was Ben between March and June?",
-      "How many pets did Ana have as of May 2023?",
-    ])
-      assert.ok(isSpanQuestion(q), q);
-    assert.ok(!isSpanQuestion("When did Ana move?"));
-  });
-
-  it("puts the first and the last said of the closest records first, the rest in order", () => {
-    const rec = (id: string, saidAt: string) => ({ id, source: { saidAt } }) as unknown as MemoryRecord;
-    const ranked = ["a", "b", "c", "d"].map((id, i) => ({ id, score: 4 - i }));
-    const pool = [
-      rec("a", "2023-05-02T00:00:00Z"),
-      rec("b", "2023-09-01T00:00:00Z"),
-      rec("c", "2023-01-01T00:00:00Z"),
-      rec("d", "2023-06-01T00:00:00Z"),
-    ];
-    assert.deepEqual(
-      bothEnds(ranked, pool).map((h) => h.id),
-      ["b", "c", "a", "d"],
-    );
-    assert.deepEqual(bothEnds(ranked, pool.slice(0, 1)), ranked);
   });
 });

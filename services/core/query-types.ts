@@ -5,16 +5,7 @@
  */
 import type { MemoryRecord, RecordType } from "./types.ts";
 
-export type RouteName =
-  | "dense"
-  | "lexical"
-  | "entity"
-  | "topic"
-  | "time"
-  | "event-frame"
-  | "raw-dense"
-  | "raw-lexical"
-  | "second-hop";
+export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
 
 export interface ContextItem {
   kind: "record" | "turn";

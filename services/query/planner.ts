@@ -7,12 +7,6 @@ const TEMPORAL =
   /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;
 const MULTI_HOP =
   /\b(both|in common|and .+ both|compare|together|each other|all the|how many|what (are|were) some|which .+s\b)/i;
-/**
- * List, count and "ever" questions: their answer gathers several places ("what kinds of", "how
- * many", "has X ever", or "what <plural noun> has / does X ..."), so they are planned as multi-hop.
- */
-const AGGREGATE =
-  /\b(what (kinds?|types?|sorts?) of|how many|ever|what (?!(?:is|was|does|did|do|has|have|are|were)\b)(?:\w+ )?\w+s (?:has|have|had|does|do|did|are|were)\b)/i;
 const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
 
 const STOP = new Set(
@@ -96,7 +90,7 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
   const window = timeWindow(question, now);
   const questionType: QueryPlan["questionType"] = TEMPORAL.test(question)
     ? "temporal"
-    : MULTI_HOP.test(question) || AGGREGATE.test(question) || entities.length > 1
+    : MULTI_HOP.test(question) || entities.length > 1
       ? "multi-hop"
       : OPEN.test(question)
         ? "open"
@@ -105,8 +99,6 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
   if (entities.length > 0) routes.push("entity");
   if (topics.length > 0) routes.push("topic");
   if (window) routes.push("time");
-  // Lists, comparisons and inferences draw on several places: follow the first places' keys.
-  if (questionType === "multi-hop" || questionType === "open") routes.push("second-hop");
   // The lexical routes search the known spelling of a misspelled name too.
   const keywords = [...content, ...fuzzy.map((e) => e.toLowerCase())].join(" ");
   return {

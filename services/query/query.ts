@@ -72,42 +72,6 @@ const selectiveKeys = async (
   return keys.filter((_, i) => (counts[i] as number) <= limit);
 };
 
-/** First-hop records whose entities and topics seed the second hop (and the event-frame route). */
-const SEED_RECORDS = 5;
-/** Most keys of each kind the second hop looks up. */
-const HOP_KEYS = 8;
-
-/**
- * The second hop's keys: entities and topics of the first hop's best records that the question
- * did not name already (those routes ran), most frequent among the seeds first. A list or a
- * comparison is answered from several places that share a topic or a name with the place found
- * first, not with the question's words.
- */
-export const hopKeys = (
-  seeds: readonly MemoryRecord[],
-  plan: { entities: readonly string[]; topics: readonly string[] },
-): { entities: string[]; topics: string[] } => {
-  const rank = (values: string[], known: readonly string[]): string[] => {
-    const skip = new Set(known.map((k) => k.toLowerCase()));
-    const counts = new Map<string, number>();
-    for (const v of values) if (!skip.has(v.toLowerCase())) counts.set(v, (counts.get(v) ?? 0) + 1);
-    return [...counts.entries()]
-      .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-      .slice(0, HOP_KEYS)
-      .map(([v]) => v);
-  };
-  return {
-    entities: rank(
-      seeds.flatMap((r) => [...new Set(r.entities.map((e) => e.name))]),
-      plan.entities,
-    ),
-    topics: rank(
-      seeds.flatMap((r) => [...new Set(r.topics)]),
-      plan.topics,
-    ),
-  };
-};
-
 const validAt = (r: MemoryRecord, at: number | undefined): boolean => {
   if (at === undefined) return r.valid.to === undefined;
   return Date.parse(r.valid.from) <= at && (r.valid.to === undefined || Date.parse(r.valid.to) > at);
@@ -223,46 +187,13 @@ export const runQuery = async (
   const first = reciprocalRankFusion(lists, settings.rrfK);
   const seeds = first
     .filter((f) => !isTurnRowId(f.id))
-    .slice(0, SEED_RECORDS)
+    .slice(0, 5)
     .map((f) => f.id);
-  const hops: Promise<RankedList>[] = [
-    timed("event-frame", async () =>
+  lists.push(
+    await timed("event-frame", async () =>
       rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
     ),
-  ];
-  if (plan.routes.includes("second-hop"))
-    hops.push(
-      timed("second-hop", async () => {
-        const seedRecords = await deps.graph.getRecords(tenant, seeds);
-        const { entities, topics } = hopKeys(seedRecords, plan);
-        const [byEntity, byTopic] = await Promise.all([
-          entities.length === 0
-            ? []
-            : selectiveKeys(
-                entities,
-                (keys, k) => deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf),
-                totalRecords,
-              ).then((keys) =>
-                keys.length === 0 ? [] : deps.graph.recordsByEntities(tenant, keys, depth * 5, conversation, asOf),
-              ),
-          topics.length === 0
-            ? []
-            : selectiveKeys(
-                topics,
-                (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation, asOf),
-                totalRecords,
-              ).then((keys) =>
-                keys.length === 0 ? [] : deps.graph.recordsByTopics(tenant, keys, depth * 5, conversation, asOf),
-              ),
-        ]);
-        const seen = new Set(seeds);
-        const found = new Map<string, ScoredId>();
-        for (const h of [...byEntity, ...byTopic])
-          if (!seen.has(h.id)) found.set(h.id, { id: h.id, score: (found.get(h.id)?.score ?? 0) + h.score });
-        return rerankBySimilarity(deps, tenant, [...found.values()], qvec, depth);
-      }),
-    );
-  lists.push(...(await Promise.all(hops)));
+  );
   const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);
 
   const recordIds = fused.filter((f) => !isTurnRowId(f.id)).map((f) => f.id);

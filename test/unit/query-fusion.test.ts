@@ -2,11 +2,9 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { ContextItem } from "../../services/core/query-types.ts";
 import { countTokens } from "../../services/core/tokens.ts";
-import type { MemoryRecord } from "../../services/core/types.ts";
 import { maximalMarginalRelevance } from "../../services/query/mmr.ts";
 import { CONTEXT_HEADER, type PackInput, packContext } from "../../services/query/pack.ts";
 import { planQuery } from "../../services/query/planner.ts";
-import { hopKeys } from "../../services/query/query.ts";
 import { reciprocalRankFusion } from "../../services/query/rrf.ts";
 import { axis } from "../helpers/seeded.ts";
 
@@ -96,40 +94,6 @@ describe("maximal marginal relevance", () => {
       out.map((c) => c.id),
       ["b", "c"],
     );
-  });
-});
-
-describe("second hop keys", () => {
-  const rec = (id: string, entities: string[], topics: string[]): MemoryRecord =>
-    ({
-      id,
-      entities: entities.map((name) => ({ name, kind: "other", aliases: [] })),
-      topics,
-    }) as unknown as MemoryRecord;
-  it("takes the seeds' entities and topics the question did not name, most frequent first, at most 8", () => {
-    const keys = hopKeys(
-      [
-        rec("a", ["Ana", "Paris"], ["travel", "art"]),
-        rec("b", ["Paris", "Louvre"], ["art"]),
-        rec("c", ["Ana"], ["painting", "art", "painting"]),
-      ],
-      { entities: ["ana"], topics: [] },
-    );
-    assert.deepEqual(keys, { entities: ["Paris", "Louvre"], topics: ["art", "painting", "travel"] });
-    const many = hopKeys(
-      [
-        rec(
-          "d",
-          [],
-          Array.from({ length: 20 }, (_, i) => `t${String(i).padStart(2, "0")}`),
-        ),
-      ],
-      {
-        entities: [],
-        topics: [],
-      },
-    );
-    assert.equal(many.topics.length, 8);
   });
 });
 
@@ -241,23 +205,6 @@ describe("budget packing", () => {
 
 describe("deterministic planner", () => {
   const now = new Date("2024-07-01T00:00:00Z");
-  it("plans list, count and 'ever' questions as multi-hop with a second hop, and lookups as single-hop without", () => {
-    const type = (question: string) => planQuery({ question, knownEntities: [], knownTopics: [], now });
-    for (const q of [
-      "What kinds of books has Ana read?",
-      "What outdoor activities does Ana enjoy?",
-      "How many pets does Ben have?",
-      "Has Ana ever been to Spain?",
-    ]) {
-      assert.equal(type(q).questionType, "multi-hop", q);
-      assert.ok(type(q).routes.includes("second-hop"), q);
-    }
-    for (const q of ["What does Chris do for a living?", "What is Ana's dog called?"]) {
-      assert.equal(type(q).questionType, "single-hop", q);
-      assert.ok(!type(q).routes.includes("second-hop"), q);
-    }
-  });
-
   it("finds known entities, question type and an explicit time window", () => {
     const plan = planQuery({
       question: "What did Ana do in May 2024 with Pepper?",

@@ -91,14 +91,11 @@ const recordItem = (r: MemoryRecord): Candidate => ({
   saidAt: r.source.saidAt,
 });
 
-/**
- * A raw turn in its sensory-compressed words (the filler dropped, the content kept; the full text
- * where there is no compressed form); the packer labels it with its speaker (items[].speakers too).
- */
+/** A raw turn's text as said; the packer labels it with its speaker (items[].speakers carries it too). */
 const turnItem = (id: string, t: StoredTurn): Candidate => ({
   kind: "turn",
   id,
-  text: t.compressed.trim() || t.text,
+  text: t.text,
   date: t.timestamp,
   conversation: t.conversation,
   turnIds: [t.turnId],

@@ -20,6 +20,7 @@ interface BenchFlags {
   progress: boolean;
   consolidate?: boolean;
   boundaries?: BoundaryMode;
+  baselines: boolean;
 }
 
 const budgetsArg = (v: string): number[] => {
@@ -61,6 +62,7 @@ const run = async (dataset: DatasetSpec["name"], base: Config, o: BenchFlags): P
     ...(o.limit !== undefined ? { limit: o.limit } : {}),
     progress: o.progress,
     consolidate: o.consolidate ?? false,
+    baselines: o.baselines,
   });
   console.log(markdown);
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
@@ -220,6 +222,7 @@ const common = (cmd: Command, defaultData: string): Command =>
         ...BOUNDARY_MODES,
       ]),
     )
+    .option("--no-baselines", "run only our engine (no baseline embeddings or rankings): quicker before/after runs")
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");

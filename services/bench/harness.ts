@@ -9,7 +9,17 @@ import type { MemoryRecord, Segment } from "../core/types.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { Bm25Index, denseRank, recentFirst } from "./baselines.ts";
 import { type BenchTurn, greedyPack, type PackedContext, renderUnit, turnUnits, windows } from "./pack.ts";
-import { aggregateByCategory, mean, percentile, recall, sessionRecall } from "./scoring.ts";
+import {
+  aggregateByCategory,
+  answerCoverage,
+  contentTerms,
+  mean,
+  percentile,
+  perThousandTokens,
+  recall,
+  sessionRecall,
+  targetsFound,
+} from "./scoring.ts";
 import {
   type BaselineName,
   type BenchCase,
@@ -36,9 +46,11 @@ export interface HarnessOptions {
   progress?: boolean;
   /** After our system's questions, consolidate the tenant and ask them again ("ours-consolidated"). */
   consolidate?: boolean;
+  /** Run the baselines too (default true); false leaves their rows and costs empty. */
+  baselines?: boolean;
 }
 
-type HarnessResult = Pick<BenchReport, "summary" | "cost" | "questions"> & { compressor: string };
+type HarnessResult = Pick<BenchReport, "summary" | "byCase" | "cost" | "questions"> & { compressor: string };
 
 const words = (s: string): number => s.split(/\s+/).filter(Boolean).length;
 
@@ -107,6 +119,26 @@ const scoreTargets = (
   return out;
 };
 
+/** Turn-level targets of the first metric found among the context's turns (null when not turn-level). */
+const foundTargets = (spec: DatasetSpec, q: BenchQuestion, turnIds: readonly string[]): number | null => {
+  const first = spec.metrics[0];
+  const target = first ? q.targets[first] : undefined;
+  return target?.level === "turn" ? targetsFound(target.ids, new Set(turnIds)) : null;
+};
+
+const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/**
+ * A context without the case's ids (conversation and turn ids, as the engine cites its sources):
+ * "D1:3" or "conv-26" would otherwise lend an answer like "3" or "26" a match it did not earn.
+ */
+const citationStripper = (ids: readonly string[]): ((context: string) => string) => {
+  const sorted = [...new Set(ids)].filter(Boolean).sort((a, b) => b.length - a.length);
+  if (sorted.length === 0) return (context) => context;
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${sorted.map(escapeRegExp).join("|")})(?![\\p{L}\\p{N}])`, "gu");
+  return (context) => context.replace(pattern, " ");
+};
+
 const timed = <T>(f: () => T): { value: T; ms: number } => {
   const t = performance.now();
   const value = f();
@@ -127,7 +159,13 @@ export const runHarness = async (
   const { embedder, budgets } = options;
   const rows: QuestionResult[] = [];
   const perCase: CaseCost[] = [];
-  const unbounded: { category: string; tokens: number; recall: Record<string, number | null> }[] = [];
+  const unbounded: {
+    category: string;
+    tokens: number;
+    recall: Record<string, number | null>;
+    coverage: number | null;
+    found: number | null;
+  }[] = [];
   const oursMs: number[] = [];
   const engineMs: number[] = [];
   const baselineMs: Record<BaselineName, number[]> = {
@@ -180,13 +218,16 @@ export const runHarness = async (
       const wins = windows(turns, WINDOW_SIZE);
       bar?.update(done, { phase: "embed", case: c.id });
 
+      const withBaselines = options.baselines ?? true;
       // The embedder's own speed on this conversation's turns; the vectors serve the dense baseline.
       let s0 = embedder.stats();
       let t0 = performance.now();
-      const turnVectors = await embedInBatches(
-        embedder,
-        turns.map((t) => t.text),
-      );
+      const turnVectors = withBaselines
+        ? await embedInBatches(
+            embedder,
+            turns.map((t) => t.text),
+          )
+        : [];
       const embedMs = performance.now() - t0;
       let s1 = embedder.stats();
       speed.texts += turns.length;
@@ -198,10 +239,12 @@ export const runHarness = async (
 
       s0 = s1;
       t0 = performance.now();
-      const windowVectors = await embedInBatches(
-        embedder,
-        wins.map((w) => w.turns.map((t) => `${t.speaker}: ${t.text}`).join("\n")),
-      );
+      const windowVectors = withBaselines
+        ? await embedInBatches(
+            embedder,
+            wins.map((w) => w.turns.map((t) => `${t.speaker}: ${t.text}`).join("\n")),
+          )
+        : [];
       s1 = embedder.stats();
       build["window5-dense"].calls += s1.calls - s0.calls;
       build["window5-dense"].texts += s1.texts - s0.texts;
@@ -219,6 +262,10 @@ export const runHarness = async (
       const fullTokens = countTokens(fullText);
       build["full-context"].units += units.length;
       const allTurnIds = turns.map((t) => t.turnId);
+      const stripCitations = citationStripper([c.id, ...allTurnIds]);
+      const coverageOf = (q: BenchQuestion, context: string): number | null =>
+        answerCoverage(q.answer, stripCitations(context)) ?? null;
+      const fullTerms = contentTerms(fullText);
       const recent = recentFirst(units);
 
       // Our engine, in a fresh data folder and tenant.
@@ -265,12 +312,18 @@ export const runHarness = async (
 
         for (const q of c.questions) {
           const qStart = performance.now();
-          const qv = (await embedder.embed([q.question]))[0] as Float32Array;
+          const qv = withBaselines ? ((await embedder.embed([q.question]))[0] as Float32Array) : undefined;
           const embedQMs = performance.now() - qStart;
-          const bm = timed(() => bm25.rank(q.question));
-          const dn = timed(() => denseRank(units, turnVectors, qv));
-          const wn = timed(() => denseRank(wins, windowVectors, qv));
-          unbounded.push({ category: q.category, tokens: fullTokens, recall: scoreTargets(q, allTurnIds, sessionOf) });
+          const bm = timed(() => (withBaselines ? bm25.rank(q.question) : []));
+          const dn = timed(() => (qv ? denseRank(units, turnVectors, qv) : []));
+          const wn = timed(() => (qv ? denseRank(wins, windowVectors, qv) : []));
+          unbounded.push({
+            category: q.category,
+            tokens: fullTokens,
+            recall: scoreTargets(q, allTurnIds, sessionOf),
+            coverage: answerCoverage(q.answer, fullTerms) ?? null,
+            found: foundTargets(spec, q, allTurnIds),
+          });
 
           for (const budget of budgets) {
             const started = performance.now();
@@ -292,9 +345,16 @@ export const runHarness = async (
                 result.items.flatMap((i) => i.turnIds),
                 sessionOf,
               ),
+              coverage: coverageOf(q, result.context),
+              found: foundTargets(
+                spec,
+                q,
+                result.items.flatMap((i) => i.turnIds),
+              ),
             });
 
             const baseline = (system: BaselineName, rankMs: number, pack: () => PackedContext) => {
+              if (!withBaselines) return;
               const p = timed(pack);
               const total = rankMs + p.ms;
               baselineMs[system].push(total);
@@ -307,6 +367,8 @@ export const runHarness = async (
                 tokens: p.value.tokens,
                 ms: total,
                 recall: scoreTargets(q, p.value.turnIds, sessionOf),
+                coverage: coverageOf(q, p.value.context),
+                found: foundTargets(spec, q, p.value.turnIds),
               });
             };
             baseline("bm25-turns", bm.ms, () => greedyPack(bm.value, budget));
@@ -347,6 +409,12 @@ export const runHarness = async (
                   result.items.flatMap((i) => i.turnIds),
                   sessionOf,
                 ),
+                coverage: coverageOf(q, result.context),
+                found: foundTargets(
+                  spec,
+                  q,
+                  result.items.flatMap((i) => i.turnIds),
+                ),
               });
             }
         }
@@ -356,7 +424,7 @@ export const runHarness = async (
         rmSync(dataDir, { recursive: true, force: true });
       }
       // One question embedding serves both dense baselines; each would need it on its own, so both count it.
-      for (const s of ["dense-turns", "window5-dense"] as const) {
+      for (const s of withBaselines ? (["dense-turns", "window5-dense"] as const) : []) {
         build[s].calls += c.questions.length;
         build[s].texts += c.questions.length;
       }
@@ -382,23 +450,46 @@ export const runHarness = async (
 
   const categories = spec.categories.map((c) => c.id);
   const summarise = (
-    selected: readonly { category: string; tokens: number; recall: Record<string, number | null> }[],
-  ) => {
+    selected: readonly {
+      category: string;
+      tokens: number;
+      recall: Record<string, number | null>;
+      coverage: number | null;
+      found: number | null;
+    }[],
+  ): SystemSummary => {
     const metrics: SystemSummary["metrics"] = {};
     for (const m of spec.metrics)
       metrics[m] = aggregateByCategory(
         selected.map((r) => ({ category: r.category, value: r.recall[m] ?? undefined })),
         categories,
       );
-    return { meanTokens: mean(selected.map((r) => r.tokens)) ?? 0, metrics };
+    const counted = selected.filter((r) => r.found !== null);
+    const found = counted.reduce((n, r) => n + (r.found ?? 0), 0);
+    const tokens = counted.reduce((n, r) => n + r.tokens, 0);
+    return {
+      meanTokens: mean(selected.map((r) => r.tokens)) ?? 0,
+      metrics,
+      coverage: aggregateByCategory(
+        selected.map((r) => ({ category: r.category, value: r.coverage ?? undefined })),
+        categories,
+      ),
+      foundPerKTokens: counted.length > 0 ? (perThousandTokens(found, tokens) ?? null) : null,
+    };
   };
-  const summary: HarnessResult["summary"] = {};
-  for (const budget of budgets) {
-    const perSystem = {} as Record<SystemName, SystemSummary>;
-    for (const system of SYSTEMS)
-      perSystem[system] = summarise(rows.filter((r) => r.budget === budget && r.system === system));
-    summary[String(budget)] = perSystem;
-  }
+  const perBudget = (selected: readonly QuestionResult[]): Record<string, Record<SystemName, SystemSummary>> => {
+    const out: Record<string, Record<SystemName, SystemSummary>> = {};
+    for (const budget of budgets) {
+      const perSystem = {} as Record<SystemName, SystemSummary>;
+      for (const system of SYSTEMS)
+        perSystem[system] = summarise(selected.filter((r) => r.budget === budget && r.system === system));
+      out[String(budget)] = perSystem;
+    }
+    return out;
+  };
+  const summary: HarnessResult["summary"] = perBudget(rows);
+  const byCase: HarnessResult["byCase"] = {};
+  for (const c of cases) byCase[c.id] = perBudget(rows.filter((r) => r.case === c.id));
 
   const sum = (f: (c: CaseCost) => number) => perCase.reduce((n, c) => n + f(c), 0);
   const ingestSeconds = sum((c) => c.ingestSeconds);
@@ -448,5 +539,5 @@ export const runHarness = async (
     perCase,
     ...(options.consolidate ? { consolidation: consolidations } : {}),
   };
-  return { summary, cost, questions: rows, compressor: [...compressors].join(", ") };
+  return { summary, byCase, cost, questions: rows, compressor: [...compressors].join(", ") };
 };

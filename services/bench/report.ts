@@ -1,21 +1,19 @@
 import type { CategoryAggregate } from "./scoring.ts";
 import { fmt, fmtInt, markdownTable } from "./table.ts";
-import { type BenchReport, SYSTEMS } from "./types.ts";
+import { type BenchReport, SYSTEMS, type SystemName, type SystemSummary } from "./types.ts";
 
 const recallCell = (a: { mean: number | undefined } | undefined): string => fmt(a?.mean);
 
-const recallRow = (
-  report: BenchReport,
-  name: string,
-  s: { meanTokens: number; metrics: Record<string, CategoryAggregate> },
-) => {
+const recallRow = (report: BenchReport, name: string, s: SystemSummary) => {
   const [primary, ...others] = report.spec.metrics;
-  const p = primary ? s.metrics[primary] : undefined;
+  const p: CategoryAggregate | undefined = primary ? s.metrics[primary] : undefined;
   return [
     name,
     ...report.spec.categories.map((c) => recallCell(p?.byCategory[c.id])),
     recallCell(p?.overall),
     ...others.map((m) => recallCell(s.metrics[m]?.overall)),
+    recallCell(s.coverage?.overall),
+    fmt(s.foundPerKTokens, 2),
     fmtInt(s.meanTokens),
   ];
 };
@@ -27,8 +25,31 @@ const recallHeader = (report: BenchReport): string[] => {
     ...report.spec.categories.map((c) => `${c.label} (n=${countIn(report, c.id)})`),
     `${primary} recall, overall`,
     ...others.map((m) => `${m} recall, overall`),
+    "answer coverage",
+    `${primary} turns per 1,000 tokens`,
     "mean context tokens",
   ];
+};
+
+const systemsIn = (report: BenchReport): SystemName[] =>
+  SYSTEMS.filter((s) => report.questions.some((q) => q.system === s));
+
+/** One row per system: first-metric recall and answer coverage for each case at each budget. */
+const perCaseTable = (report: BenchReport): string => {
+  const primary = report.spec.metrics[0] ?? "";
+  const cases = Object.keys(report.byCase);
+  const budgets = Object.keys(report.summary);
+  const header = ["system", ...cases.flatMap((c) => budgets.map((b) => `${c} @${b}`))];
+  const rows = systemsIn(report).map((system) => [
+    system,
+    ...cases.flatMap((c) =>
+      budgets.map((b) => {
+        const s = report.byCase[c]?.[b]?.[system];
+        return `${fmt(s?.metrics[primary]?.overall.mean)} / ${fmt(s?.coverage.overall.mean)}`;
+      }),
+    ),
+  ]);
+  return markdownTable(header, rows);
 };
 
 const countIn = (report: BenchReport, category: string): number => {
@@ -48,7 +69,7 @@ export const renderMarkdown = (report: BenchReport): string => {
   );
   for (const s of report.spec.skipped) out.push(`skipped: ${s.count} ${s.reason}`);
   out.push(
-    `recall = share of a question's ${report.spec.metrics.join(" / ")} targets covered by the turns the context was built from; mean over the questions that have targets (macro over questions); tokens counted with o200k.`,
+    `recall = share of a question's ${report.spec.metrics.join(" / ")} targets covered by the turns the context was built from; mean over the questions that have targets (macro over questions); tokens counted with o200k. Answer coverage = share of the gold answer's content words (lower case, stop words dropped, Porter-stemmed) found in the context, source ids left out; mean over the questions whose answer has one. Turns per 1,000 tokens = ${report.spec.metrics[0]} targets found over all questions per 1,000 context tokens.`,
   );
   for (const [budget, systems] of Object.entries(report.summary)) {
     out.push("");
@@ -57,17 +78,27 @@ export const renderMarkdown = (report: BenchReport): string => {
     out.push(
       markdownTable(
         recallHeader(report),
-        SYSTEMS.filter((s) => report.questions.some((q) => q.system === s)).map((s) =>
-          recallRow(report, s, systems[s]),
-        ),
+        systemsIn(report).map((s) => recallRow(report, s, systems[s])),
       ),
     );
+  }
+  // A table per case only while it stays readable (LoCoMo's conversations, not LongMemEval's 500 items).
+  const caseCount = Object.keys(report.byCase ?? {}).length;
+  if (caseCount > 1 && caseCount <= 12) {
+    out.push("");
+    out.push(`## Per ${report.config.dataset === "locomo" ? "conversation" : "item"}`);
+    out.push("");
+    out.push(`${report.spec.metrics[0]} recall / answer coverage, overall, per case and budget.`);
+    out.push("");
+    out.push(perCaseTable(report));
   }
   out.push("");
   out.push(
     `Full context, unbounded: ${fmtInt(cost.fullContextUnbounded.meanTokens)} tokens per question on average; ${report.spec.metrics
       .map((m) => `${m} recall ${fmt(cost.fullContextUnbounded.metrics[m]?.overall.mean)}`)
-      .join(", ")}. The full-context rows above keep the most recent turns that fit the budget.`,
+      .join(
+        ", ",
+      )}, answer coverage ${fmt(cost.fullContextUnbounded.coverage?.overall.mean)}. The full-context rows above keep the most recent turns that fit the budget.`,
   );
   out.push("");
   out.push("## Cost and speed");

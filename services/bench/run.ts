@@ -29,6 +29,8 @@ export interface BenchRunOptions {
   progress?: boolean;
   /** Also measure our system after sleep-time consolidation. */
   consolidate?: boolean;
+  /** Also run the baselines (default true); false measures our engine only. */
+  baselines?: boolean;
   /** An embedder to use instead of loading the one in the model folder (it is not closed). */
   embedder?: Embedder;
 }
@@ -132,6 +134,8 @@ export const runBench = async (
   options: BenchRunOptions,
 ): Promise<BenchRun> => {
   const started = performance.now();
+  // The checkout as the run began: the tree may move on while a long run goes.
+  const checkout = gitState();
   const encoder = assertEncoder(options.encoder ?? "extractive", config);
   const engineConfig: Config = { ...config, llm: { ...config.llm, encoder } };
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)];
@@ -150,6 +154,7 @@ export const runBench = async (
       embedder,
       progress: options.progress ?? false,
       consolidate: options.consolidate ?? false,
+      baselines: options.baselines ?? true,
     });
   } finally {
     if (!options.embedder) await embedder.close?.();
@@ -171,13 +176,14 @@ export const runBench = async (
         boundaries: config.segmenter.boundaries,
       },
       cases: cases.map((c) => c.id),
-      ...gitState(),
+      ...checkout,
       date: new Date().toISOString(),
       node: process.version,
       wallSeconds: (performance.now() - started) / 1000,
     },
     spec,
     summary: result.summary,
+    byCase: result.byCase,
     cost: result.cost,
     questions: result.questions,
   };

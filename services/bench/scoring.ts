@@ -1,7 +1,9 @@
 /**
- * Pure retrieval scoring for the benchmark: recall of target ids in a retrieved context,
- * aggregation per category, percentiles. No I/O.
+ * Pure retrieval scoring for the benchmark: recall of target ids in a retrieved context, answer
+ * coverage of the context's text, aggregation per category, percentiles. No I/O.
  */
+import { stemmer } from "stemmer";
+import { STOP_WORDS } from "../core/text/lexicon.ts";
 
 /**
  * Share of `targets` found in `retrieved`; undefined when there is nothing to find (empty targets),
@@ -26,6 +28,50 @@ export const sessionRecall = (
   sessionOf: ReadonlyMap<string, string>,
 ): number | undefined =>
   recall(targetSessions, new Set(turnIds.map((t) => sessionOf.get(t)).filter((s): s is string => s !== undefined)));
+
+/**
+ * The content terms of a text: NFKC, lower case, words of letters and digits (an apostrophe inside
+ * a word kept, so "don't" meets the stop-word list), the project's stop words dropped, a final "'s"
+ * dropped, numbers without leading zeros ("07" is "7", as in an ISO date), other words Porter-stemmed
+ * (`stemmer`).
+ */
+export const contentTerms = (text: string): Set<string> => {
+  const out = new Set<string>();
+  for (const raw of text
+    .normalize("NFKC")
+    .toLowerCase()
+    .replace(/[’`]/g, "'")
+    .match(/[\p{L}\p{N}]+(?:'[\p{L}]+)*/gu) ?? []) {
+    if (STOP_WORDS.has(raw)) continue;
+    const w = raw.replace(/'s$/, "");
+    if (w.length === 0 || STOP_WORDS.has(w)) continue;
+    if (/^\d+$/.test(w)) out.add(w.replace(/^0+(?=\d)/, ""));
+    else out.add(/^[a-z]+$/.test(w) ? stemmer(w) : w);
+  }
+  return out;
+};
+
+/**
+ * Answer coverage: the share of the gold answer's content terms (contentTerms) that occur in the
+ * context. It credits a context that carries the answer in a record's words even when the record's
+ * source turns are not the evidence turns; undefined when the answer has no content term.
+ */
+export const answerCoverage = (answer: string, context: string | ReadonlySet<string>): number | undefined => {
+  const wanted = contentTerms(answer);
+  if (wanted.size === 0) return undefined;
+  const have = typeof context === "string" ? contentTerms(context) : context;
+  let found = 0;
+  for (const t of wanted) if (have.has(t)) found++;
+  return found / wanted.size;
+};
+
+/** Distinct target ids present among the retrieved ids (the numerator of recall). */
+export const targetsFound = (targets: readonly string[], retrieved: ReadonlySet<string>): number =>
+  [...new Set(targets)].filter((t) => retrieved.has(t)).length;
+
+/** Evidence turns per 1,000 context tokens, over a set of contexts (sums, not a mean of ratios). */
+export const perThousandTokens = (found: number, tokens: number): number | undefined =>
+  tokens > 0 ? (1000 * found) / tokens : undefined;
 
 export const mean = (values: readonly number[]): number | undefined =>
   values.length === 0 ? undefined : values.reduce((a, b) => a + b, 0) / values.length;

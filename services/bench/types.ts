@@ -57,11 +57,19 @@ export interface QuestionResult {
   ms: number;
   /** Recall per metric; null where the question had nothing to find. */
   recall: Record<string, number | null>;
+  /** Answer coverage of the context (scoring.ts answerCoverage); null where the answer has no content term. */
+  coverage: number | null;
+  /** Distinct turn-level targets of the first metric found in the context (null when it is not turn-level). */
+  found: number | null;
 }
 
 export interface SystemSummary {
   meanTokens: number;
   metrics: Record<string, CategoryAggregate>;
+  /** Answer coverage per category and overall. */
+  coverage: CategoryAggregate;
+  /** Turn-level targets of the first metric found per 1,000 context tokens (sum over sum); null when not turn-level. */
+  foundPerKTokens: number | null;
 }
 
 export interface CaseCost {
@@ -113,7 +121,11 @@ export interface CostReport {
       queryMsP95: number | null;
     }
   >;
-  fullContextUnbounded: { meanTokens: number; metrics: Record<string, CategoryAggregate> };
+  fullContextUnbounded: {
+    meanTokens: number;
+    metrics: Record<string, CategoryAggregate>;
+    coverage?: CategoryAggregate;
+  };
   perCase: CaseCost[];
   /** With --consolidate: what consolidation did to each case's records before "ours-consolidated" was asked. */
   consolidation?: {
@@ -151,6 +163,8 @@ export interface BenchReport {
   spec: DatasetSpec;
   /** summary[budget][system] */
   summary: Record<string, Record<SystemName, SystemSummary>>;
+  /** byCase[case][budget][system]: the same summary per conversation / item. */
+  byCase: Record<string, Record<string, Record<SystemName, SystemSummary>>>;
   cost: CostReport;
   questions: QuestionResult[];
 }

@@ -1,13 +1,13 @@
 import { CONFIG_DEFAULTS } from "../core/config.ts";
 import { isTurnRowId, turnRowId } from "../core/ids.ts";
 import type { Embedder, GraphStore, QueryPlanner, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
-import type { ContextItem, QueryResult, RouteName } from "../core/query-types.ts";
+import type { QueryResult, RouteName } from "../core/query-types.ts";
 import type { QueryRequest } from "../core/requests.ts";
 import { getTurnsByRowIds } from "../core/turn-order.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
-import { packContext } from "./pack.ts";
+import { type PackInput, packContext } from "./pack.ts";
 import { DeterministicPlanner } from "./planner.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
@@ -77,7 +77,9 @@ const validAt = (r: MemoryRecord, at: number | undefined): boolean => {
   return Date.parse(r.valid.from) <= at && (r.valid.to === undefined || Date.parse(r.valid.to) > at);
 };
 
-const recordItem = (r: MemoryRecord): Omit<ContextItem, "tokens" | "routes" | "fusedScore"> => ({
+type Candidate = Omit<PackInput, "routes" | "fusedScore">;
+
+const recordItem = (r: MemoryRecord): Candidate => ({
   kind: "record",
   id: r.id,
   text: r.text,
@@ -85,16 +87,21 @@ const recordItem = (r: MemoryRecord): Omit<ContextItem, "tokens" | "routes" | "f
   conversation: r.source.conversation,
   turnIds: r.source.turnIds,
   speakers: r.source.speakers,
+  session: r.source.sessionId,
+  saidAt: r.source.saidAt,
 });
 
-const turnItem = (id: string, t: StoredTurn): Omit<ContextItem, "tokens" | "routes" | "fusedScore"> => ({
+/** A raw turn's text as said; the packer labels it with its speaker (items[].speakers carries it too). */
+const turnItem = (id: string, t: StoredTurn): Candidate => ({
   kind: "turn",
   id,
-  text: `${t.speaker} said: "${t.text}"`,
+  text: t.text,
   date: t.timestamp,
   conversation: t.conversation,
   turnIds: [t.turnId],
   speakers: [t.speaker],
+  session: t.sessionId,
+  saidAt: t.timestamp,
 });
 
 /**
@@ -199,7 +206,7 @@ export const runQuery = async (
       fused.map((f) => f.id),
     ),
   ]);
-  const items = new Map<string, Omit<ContextItem, "tokens" | "routes" | "fusedScore">>();
+  const items = new Map<string, Candidate>();
   for (const r of records) if (validAt(r, asOf)) items.set(r.id, recordItem(r));
   for (const t of turns) {
     const id = turnRowId(t.conversation, t.turnId);
@@ -219,7 +226,7 @@ export const runQuery = async (
   const byId = new Map(fused.map((f) => [f.id, f]));
   const ranked = diverse.map((d) => {
     const f = byId.get(d.id);
-    return { ...(items.get(d.id) as ContextItem), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
+    return { ...(items.get(d.id) as Candidate), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
   });
   const packed = packContext(ranked, budget);
   const explain = req.explain

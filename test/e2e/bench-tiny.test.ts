@@ -140,6 +140,31 @@ describe("bench harness end to end (real embedder)", { skip }, () => {
     assert.match(markdown, /## Budget 100 tokens/);
     assert.match(markdown, /\| window5-dense \|/);
     assert.match(markdown, /## Cost and speed/);
+
+    // Answer coverage and evidence turns per 1,000 tokens beside recall, also per conversation.
+    for (const s of SYSTEMS) {
+      const c = big?.[s].coverage.overall;
+      assert.ok(c && (c.mean === undefined || (c.mean >= 0 && c.mean <= 1)), `${s} coverage`);
+    }
+    assert.ok((big?.["full-context"].coverage.overall.n ?? 0) > 0, "answers with content words are scored");
+    assert.ok((big?.["full-context"].foundPerKTokens ?? 0) > 0, "full context finds evidence per 1,000 tokens");
+    assert.deepEqual(Object.keys(report.byCase), report.config.cases);
+    assert.deepEqual(report.byCase[report.config.cases[0] as string]?.["4000"]?.ours, big?.ours);
+    assert.match(markdown, /answer coverage/);
+  });
+
+  it("runs our engine alone with baselines off", async () => {
+    const config = loadConfig({ dataDir: join(dir, "unused-data"), modelDir: MODEL_DIR }, {});
+    const { report, markdown } = await runBench("locomo", config, {
+      data: locomoFile(),
+      budgets: [4000],
+      out: null,
+      baselines: false,
+    });
+    assert.deepEqual([...new Set(report.questions.map((q) => q.system))], ["ours"]);
+    assert.ok((report.summary["4000"]?.ours.metrics.evidence?.overall.mean ?? 0) > 0);
+    assert.equal(report.cost.baselines["dense-turns"].embeddingCalls, 0);
+    assert.doesNotMatch(markdown, /\| bm25-turns \| 0\.\d/);
   });
 
   it("runs a tiny LongMemEval-format file and scores session and turn recall", async () => {

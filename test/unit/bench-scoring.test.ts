@@ -6,10 +6,14 @@ import { type BenchTurn, greedyPack, renderTurnLine, turnUnits, windows } from "
 import { assertEncoder, parseBudgets } from "../../services/bench/run.ts";
 import {
   aggregateByCategory,
+  answerCoverage,
+  contentTerms,
   evidenceRecall,
   percentile,
+  perThousandTokens,
   recall,
   sessionRecall,
+  targetsFound,
 } from "../../services/bench/scoring.ts";
 import { markdownTable } from "../../services/bench/table.ts";
 import { loadConfig } from "../../services/core/config.ts";
@@ -57,6 +61,39 @@ describe("evidence recall", () => {
     assert.equal(sessionRecall(["a", "c"], ["a:0", "a:1"], sessionOf), 0.5);
     assert.equal(sessionRecall(["a", "b"], ["a:1", "b:0", "unknown"], sessionOf), 1);
     assert.equal(sessionRecall([], ["a:0"], sessionOf), undefined);
+  });
+});
+
+describe("answer coverage", () => {
+  it("stems, lower-cases and drops stop words and a possessive 's", () => {
+    assert.deepEqual([...contentTerms("The Painting of Caroline's sunsets")].sort(), ["carolin", "paint", "sunset"]);
+    assert.deepEqual([...contentTerms("I'm sure that they'd go")], []);
+  });
+
+  it("is the share of the answer's content words found in the context", () => {
+    assert.equal(answerCoverage("painting and swimming", "Melanie said she paints and swims often"), 1);
+    assert.equal(answerCoverage("pottery, camping", "She went camping with the kids"), 0.5);
+    assert.equal(answerCoverage("Sweden", "She moved from Norway"), 0);
+  });
+
+  it("matches numbers without leading zeros, so an ISO date meets a spelled-out day", () => {
+    assert.equal(answerCoverage("7 May 2023", "[2023-05-07] Caroline: hi"), 1);
+    assert.equal(answerCoverage("3", "[2023-05-07] three kids"), 0);
+  });
+
+  it("is undefined (left out) when the answer has no content word", () => {
+    assert.equal(answerCoverage("Yes, they would", "anything"), undefined);
+    assert.equal(answerCoverage("", "anything"), undefined);
+  });
+
+  it("accepts a precomputed term set for a context scored many times", () => {
+    assert.equal(answerCoverage("sunsets", contentTerms("a sunset painting")), 1);
+  });
+
+  it("counts targets found and turns per 1,000 tokens as a ratio of sums", () => {
+    assert.equal(targetsFound(["D1:1", "D1:1", "D2:3", "D9:9"], new Set(["D1:1", "D2:3"])), 2);
+    assert.equal(perThousandTokens(3, 1500), 2);
+    assert.equal(perThousandTokens(3, 0), undefined);
   });
 });
 

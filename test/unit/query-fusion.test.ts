@@ -3,7 +3,7 @@ import { describe, it } from "node:test";
 import type { ContextItem } from "../../services/core/query-types.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import { maximalMarginalRelevance } from "../../services/query/mmr.ts";
-import { CONTEXT_HEADER, packContext } from "../../services/query/pack.ts";
+import { CONTEXT_HEADER, type PackInput, packContext } from "../../services/query/pack.ts";
 import { planQuery } from "../../services/query/planner.ts";
 import { reciprocalRankFusion } from "../../services/query/rrf.ts";
 import { axis } from "../helpers/seeded.ts";
@@ -126,8 +126,72 @@ describe("budget packing", () => {
     );
     const lines = packed.context.split("\n");
     assert.equal(lines[0], CONTEXT_HEADER);
-    assert.match(lines[1] ?? "", /^- \[2023-01-01\] Ana started pottery classes\. \(source: c1 D1:3\)$/);
-    assert.match(lines[2] ?? "", /^- \[2024-05-02\] Ana adopted/);
+    // Each item under its dated header (conversation too), with its source turns.
+    assert.equal(lines[1], "[2023-01-01] c1:");
+    assert.equal(lines[2], "- Ana started pottery classes. [D1:3]");
+    assert.equal(lines[3], "[2024-05-02] c1:");
+    assert.match(lines[4] ?? "", /^- Ana adopted a dog named Pepper\. \[D1:1\]$/);
+  });
+
+  const turn = (id: string, at: string, speaker: string, text: string, session = "s1"): PackInput => ({
+    kind: "turn",
+    id: `turn:${id}`,
+    text,
+    date: at,
+    conversation: "c1",
+    turnIds: [id],
+    speakers: [speaker],
+    routes: [],
+    fusedScore: 0,
+    session,
+    saidAt: at,
+  });
+
+  it("groups items by session and day under one header, one speaker label per run of turns", () => {
+    const packed = packContext(
+      [
+        turn("D1:2", "2023-05-08T10:01:00Z", "Ana", "Pottery is my thing."),
+        turn("D2:1", "2023-06-01T09:00:00Z", "Ben", "I moved to Oslo.", "s2"),
+        turn("D1:1", "2023-05-08T10:00:00Z", "Ana", "I started a class."),
+        turn("D1:3", "2023-05-08T10:02:00Z", "Ben", "Nice!"),
+        {
+          ...item("r1", "2023-05-01T00:00:00Z", "Ana signed up for pottery the week before."),
+          turnIds: ["D1:9"],
+          session: "s1",
+          saidAt: "2023-05-08T10:03:00Z",
+        },
+      ],
+      500,
+    );
+    assert.deepEqual(packed.context.split("\n"), [
+      CONTEXT_HEADER,
+      "[2023-05-08] c1 s1:",
+      "Ana: I started a class. [D1:1]",
+      "  Pottery is my thing. [D1:2]",
+      "Ben: Nice! [D1:3]",
+      "- (2023-05-01) Ana signed up for pottery the week before. [D1:9]",
+      "[2023-06-01] c1 s2:",
+      "Ben: I moved to Oslo. [D2:1]",
+    ]);
+    assert.equal(packed.tokens, countTokens(packed.context));
+    assert.ok(
+      packed.items.every((i) => !("session" in i) && !("saidAt" in i)),
+      "pack-only fields stay internal",
+    );
+  });
+
+  it("never packs a record and the raw turn it came from: the first-ranked stands for the evidence", () => {
+    const record = { ...item("r1", "2023-05-08T10:00:00Z", "Ana started a pottery class."), turnIds: ["D1:1"] };
+    const raw = turn("D1:1", "2023-05-08T10:00:00Z", "Ana", "I started a class, pottery!");
+    const other = turn("D1:2", "2023-05-08T10:01:00Z", "Ben", "Cool.");
+    assert.deepEqual(
+      packContext([record, raw, other], 500).items.map((i) => i.id),
+      ["r1", "turn:D1:2"],
+    );
+    assert.deepEqual(
+      packContext([raw, record, other], 500).items.map((i) => i.id),
+      ["turn:D1:1", "turn:D1:2"],
+    );
   });
 
   it("returns an empty context when nothing fits", () => {

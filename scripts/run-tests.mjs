@@ -33,42 +33,59 @@ const usesServers = (f) => f.startsWith(join("test", "integration")) || f.starts
 // timeout so that rebalances are quick; a CPU-starved stage can then miss heartbeats and be evicted.
 // So the servers lane starts with the tests that do not care how busy the machine is (contract,
 // infra, LLM adapters, the production install) while the local lane is still running beside it.
+// node's runner sorts the files it is given, so the order is made by running the lane in phases,
+// one runner process after the other.
 const timingSensitive = (f) => ["distributed", "pipeline"].some((d) => f.startsWith(join("test", "integration", d)));
-const loadTolerantFirst = (fs) => [...fs.filter((f) => !timingSensitive(f)), ...fs.filter(timingSensitive)];
 const laneCount = process.env.MEMORY_TEST_LANES === "1" ? 1 : 2;
+const servers = files.filter(usesServers);
 const lanes =
   laneCount === 1
-    ? [{ name: "all", files }]
+    ? [{ name: "all", phases: [files] }]
     : [
-        { name: "servers", files: loadTolerantFirst(files.filter(usesServers)) },
-        { name: "local", files: files.filter((f) => !usesServers(f)) },
-      ].filter((l) => l.files.length > 0);
+        {
+          name: "servers",
+          phases: [servers.filter((f) => !timingSensitive(f)), servers.filter(timingSensitive)],
+        },
+        { name: "local", phases: [files.filter((f) => !usesServers(f))] },
+      ]
+        .map((l) => ({ ...l, phases: l.phases.filter((p) => p.length > 0) }))
+        .filter((l) => l.phases.length > 0);
 
 const tmp = mkdtempSync(join(tmpdir(), "memory-tests-"));
-/** Runs one lane; the first lane streams to this process's stdout, the others to a file. */
-const runLane = (lane, index) =>
+/** One runner process over some files; to this process's stdout, or to a file. */
+const runPhase = (phaseFiles, out) =>
   new Promise((resolve) => {
-    const args = ["--import", "tsx", "--test", "--test-concurrency=1", ...lane.files];
-    const out = index === 0 ? undefined : join(tmp, `${lane.name}.tap`);
+    const args = ["--import", "tsx", "--test", "--test-concurrency=1", ...phaseFiles];
     const child = spawn(
       process.execPath,
       out ? [`--test-reporter=tap`, `--test-reporter-destination=${out}`, ...args] : args,
-      {
-        stdio: "inherit",
-        env: testProcessEnv(process.env),
-      },
+      { stdio: "inherit", env: testProcessEnv(process.env) },
     );
-    child.on("exit", (code, signal) => resolve({ lane, out, code: code ?? (signal ? 1 : 0) }));
+    child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
   });
+/** Runs one lane's phases in turn (all of them, even after a failure); the first lane streams. */
+const runLane = async (lane, index) => {
+  const outs = [];
+  let code = 0;
+  for (const [i, phase] of lane.phases.entries()) {
+    const out = index === 0 ? undefined : join(tmp, `${lane.name}-${i}.tap`);
+    if (out) outs.push(out);
+    const c = await runPhase(phase, out);
+    if (c !== 0) code = c;
+  }
+  return { lane, outs, code, files: lane.phases.flat().length };
+};
 
 const results = await Promise.all(lanes.map(runLane));
 for (const r of results) {
-  if (!r.out) continue;
-  console.log(`\n# ===== lane "${r.lane.name}" (${r.lane.files.length} files), run beside the first =====`);
-  try {
-    process.stdout.write(readFileSync(r.out, "utf8"));
-  } catch (err) {
-    console.log(`# lane "${r.lane.name}" wrote no output: ${err.message}`);
+  if (r.outs.length === 0) continue;
+  console.log(`\n# ===== lane "${r.lane.name}" (${r.files} files), run beside the first =====`);
+  for (const out of r.outs) {
+    try {
+      process.stdout.write(readFileSync(out, "utf8"));
+    } catch (err) {
+      console.log(`# lane "${r.lane.name}" wrote no output to ${out}: ${err.message}`);
+    }
   }
 }
 rmSync(tmp, { recursive: true, force: true });

@@ -1,7 +1,6 @@
 import * as chrono from "chrono-node";
 import { NO_LLM_COST, type PlannerInput, type QueryPlanner } from "../core/ports.ts";
 import type { QueryPlan, RouteName } from "../core/query-types.ts";
-import { boundedEditDistance, fuzzyTolerance } from "../core/text/edit-distance.ts";
 
 const TEMPORAL =
   /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;
@@ -23,32 +22,6 @@ const hasPhrase = (haystack: string[], phrase: string): boolean => {
   for (let i = 0; i + needle.length <= haystack.length; i++)
     if (needle.every((w, j) => haystack[i + j]?.replace(/'s$/, "") === w)) return true;
   return false;
-};
-
-/**
- * Known one-word entities a capitalised question word misspells ("Melaine" for "Melanie"): within
- * the word's edit tolerance, and only when the word is no known entity itself. Only capitalised
- * words, since a lower-case word near a name ("dance", "Dane") is far more often a word.
- */
-export const fuzzyEntities = (
-  question: string,
-  knownEntities: readonly string[],
-  exact: readonly string[],
-): string[] => {
-  const known = new Set(knownEntities.map((e) => e.toLowerCase()));
-  const taken = new Set(exact.map((e) => e.toLowerCase()));
-  const single = knownEntities.filter((e) => /^[\p{L}'-]+$/u.test(e) && !taken.has(e.toLowerCase()));
-  const out = new Set<string>();
-  for (const word of question.match(/\p{Lu}[\p{L}'-]+/gu) ?? []) {
-    const w = word.replace(/'s$/, "").toLowerCase();
-    const tolerance = fuzzyTolerance(w.length);
-    if (tolerance === 0 || known.has(w) || STOP.has(w)) continue;
-    for (const e of single) {
-      const d = boundedEditDistance(w, e.toLowerCase(), tolerance);
-      if (d > 0 && d <= tolerance) out.add(e);
-    }
-  }
-  return [...out];
 };
 
 /** A parsed time expression as a window: a day, a month or a year, whatever the text pinned down. */
@@ -81,9 +54,7 @@ const timeWindow = (question: string, ref: Date): { from: string; to: string } |
  */
 export const planQuery = ({ question, knownEntities, knownTopics, now }: PlannerInput): QueryPlan => {
   const qWords = words(question);
-  const exact = [...new Set(knownEntities.filter((e) => hasPhrase(qWords, e)))];
-  const fuzzy = fuzzyEntities(question, knownEntities, exact);
-  const entities = [...exact, ...fuzzy];
+  const entities = [...new Set(knownEntities.filter((e) => hasPhrase(qWords, e)))];
   const content = qWords.filter((w) => !STOP.has(w) && w.length > 2);
   const topicSet = new Set(knownTopics.map((t) => t.toLowerCase()));
   const topics = [...new Set(content.filter((w) => topicSet.has(w)))];
@@ -99,8 +70,7 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
   if (entities.length > 0) routes.push("entity");
   if (topics.length > 0) routes.push("topic");
   if (window) routes.push("time");
-  // The lexical routes search the known spelling of a misspelled name too.
-  const keywords = [...content, ...fuzzy.map((e) => e.toLowerCase())].join(" ");
+  const keywords = content.join(" ");
   return {
     questionType,
     entities,

@@ -108,6 +108,13 @@ export const KafkaConfigSchema = z
     maxChunk: num.int("must be a whole number").min(1).default(50),
     /** kafkajs's own debug log (KAFKAJS_DEBUG: any value but 0/false/no/off turns it on). */
     debug: flag,
+    /**
+     * The indexer also consumes the sensory topic and writes raw turns as they arrive, queryable
+     * within seconds instead of at segment close (MEMORY_RAW_TURNS_AT_ONCE; 0/false/no/off: not).
+     */
+    rawTurnsAtOnce: z
+      .preprocess((v) => (typeof v === "string" ? !/^(0|false|no|off)$/i.test(v.trim()) : v), z.boolean())
+      .default(true),
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -140,6 +147,7 @@ export const KafkaConfigSchema = z
     sessionTimeoutMs: 30_000,
     maxChunk: 50,
     debug: false,
+    rawTurnsAtOnce: true,
     topics: {
       turns: "memory.turns.v1",
       sensory: "memory.sensory.v1",
@@ -424,6 +432,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_TOPIC_DLQ: ["kafka", "topics", "dlq"],
   MEMORY_STAGE_MAX_CHUNK: ["kafka", "maxChunk"],
   KAFKAJS_DEBUG: ["kafka", "debug"],
+  MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],
   NEO4J_URI: ["neo4j", "uri"],

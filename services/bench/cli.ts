@@ -1,6 +1,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Config } from "../core/config.ts";
 import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
+import { registerFreshnessCommand } from "./freshness.ts";
 import { runLoadBench } from "./load.ts";
 import { DEFAULT_BUDGETS, parseBudgets, runBench } from "./run.ts";
 import { DEFAULT_SCALE_SIZES, runScaleBench } from "./scale.ts";
@@ -165,7 +166,7 @@ const common = (cmd: Command, defaultData: string): Command =>
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");
 
-/** `memory bench locomo|longmemeval|compressor|load|scale`: retrieval quality, cost and speed against baselines. */
+/** `memory bench locomo|longmemeval|compressor|load|scale|freshness`: retrieval quality, cost and speed against baselines. */
 export const registerBenchCommands = (program: Command, config: () => Config): void => {
   const bench = program
     .command("bench")
@@ -231,4 +232,5 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--no-progress", "no progress bar")
     .action(async (o: ScaleFlags) => runScale(config(), o));
+  registerFreshnessCommand(bench, config);
 };

@@ -162,6 +162,17 @@ export type KafkaConfig = z.infer<typeof KafkaConfigSchema>;
 export const ConfigSchema = z.object({
   dataDir: z.string().default("./data"),
   modelDir: z.string().default("./models"),
+  /**
+   * The sentence embedder (all-MiniLM-L6-v2 under modelDir): the model file (MEMORY_EMBEDDER_VARIANT:
+   * fp32, or int8 — the dynamically quantised file, see docs/benchmarks.md for its recall) and the
+   * onnxruntime intra-op threads (MEMORY_EMBEDDER_THREADS).
+   */
+  embedder: z
+    .object({
+      variant: z.enum(["fp32", "int8"]).default("fp32"),
+      threads: num.int("must be a whole number").min(1).default(2),
+    })
+    .default({ variant: "fp32", threads: 2 }),
   http: z
     .object({
       host: z.string().default("127.0.0.1"),
@@ -376,6 +387,8 @@ const setPath = (obj: Json, path: readonly string[], value: unknown): void => {
 const ENV_PATHS: Record<string, string[]> = {
   MEMORY_DATA_DIR: ["dataDir"],
   MEMORY_MODEL_DIR: ["modelDir"],
+  MEMORY_EMBEDDER_VARIANT: ["embedder", "variant"],
+  MEMORY_EMBEDDER_THREADS: ["embedder", "threads"],
   MEMORY_HTTP_HOST: ["http", "host"],
   MEMORY_HTTP_PORT: ["http", "port"],
   MEMORY_HTTP_MAX_BODY_BYTES: ["http", "maxBodyBytes"],

@@ -152,6 +152,31 @@ describe("indexer raw-turn consumer", () => {
     });
   });
 
+  it("one chunk writes its turns in one batch, but never a turn behind an erase before that erase", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      const key = keyOf("acme", "c1");
+      const chunk = [
+        { key, input: { kind: "event" as const, value: sensoryOf(T1) } },
+        { key, input: { kind: "control" as const, control: "erase" as const } },
+        { key, input: { kind: "event" as const, value: sensoryOf(T2) } },
+      ];
+      await stage.prepare?.(chunk);
+      assert.equal(await s.vectors.count("acme"), 1, "only the turn ahead of the erase, in prepare");
+      for (const { key: k, input } of chunk) await stage.handle(k, input, undefined);
+      assert.deepEqual(
+        (
+          await s.graph.getTurns("acme", [
+            { conversation: "c1", turnId: "t1" },
+            { conversation: "c1", turnId: "t2" },
+          ])
+        ).map((t) => t.turnId),
+        ["t2"],
+      );
+      assert.equal(await s.vectors.count("acme"), 1);
+    });
+  });
+
   it("a key that does not match the turn is poison", async () => {
     await withStores(async (s) => {
       await assert.rejects(

@@ -156,19 +156,19 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     log,
   });
   // biome-ignore lint/suspicious/noExplicitAny: the stage's own handler or a companion
-  const runtimeOf = (h: StageHandler<any, any, any>, name: string, withState: boolean) =>
+  const runtimeOf = (h: StageHandler<any, any, any>, stage: string, withState: boolean) =>
     new StageRuntime(h, {
       kafka,
       admin,
-      groupId: `${config.kafka.topicPrefix}memory-${name}`,
-      transactionalIdPrefix: `${config.kafka.topicPrefix}memory-${name}`,
+      groupId: `${config.kafka.topicPrefix}memory-${stage}`,
+      transactionalIdPrefix: `${config.kafka.topicPrefix}memory-${stage}`,
       dlq: codecs.dlq,
       ...(withState ? { changelogTopic: changelog } : {}),
       maxChunk: opts.maxChunk ?? config.kafka.maxChunk,
       sessionTimeoutMs: config.kafka.sessionTimeoutMs,
       dependencyDownLimitMs: config.kafka.dependencyDownLimitMs,
       transientBackoff: { baseMs: 200, maxMs: config.kafka.retryMaxBackoffMs },
-      observer: observerOf(name),
+      observer: observerOf(stage),
     });
   const runtime = runtimeOf(handler, stage, handler.state !== undefined);
   const companions = (built.companions ?? []).map((h) => runtimeOf(h, h.name, false));

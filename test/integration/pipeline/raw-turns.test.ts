@@ -42,7 +42,6 @@ test("a produced turn is found by the raw-turn routes before its segment closes"
     MEMORY_METRICS_PORT: "0",
     MEMORY_MODEL_DIR: join(ROOT, "models"),
     MEMORY_STORE: "neo4j",
-    MEMORY_STAGE_MAX_CHUNK: "1",
   });
   const config = loadConfig({}, env);
   const kafka = kafkaClient(config, "raw-turns-test");

@@ -148,7 +148,7 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
   });
   const observerOf = (stage: string): StageObserver => ({
     dependency: (d) => dependencyDown.set({ stage, dependency: d.dependency }, d.down ? 1 : 0),
-    committed: (c) => log("info", "committed", { ...c, ...(stage !== opts.stage ? { stage } : {}) }),
+    committed: (c) => log("info", "committed", { ...c, ...(stage !== opts.stage ? { consumer: stage } : {}) }),
     event: (outcome, seconds) => metrics.stageEvent(stage, outcome, seconds),
     deadLetter: (reason) => dlqTotal.inc({ stage, reason }),
     lag: (topic, partition, n) => lag.set({ stage, topic, partition: String(partition) }, n),

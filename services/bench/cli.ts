@@ -3,6 +3,7 @@ import { openEmbedder, openTurnAttention, segmenterSettingsFrom } from "../compo
 import type { Config } from "../core/config.ts";
 import { BOUNDARY_MODES, type BoundaryMode } from "../segmenter/attention-rule.ts";
 import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
+import { registerFreshnessCommand } from "./freshness.ts";
 import { runLoadBench } from "./load.ts";
 import { DEFAULT_BUDGETS, parseBudgets, runBench, writeReportFiles } from "./run.ts";
 import { DEFAULT_SCALE_SIZES, runScaleBench } from "./scale.ts";
@@ -227,7 +228,7 @@ const common = (cmd: Command, defaultData: string): Command =>
     .option("--limit <n>", "run at most n conversations / items", positive)
     .option("--no-progress", "no progress bar");
 
-/** `memory bench locomo|longmemeval|compressor|load|scale`: retrieval quality, cost and speed against baselines. */
+/** `memory bench locomo|longmemeval|compressor|load|scale|freshness`: retrieval quality, cost and speed against baselines. */
 export const registerBenchCommands = (program: Command, config: () => Config): void => {
   const bench = program
     .command("bench")
@@ -309,4 +310,5 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--no-progress", "no progress bar")
     .action(async (o: ScaleFlags) => runScale(config(), o));
+  registerFreshnessCommand(bench, config);
 };

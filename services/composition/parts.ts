@@ -28,9 +28,13 @@ export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
 
 /** The ONNX sentence embedder from the model folder (nothing is downloaded). */
 export const openEmbedder = (
-  config: Pick<Config, "modelDir">,
+  config: Pick<Config, "modelDir"> & Partial<Pick<Config, "embedder">>,
   options: { batchSize?: number } = {},
-): Promise<OnnxEmbedder> => loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), options);
+): Promise<OnnxEmbedder> =>
+  loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
+    ...(config.embedder ? { variant: config.embedder.variant, threads: config.embedder.threads } : {}),
+    ...options,
+  });
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)

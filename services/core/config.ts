@@ -108,6 +108,13 @@ export const KafkaConfigSchema = z
     maxChunk: num.int("must be a whole number").min(1).default(50),
     /** kafkajs's own debug log (KAFKAJS_DEBUG: any value but 0/false/no/off turns it on). */
     debug: flag,
+    /**
+     * The indexer also consumes the sensory topic and writes raw turns as they arrive, queryable
+     * within seconds instead of at segment close (MEMORY_RAW_TURNS_AT_ONCE; 0/false/no/off: not).
+     */
+    rawTurnsAtOnce: z
+      .preprocess((v) => (typeof v === "string" ? !/^(0|false|no|off)$/i.test(v.trim()) : v), z.boolean())
+      .default(true),
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -140,6 +147,7 @@ export const KafkaConfigSchema = z
     sessionTimeoutMs: 30_000,
     maxChunk: 50,
     debug: false,
+    rawTurnsAtOnce: true,
     topics: {
       turns: "memory.turns.v1",
       sensory: "memory.sensory.v1",
@@ -154,6 +162,17 @@ export type KafkaConfig = z.infer<typeof KafkaConfigSchema>;
 export const ConfigSchema = z.object({
   dataDir: z.string().default("./data"),
   modelDir: z.string().default("./models"),
+  /**
+   * The sentence embedder (all-MiniLM-L6-v2 under modelDir): the model file (MEMORY_EMBEDDER_VARIANT:
+   * fp32, or int8 — the dynamically quantised file, see docs/benchmarks.md for its recall) and the
+   * onnxruntime intra-op threads (MEMORY_EMBEDDER_THREADS).
+   */
+  embedder: z
+    .object({
+      variant: z.enum(["fp32", "int8"]).default("fp32"),
+      threads: num.int("must be a whole number").min(1).default(2),
+    })
+    .default({ variant: "fp32", threads: 2 }),
   http: z
     .object({
       host: z.string().default("127.0.0.1"),
@@ -380,6 +399,8 @@ const setPath = (obj: Json, path: readonly string[], value: unknown): void => {
 const ENV_PATHS: Record<string, string[]> = {
   MEMORY_DATA_DIR: ["dataDir"],
   MEMORY_MODEL_DIR: ["modelDir"],
+  MEMORY_EMBEDDER_VARIANT: ["embedder", "variant"],
+  MEMORY_EMBEDDER_THREADS: ["embedder", "threads"],
   MEMORY_HTTP_HOST: ["http", "host"],
   MEMORY_HTTP_PORT: ["http", "port"],
   MEMORY_HTTP_MAX_BODY_BYTES: ["http", "maxBodyBytes"],
@@ -437,6 +458,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_TOPIC_DLQ: ["kafka", "topics", "dlq"],
   MEMORY_STAGE_MAX_CHUNK: ["kafka", "maxChunk"],
   KAFKAJS_DEBUG: ["kafka", "debug"],
+  MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],
   NEO4J_URI: ["neo4j", "uri"],

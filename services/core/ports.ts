@@ -284,8 +284,12 @@ export interface VectorStore {
 export interface StoredTurn extends SegmentTurn {
   tenant: string;
   conversation: string;
+  /** OPEN_SEGMENT_ID while the turn was written ahead of its segment (writeTurns) and that segment is not yet indexed. */
   segmentId: string;
 }
+
+/** The segment id of a raw turn written as it arrived, before its segment closed (TurnStore.writeTurns). */
+export const OPEN_SEGMENT_ID = "";
 
 export interface TimeWindow {
   from: number;
@@ -426,6 +430,12 @@ export interface SegmentStore {
 export interface TurnStore {
   /** Turn ids are unique per conversation; the store keys them as conversation + turn id. */
   getTurns(tenant: string, turnKeys: readonly { conversation: string; turnId: string }[]): Promise<StoredTurn[]>;
+  /**
+   * Raw turns as they arrive, ahead of their segment (issue 18: queryable within seconds, not at
+   * segment close): row and lexical terms, segment id OPEN_SEGMENT_ID. Idempotent; the segment's
+   * writeBatch later names the segment on these rows (and leaves their text as it is).
+   */
+  writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void>;
 }
 
 /** Update candidates waiting for sleep-time consolidation, and the edges it left (versions, history). */

@@ -45,6 +45,7 @@ import { walkVersionGraph } from "../core/version-graph.ts";
 import { emptyContext } from "../encoder/extractor.ts";
 import { DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { indexSegment } from "../indexer/indexer.ts";
+import { type ArrivingTurn, indexRawTurns } from "../indexer/raw-turns.ts";
 import { StoreExplorerReader } from "../query/explorer-reader.ts";
 import { StoreMemoryReader } from "../query/memory-reader.ts";
 import type { QuerySettings } from "../query/query.ts";
@@ -650,6 +651,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     const turnBudget = this.settings.turnBudgetMs ?? DEFAULT_TURN_BUDGET_MS;
     const touched = new Set<string>();
     const released: Segment[] = [];
+    // Raw turns are written as they arrive (queryable at once, as through Kafka), with the gate's vectors.
+    const arriving: { turn: ArrivingTurn; vector: Float32Array }[] = [];
     for (const [i, entry] of batch.entries()) {
       // Between entries the event loop serves requests: a batch is many turns of CPU work.
       if (i > 0) await nextTick();
@@ -672,6 +675,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
             { kind: "turn", turn: sensory, embedding, ...(attention !== undefined ? { attention } : {}), nowMs: now },
             this.settings.segmenter,
           );
+          arriving.push({ turn: sensory, vector: embedding });
           this.progress.turns++;
         } else {
           out = segmenterStep(state, { kind: "flush", reason: entry.reason, nowMs: now }, this.settings.segmenter);
@@ -687,6 +691,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       touched.add(keyOf(entry.tenant, entry.conversation));
       released.push(...out.segments);
     }
+    await indexRawTurns(
+      this.parts,
+      arriving.map((a) => a.turn),
+      arriving.map((a) => a.vector),
+    );
     // Order matters for crash safety: segments are durable before the state that no longer holds them.
     // Pushed before the cursor moves, so drain() never sees an empty pipeline with work in between.
     const pending = this.parts.log.addPending(released);

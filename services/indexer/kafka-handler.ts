@@ -13,14 +13,14 @@
  * tenant. Both are idempotent: a replay after a crash erases nothing more and repeats the tombstones.
  */
 import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
-import { PoisonError, type StageHandler, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
-import { isErasure } from "../core/adapters/kafka/topics.ts";
-import { eraseConversation, tenantRecordIds } from "../core/erasure.ts";
-import { parseConversationKey } from "../core/keys.ts";
+import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
+import { eraseControl, type IndexerErasure } from "./erase-in-stores.ts";
 import { indexSegment } from "./indexer.ts";
+
+export type { IndexerErasure };
 
 export interface IndexerStageDeps {
   input: TopicCodec<RecordsEvent>;
@@ -38,42 +38,6 @@ export interface IndexerStageDeps {
   onErased?(erasure: IndexerErasure): void;
 }
 
-export interface IndexerErasure {
-  tenant: string;
-  conversation?: string;
-  records: number;
-  turns: number;
-}
-
-/** The stores' side of an erase control; returns the erased record ids (for their tombstones). */
-const eraseInStores = async (
-  deps: IndexerStageDeps,
-  tenant: string,
-  conversation: string | undefined,
-): Promise<{ records: string[]; turns: number }> => {
-  let records: string[];
-  let turns = 0;
-  if (conversation !== undefined) {
-    const erased = await eraseConversation(deps.graph, tenant, conversation);
-    records = erased.records;
-    turns = erased.turns.length;
-    await deps.vectors.delete(tenant, [...erased.records, ...erased.turns]);
-    // By payload too: vectors of turns whose rows the immediate erasure had already removed.
-    await deps.vectors.deleteConversation?.(tenant, conversation);
-  } else {
-    records = await tenantRecordIds(deps.graph, tenant);
-    await deps.graph.deleteTenant(tenant);
-    await deps.vectors.deleteTenant(tenant);
-  }
-  await deps.vectors.flush();
-  if (records.length > 0 || turns > 0 || conversation === undefined) {
-    // Deleted is not yet gone from the stores' files (docs/erasure.md).
-    await deps.vectors.purgeDeleted?.(tenant);
-    await deps.graph.purgeDeleted?.();
-  }
-  return { records, turns };
-};
-
 export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
   const slow = deps.slowWriteMs ?? 5000;
   const coolDown = deps.coolDownMs ?? 2000;
@@ -84,27 +48,7 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
     output: deps.output,
     pressure: () => Date.now() < saturatedUntil,
     async handle(key, input) {
-      if (input.kind === "control") {
-        if (!isErasure(input.control)) return { outputs: [], state: undefined };
-        const parsed = parseConversationKey(key);
-        if (!parsed) throw new PoisonError(`key "${key}" is not tenant/conversation`);
-        const conversation = input.control === "erase" ? parsed.conversation : undefined;
-        const erased = await eraseInStores(deps, parsed.tenant, conversation);
-        deps.onErased?.({
-          tenant: parsed.tenant,
-          ...(conversation !== undefined ? { conversation } : {}),
-          records: erased.records.length,
-          turns: erased.turns,
-        });
-        // The records this erasure removed again, and those the stores' erasure removed before the
-        // control (its ids travel on it): every candidate set the indexer wrote for them is ahead.
-        const ids = [...new Set([...erased.records, ...(input.erasedIds ?? [])])];
-        const tombstones: StageOutput<UpdateCandidatesEvent>[] = ids.map((recordId) => ({
-          key: recordId,
-          control: "erase",
-        }));
-        return { outputs: tombstones, state: undefined };
-      }
+      if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };
       const { segment, records } = input.value;
       const started = Date.now();
       const { candidates: found } = await indexSegment(

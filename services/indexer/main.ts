@@ -3,6 +3,11 @@
  * embedded|neo4j, MEMORY_VECTOR_STORE) and memory.update-queue.v1. A sink: store writes are
  * idempotent upserts, the update-queue entries and the consumed offsets commit in one transaction.
  * MEMORY_METRICS_PORT defaults to 9104.
+ *
+ * Beside it, in the same process (the same stores and embedding cache), its raw-turn consumer:
+ * memory.sensory.v1 -> raw turns in the stores as they arrive (raw-turn-stage.ts, issue 18), its own
+ * consumer group (memory-indexer-raw-turns). MEMORY_RAW_TURNS_AT_ONCE=false leaves it out (raw turns
+ * then become queryable at segment close only, as before).
  */
 import { candidateSettingsFrom, openEmbedder, stageEmbedder } from "../composition/parts.ts";
 import { openStores } from "../composition/stores.ts";
@@ -10,6 +15,7 @@ import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
 import { indexerStage } from "./kafka-handler.ts";
+import { rawTurnStage } from "./raw-turn-stage.ts";
 
 const config = loadProcessConfig();
 await setupTracing("indexer"); // MEMORY_TRACING (docs/tracing.md); off by default
@@ -21,17 +27,32 @@ await runStageProcess({
     const model = await openEmbedder(config);
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
+    // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
+    const embedder = stageEmbedder(model);
+    const onErased = (e: object) => log("info", "erased again", { ...e });
     return {
       handler: indexerStage({
         input: codecs.records,
         output: codecs.updateQueue,
         graph: stores.graph,
         vectors: stores.vectors,
-        embedder: stageEmbedder(model),
+        embedder,
         candidates: candidateSettingsFrom(config),
         onIndexed: (n) => metrics.recordsWritten(n),
-        onErased: (e) => log("info", "erased again", { ...e }),
+        onErased,
       }),
+      companions: config.kafka.rawTurnsAtOnce
+        ? [
+            rawTurnStage({
+              input: codecs.sensory,
+              output: codecs.updateQueue,
+              graph: stores.graph,
+              vectors: stores.vectors,
+              embedder,
+              onErased,
+            }),
+          ]
+        : [],
       close: async () => {
         await stores.close();
         await model.close();

@@ -12,7 +12,7 @@ import { CursorCodec } from "../../services/core/cursor.ts";
 import { ValidationError } from "../../services/core/errors.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
 import { lexicalText, queryTerms, rankBm25 } from "../../services/core/lexical.ts";
-import type { GraphStore, IndexBatch, RecordQuery } from "../../services/core/ports.ts";
+import { type GraphStore, type IndexBatch, OPEN_SEGMENT_ID, type RecordQuery } from "../../services/core/ports.ts";
 import { isoSpan } from "../../services/core/record-index.ts";
 import { getTurnsByRowIds } from "../../services/core/turn-order.ts";
 import type {
@@ -547,6 +547,56 @@ export const runGraphStoreContract = (
         byRow.map((t) => t.turnId),
         ["t2", "t1"],
       );
+    });
+
+    it("writeTurns stores raw turns ahead of their segment; the segment's writeBatch then names it", async () => {
+      // Two tenants of this run: D gets the turns on arrival and then the segment, E the segment only.
+      const D = `${prefix}D`;
+      const E = `${prefix}E`;
+      const t1 = makeTurn("t1", "Ana adopted a greyhound called Pepper.", "2023-07-01T10:00:00.000Z");
+      const t2 = makeTurn("t2", "Pepper sleeps all day on the sofa.", "2023-07-01T10:01:00.000Z");
+      const keys = [
+        { conversation: "c1", turnId: "t1" },
+        { conversation: "c1", turnId: "t2" },
+      ];
+      const batchOf = (tenant: string): IndexBatch => ({
+        tenant,
+        conversation: "c1",
+        segment: makeSegment(tenant, "c1", "seg-d", [t1, t2]),
+        records: [],
+        eventFrames: [],
+      });
+      try {
+        await store.writeTurns(D, "c1", [t1, t2]);
+        await store.writeTurns(D, "c1", [t1]);
+        assert.equal(await store.countSegments(D), 0);
+        assert.deepEqual(ids(await store.searchTurnsLexical(D, "greyhound", 10)), [turnRowId("c1", "t1")]);
+        assert.deepEqual(
+          (await store.getTurns(D, keys)).map((t) => [t.turnId, t.segmentId, t.text]),
+          [
+            ["t1", OPEN_SEGMENT_ID, t1.text],
+            ["t2", OPEN_SEGMENT_ID, t2.text],
+          ],
+        );
+        await store.writeBatch(batchOf(D));
+        await store.writeBatch(batchOf(E));
+        assert.deepEqual(
+          (await store.getTurns(D, keys)).map((t) => t.segmentId),
+          ["seg-d", "seg-d"],
+        );
+        assert.deepEqual(await fx.counts(D), await fx.counts(E), "the same rows as a segment-only write");
+        assert.deepEqual(ids(await store.searchTurnsLexical(D, "greyhound", 10)), [turnRowId("c1", "t1")]);
+        assert.deepEqual(
+          (await eraseConversation(store, D, "c1")).turns.sort(),
+          [turnRowId("c1", "t1"), turnRowId("c1", "t2")].sort(),
+        );
+        await eraseConversation(store, E, "c1");
+        assert.deepEqual(await fx.counts(D), await fx.counts(E), "erased alike");
+        assert.deepEqual(await store.getTurns(D, keys), []);
+        assert.deepEqual(await store.searchTurnsLexical(D, "greyhound", 10), []);
+      } finally {
+        for (const t of [D, E]) await store.deleteTenant(t).catch(() => undefined);
+      }
     });
 
     it("knownEntities / knownTopics list distinct display names", async () => {

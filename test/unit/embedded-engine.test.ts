@@ -47,6 +47,27 @@ describe("embedded engine (unit, hashing embedder)", () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
+  it("a turn is queryable by the raw-turn routes as soon as the inbox has it, before its segment closes", async () => {
+    const o = await open();
+    await o.engine.ingest("t", "c", [
+      {
+        turnId: "g1",
+        speaker: "Ana",
+        text: "I adopted a greyhound called Pepper last week.",
+        timestamp: "2024-05-06T10:00:00.000Z",
+        sessionId: "s1",
+        role: "user",
+      },
+    ]);
+    await o.engine.drain();
+    assert.equal((await o.engine.listRecords("t", { limit: 10 })).records.length, 0, "no segment closed yet");
+    const result = await o.engine.query("t", { question: "What is the name of Ana's greyhound?" });
+    const turn = result.items.find((i) => i.kind === "turn");
+    assert.deepEqual(turn?.turnIds, ["g1"]);
+    assert.ok(turn?.routes.some((r) => r.route === "raw-lexical"));
+    assert.ok(turn?.routes.some((r) => r.route === "raw-dense"));
+  });
+
   it("a bounded queue of one still carries everything through (backpressure, not loss)", async () => {
     const o = await open({
       settings: {

@@ -129,6 +129,8 @@ describe("SqliteGraphStore persistence", () => {
       };
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text.
       a.db.exec(`
+        DROP INDEX records_lex_scope;
+        DROP INDEX turns_lex_scope;
         ALTER TABLE records DROP COLUMN lex_len;
         ALTER TABLE turns DROP COLUMN lex_len;
         DROP TABLE records_fts;

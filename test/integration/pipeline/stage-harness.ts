@@ -167,6 +167,9 @@ export const runScenario = async (
     MEMORY_METRICS_PORT: "0",
     MEMORY_MODEL_DIR: join(ROOT, "models"),
     MEMORY_STORE: "neo4j",
+    // The records path alone: these scenarios count each instance's commits and partition
+    // assignments from its log lines, which the raw-turn consumer would add to (raw-turns.test.ts).
+    MEMORY_RAW_TURNS_AT_ONCE: "false",
   });
   const config = loadConfig({}, env);
   const kafka = kafkaClient(config, `${name}-test`);

@@ -78,6 +78,12 @@ export interface StageBuildContext {
 
 export interface BuiltStage<I, O, S> {
   handler: StageHandler<I, O, S>;
+  /**
+   * Stateless handlers that run beside the stage in its process, each its own consumer group
+   * (named after the handler) sharing the process's parts: the indexer's raw-turn consumer.
+   */
+  // biome-ignore lint/suspicious/noExplicitAny: handlers of any input and output topic
+  companions?: StageHandler<any, any, never>[];
   /** Releases models and stores after the runtime stopped. */
   close?(): Promise<void>;
 }
@@ -140,33 +146,39 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     labelNames: ["stage", "dependency"],
     registers,
   });
-  const observer: StageObserver = {
+  const observerOf = (stage: string): StageObserver => ({
     dependency: (d) => dependencyDown.set({ stage, dependency: d.dependency }, d.down ? 1 : 0),
-    committed: (c) => log("info", "committed", c),
+    committed: (c) => log("info", "committed", { ...c, ...(stage !== opts.stage ? { consumer: stage } : {}) }),
     event: (outcome, seconds) => metrics.stageEvent(stage, outcome, seconds),
     deadLetter: (reason) => dlqTotal.inc({ stage, reason }),
     lag: (topic, partition, n) => lag.set({ stage, topic, partition: String(partition) }, n),
     paused: (n) => pausedGauge.set({ stage }, n),
     log,
-  };
-  const runtime = new StageRuntime(handler, {
-    kafka,
-    admin,
-    groupId: `${config.kafka.topicPrefix}memory-${stage}`,
-    transactionalIdPrefix: `${config.kafka.topicPrefix}memory-${stage}`,
-    dlq: codecs.dlq,
-    ...(handler.state ? { changelogTopic: changelog } : {}),
-    maxChunk: opts.maxChunk ?? config.kafka.maxChunk,
-    sessionTimeoutMs: config.kafka.sessionTimeoutMs,
-    dependencyDownLimitMs: config.kafka.dependencyDownLimitMs,
-    transientBackoff: { baseMs: 200, maxMs: config.kafka.retryMaxBackoffMs },
-    observer,
   });
+  // biome-ignore lint/suspicious/noExplicitAny: the stage's own handler or a companion
+  const runtimeOf = (h: StageHandler<any, any, any>, stage: string, withState: boolean) =>
+    new StageRuntime(h, {
+      kafka,
+      admin,
+      groupId: `${config.kafka.topicPrefix}memory-${stage}`,
+      transactionalIdPrefix: `${config.kafka.topicPrefix}memory-${stage}`,
+      dlq: codecs.dlq,
+      ...(withState ? { changelogTopic: changelog } : {}),
+      maxChunk: opts.maxChunk ?? config.kafka.maxChunk,
+      sessionTimeoutMs: config.kafka.sessionTimeoutMs,
+      dependencyDownLimitMs: config.kafka.dependencyDownLimitMs,
+      transientBackoff: { baseMs: 200, maxMs: config.kafka.retryMaxBackoffMs },
+      observer: observerOf(stage),
+    });
+  const runtime = runtimeOf(handler, stage, handler.state !== undefined);
+  const companions = (built.companions ?? []).map((h) => runtimeOf(h, h.name, false));
+  const runtimes = [runtime, ...companions];
+  const failureOf = () => runtimes.find((r) => r.failure !== undefined)?.failure;
 
   let started = false;
   let http: RunningHttpServer | undefined;
   const shutdown = onShutdownSignals(log, () => [
-    { name: "stop", run: () => runtime.stop() },
+    { name: "stop", run: async () => void (await Promise.all(runtimes.map((r) => r.stop()))) },
     { name: "closing the stage", run: async () => built.close?.() },
     { name: "admin disconnect", run: () => admin.disconnect() },
     { name: "closing the registry client", run: () => serdes.close() },
@@ -177,14 +189,14 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
     host: config.metrics.host ?? "127.0.0.1",
     port: config.metrics.port ?? opts.defaultMetricsPort,
     health: () => {
-      const ok = runtime.failure === undefined;
-      return { ok, body: { ok, stage, ...(runtime.failure ? { error: runtime.failure.message } : {}) } };
+      const failure = failureOf();
+      return { ok: !failure, body: { ok: !failure, stage, ...(failure ? { error: failure.message } : {}) } };
     },
     // Ready once the consumer has joined and restored its state, until it fails or stops, and not
     // while a dependency has been down for longer than the limit (the stage only retries then).
     ready: () => {
-      const down = runtime.dependenciesDown();
-      const ready = started && !shutdown.stopping && runtime.failure === undefined && down.length === 0;
+      const down = runtimes.flatMap((r) => r.dependenciesDown());
+      const ready = started && !shutdown.stopping && failureOf() === undefined && down.length === 0;
       return {
         ok: ready,
         body: { ready, stage, ...(down.length > 0 ? { dependenciesDown: down.map((d) => d.dependency) } : {}) },
@@ -193,14 +205,18 @@ export const runStageProcess = async <I, O, S>(opts: StageProcessOptions<I, O, S
   });
 
   const watchdog = setInterval(() => {
-    if (runtime.failure) void shutdown.stop(`consumer failed: ${runtime.failure.message}`, 1);
+    const failure = failureOf();
+    if (failure) void shutdown.stop(`consumer failed: ${failure.message}`, 1);
   }, 1000);
   watchdog.unref();
 
-  await runtime.start();
+  for (const r of runtimes) await r.start();
   started = true;
   log("info", "started", {
     input: handler.input.topic,
+    ...(companions.length > 0
+      ? { companions: (built.companions ?? []).map((h) => ({ name: h.name, input: h.input.topic })) }
+      : {}),
     output: handler.output?.topic,
     changelog: handler.state ? changelog : undefined,
     metrics: http.url,

@@ -19,6 +19,7 @@ import type {
   TransactionView,
   TransactionWrites,
 } from "../../ports.ts";
+import { OPEN_SEGMENT_ID } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
@@ -91,6 +92,25 @@ const toStoredTurn = (t: TurnProps): StoredTurn => ({
   compressed: t.compressed,
   timestamp: t.timestamp,
   sessionId: t.sessionId,
+});
+
+/** A raw turn's MERGE key and properties (seq: insertion order, as SQLite's rowid). */
+const turnRow = (tenant: string, conversation: string, segmentId: string, t: SegmentTurn) => ({
+  turnId: t.turnId,
+  props: {
+    tenant,
+    conversation,
+    turnId: t.turnId,
+    segmentId,
+    speaker: t.speaker,
+    role: t.role,
+    text: t.text,
+    ...lexProps(t.text),
+    compressed: t.compressed,
+    timestamp: t.timestamp,
+    sessionId: t.sessionId,
+    seq: int(nextSeq()),
+  },
 });
 
 const toRelation = (r: RelationRow): RecordRelation => ({
@@ -300,23 +320,7 @@ export class Neo4jGraphStore implements GraphStore {
     const byId = new Map<string, MemoryRecord>();
     for (const r of batch.records) if (!byId.has(r.id)) byId.set(r.id, r);
     const conversation = segment.conversation;
-    const turns = segment.turns.map((t) => ({
-      turnId: t.turnId,
-      props: {
-        tenant,
-        conversation,
-        turnId: t.turnId,
-        segmentId: segment.id,
-        speaker: t.speaker,
-        role: t.role,
-        text: t.text,
-        ...lexProps(t.text),
-        compressed: t.compressed,
-        timestamp: t.timestamp,
-        sessionId: t.sessionId,
-        seq: int(nextSeq()),
-      },
-    }));
+    const turns = segment.turns.map((t) => turnRow(tenant, conversation, segment.id, t));
 
     await this.write(async (tx) => {
       await tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant });
@@ -391,9 +395,10 @@ export class Neo4jGraphStore implements GraphStore {
          UNWIND $turns AS t
          MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
          ON CREATE SET x += t.props
+         ON MATCH SET x.segmentId = CASE WHEN x.segmentId = $open THEN s.id ELSE x.segmentId END
          WITH s, x WHERE x.segmentId = s.id
          MERGE (s)-[:HAS_TURN]->(x)`,
-        { tenant, conversation, segmentId: segment.id, turns },
+        { tenant, conversation, segmentId: segment.id, turns, open: OPEN_SEGMENT_ID },
       );
       await tx.run(
         `MATCH (s:Segment {tenant: $tenant, id: $segmentId})
@@ -421,6 +426,20 @@ export class Neo4jGraphStore implements GraphStore {
           conversation,
           frames: batch.eventFrames.map((f) => ({ id: f.id, recordIds: uniq(f.recordIds), turnIds: uniq(f.turnIds) })),
         },
+      );
+    });
+  }
+
+  async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
+    if (turns.length === 0) return;
+    const rows = turns.map((t) => turnRow(tenant, conversation, OPEN_SEGMENT_ID, t));
+    await this.write(async (tx) => {
+      await tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant });
+      await tx.run(
+        `UNWIND $turns AS t
+         MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
+         ON CREATE SET x += t.props`,
+        { tenant, conversation, turns: rows },
       );
     });
   }

@@ -19,6 +19,7 @@ import type {
   TransactionView,
   TransactionWrites,
 } from "../../ports.ts";
+import { OPEN_SEGMENT_ID } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
@@ -202,32 +203,52 @@ export class SqliteGraphStore implements GraphStore {
         JSON.stringify(segment),
       );
       for (const turn of segment.turns) {
-        const info = this.run(
-          `INSERT INTO turns (${TURN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+        if (this.insertTurn(tenant, segment.conversation, segment.id, turn)) continue;
+        // Written ahead of its segment (writeTurns): the segment closed, the row now names it.
+        this.run(
+          "UPDATE turns SET segment_id = ? WHERE tenant = ? AND conversation = ? AND turn_id = ? AND segment_id = ?",
+          segment.id,
           tenant,
           segment.conversation,
           turn.turnId,
-          segment.id,
-          turn.speaker,
-          turn.role,
-          turn.text,
-          turn.compressed,
-          turn.timestamp,
-          turn.sessionId,
+          OPEN_SEGMENT_ID,
         );
-        if (info.changes === 1) {
-          const lex = lexicalText(turn.text);
-          this.run("UPDATE turns SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
-          this.run(
-            "INSERT INTO turns_fts (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)",
-            info.lastInsertRowid,
-            lex.lex,
-            tenant,
-            segment.conversation,
-          );
-        }
       }
     })();
+  }
+
+  async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
+    this.db.transaction(() => {
+      for (const turn of turns) this.insertTurn(tenant, conversation, OPEN_SEGMENT_ID, turn);
+    })();
+  }
+
+  /** Inserts a raw turn with its full-text row once; false when it was there already. */
+  private insertTurn(tenant: string, conversation: string, segmentId: string, turn: SegmentTurn): boolean {
+    const info = this.run(
+      `INSERT INTO turns (${TURN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+      tenant,
+      conversation,
+      turn.turnId,
+      segmentId,
+      turn.speaker,
+      turn.role,
+      turn.text,
+      turn.compressed,
+      turn.timestamp,
+      turn.sessionId,
+    );
+    if (info.changes !== 1) return false;
+    const lex = lexicalText(turn.text);
+    this.run("UPDATE turns SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
+    this.run(
+      "INSERT INTO turns_fts (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)",
+      info.lastInsertRowid,
+      lex.lex,
+      tenant,
+      conversation,
+    );
+    return true;
   }
 
   /** Inserts a record and its index rows once; a replay leaves the stored record (and any consolidation) as is. */

@@ -210,6 +210,17 @@ INSERT INTO turns_fts (turns_fts) VALUES ('optimize');
     sql: "",
     backfill: rekeyDeadLetters,
   },
+  {
+    version: 6,
+    // The lexical routes' BM25 scope (items, total length) of a tenant or conversation on every
+    // query: read from these covering indexes instead of the table rows (issue 18; the record rows
+    // hold their JSON, so a scan of them reads many pages).
+    name: "covering indexes for the lexical scope statistics",
+    sql: `
+CREATE INDEX IF NOT EXISTS records_lex_scope ON records (tenant, conversation, superseded_by, valid_from, valid_to, lex_len);
+CREATE INDEX IF NOT EXISTS turns_lex_scope ON turns (tenant, conversation, lex_len);
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

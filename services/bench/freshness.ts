@@ -1,0 +1,469 @@
+/**
+ * `memory bench freshness`: how soon is a turn produced to Kafka queryable, and how fast does the
+ * distributed pipeline go next to the embedded runtime, in one run (issue 18).
+ *
+ * Against the running Kafka + schema registry + Neo4j (eval "$(bash infra/env.sh)"); the four
+ * stages (sensory, segmenter, encoder, indexer: services/<stage>/main.ts) run as child processes
+ * with a topic prefix and a tenant of their own, both removed at the end (topics, subjects, tenant).
+ *
+ * 1. Freshness: the first turns of each dev conversation are produced to memory.turns.v1 at a fixed
+ *    rate; every 100 ms the bench reads the stores. A raw turn is queryable once its row (the
+ *    raw-lexical route's getTurns) and its vector (the raw-dense route) are both there; a turn's
+ *    record is queryable once a record citing the turn is listed. A flush closes the open segments
+ *    at the end; turns no record cites are left out of the record latency.
+ * 2. Throughput: whole dev conversations produced at once (another tenant); turns per second from
+ *    the first produce until every stage's consumer group has drained (after a flush), against the
+ *    same turns through the embedded runtime (ingest, flush, drain) in the same run.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { type Command, InvalidArgumentError } from "commander";
+import type { Admin, Kafka, Producer } from "kafkajs";
+import { openStores } from "../composition/stores.ts";
+import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
+import { openPipelineCodecs, RegistrySerdes } from "../core/adapters/kafka/serde.ts";
+import { CONTROL_HEADER, type TopicNames } from "../core/adapters/kafka/topics.ts";
+import { type Config, loadConfig } from "../core/config.ts";
+import { loadLocomo } from "../core/datasets/locomo.ts";
+import { turnRowId } from "../core/ids.ts";
+import { keyOf, type Turn } from "../core/types.ts";
+import { openEmbeddedEngine } from "../embedded/open.ts";
+import { runEnvironment, writeReportFiles } from "./run.ts";
+import { percentile } from "./scoring.ts";
+import { fmt, markdownTable } from "./table.ts";
+
+export interface FreshnessOptions {
+  /** The configuration the bench was started with (model folder, Kafka, registry, Neo4j). */
+  config: Config;
+  /** LoCoMo-format file (the dev conversations). */
+  data: string;
+  /** Turns of each conversation produced in the freshness phase (default 40). */
+  turns?: number;
+  /** Turns per second produced in the freshness phase, all conversations together (default 4). */
+  rate?: number;
+  /** Whole conversations in the throughput phase (default 1: the first dev conversation); 0 skips it. */
+  throughputConversations?: number;
+  /** Output folder; null writes nothing. */
+  out: string | null;
+  log?: (line: string) => void;
+}
+
+export interface LatencySummary {
+  n: number;
+  p50: number | undefined;
+  p95: number | undefined;
+  max: number | undefined;
+}
+
+export interface FreshnessResult {
+  environment: ReturnType<typeof runEnvironment> & { loadavg: number[] };
+  rate: number;
+  producedTurns: number;
+  /** Produce → raw turn queryable (row and vector), ms. */
+  rawTurn: LatencySummary;
+  /** Raw turns never seen before the deadline. */
+  rawTurnMissing: number;
+  /** Produce → a record citing the turn queryable, ms (turns some record cites). */
+  record: LatencySummary;
+  throughput?: {
+    turns: number;
+    distributedSeconds: number;
+    embeddedSeconds: number;
+    distributedTurnsPerSecond: number;
+    embeddedTurnsPerSecond: number;
+    /** distributed / embedded. */
+    ratio: number;
+  };
+}
+
+const STAGES = ["sensory", "segmenter", "encoder", "indexer"] as const;
+const INPUT_OF: Record<(typeof STAGES)[number], keyof Pick<TopicNames, "turns" | "sensory" | "segments" | "records">> =
+  {
+    sensory: "turns",
+    segmenter: "sensory",
+    encoder: "segments",
+    indexer: "records",
+  };
+const POLL_MS = 100;
+/** How long the bench waits for the last turn to become queryable, and for the groups to drain. */
+const DEADLINE_MS = 600_000;
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+const summary = (xs: readonly number[]): LatencySummary => ({
+  n: xs.length,
+  p50: percentile(xs, 50),
+  p95: percentile(xs, 95),
+  max: xs.length > 0 ? Math.max(...xs) : undefined,
+});
+
+interface Child {
+  name: string;
+  child: ChildProcess;
+  started: Promise<void>;
+  tail: string[];
+}
+
+const ROOT = resolve(import.meta.dirname, "..", "..");
+
+const startStage = (name: string, env: NodeJS.ProcessEnv): Child => {
+  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "main.ts")], {
+    cwd: ROOT,
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const tail: string[] = [];
+  const started = new Promise<void>((ok, fail) => {
+    let buf = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      buf += chunk.toString();
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        tail.push(line);
+        if (tail.length > 20) tail.shift();
+        if (line.includes('"msg":"started"')) ok();
+      }
+    });
+    child.stderr?.on("data", (chunk: Buffer) => tail.push(chunk.toString()));
+    child.on("exit", (code) => fail(new Error(`${name} exited (${code}) before it started:\n${tail.join("\n")}`)));
+  });
+  return { name, child, started, tail };
+};
+
+const stopStage = async (c: Child): Promise<void> => {
+  if (c.child.exitCode !== null) return;
+  const exited = new Promise<void>((r) => c.child.once("exit", () => r()));
+  c.child.kill("SIGTERM");
+  const timer = setTimeout(() => c.child.kill("SIGKILL"), 30_000);
+  await exited;
+  clearTimeout(timer);
+};
+
+/** Messages the stages' consumer groups have not yet committed past (0: drained). */
+const behind = async (admin: Admin, prefix: string, topics: TopicNames): Promise<number> => {
+  let n = 0;
+  for (const stage of STAGES) {
+    const topic = topics[INPUT_OF[stage]];
+    const [committed] = await admin.fetchOffsets({ groupId: `${prefix}memory-${stage}`, topics: [topic] });
+    for (const e of await admin.fetchTopicOffsets(topic)) {
+      const c = Number(committed?.partitions.find((p) => p.partition === e.partition)?.offset ?? -1);
+      // Transaction markers take an offset: a drained partition is one behind its high watermark.
+      n += Math.max(0, Number(e.high) - 1 - Math.max(0, c));
+    }
+  }
+  return n;
+};
+
+const waitDrained = async (admin: Admin, prefix: string, topics: TopicNames): Promise<void> => {
+  const end = Date.now() + DEADLINE_MS;
+  let streak = 0;
+  while (streak < 2) {
+    if (Date.now() > end) throw new Error(`the pipeline did not drain within ${DEADLINE_MS / 1000} s`);
+    streak = (await behind(admin, prefix, topics)) === 0 ? streak + 1 : 0;
+    if (streak < 2) await sleep(250);
+  }
+};
+
+export const runFreshnessBench = async (
+  o: FreshnessOptions,
+): Promise<{ result: FreshnessResult; markdown: string; files: string[] }> => {
+  const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const perConversation = o.turns ?? 40;
+  const rate = o.rate ?? 4;
+  const run = randomUUID().slice(0, 8);
+  const prefix = `bench-fresh-${run}.`;
+  const tenant = `bench-fresh-${run}`;
+  const throughputTenant = `bench-fresh-${run}-tp`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    MEMORY_TOPIC_PREFIX: prefix,
+    MEMORY_STORE: "neo4j",
+    MEMORY_METRICS_PORT: "0",
+    MEMORY_MODEL_DIR: resolve(o.config.modelDir),
+  };
+  const config = loadConfig({}, env);
+  const conversations = loadLocomo(o.data);
+  const kafka: Kafka = kafkaClient(config, "bench-freshness");
+  const serdes = new RegistrySerdes(config.kafka.registryUrl);
+  const producer: Producer = kafka.producer();
+  const admin = kafka.admin();
+  const stores = await openStores(config, "neo4j");
+  const children: Child[] = [];
+  try {
+    const topics = await ensurePipelineTopics(kafka, config);
+    const codecs = await openPipelineCodecs(serdes, topics);
+    await admin.connect();
+    await producer.connect();
+    log(`freshness: starting ${STAGES.join(", ")} (topic prefix ${prefix})`);
+    for (const s of STAGES) children.push(startStage(s, env));
+    await Promise.all(children.map((c) => c.started));
+
+    // --- 1. Freshness: produce at a fixed rate, watch the stores.
+    const asTurn = (t: string, conversation: string, turn: (typeof conversations)[number]["turns"][number]): Turn => ({
+      tenant: t,
+      conversation,
+      turnId: turn.turnId ?? "",
+      speaker: turn.speaker,
+      role: turn.role,
+      text: turn.text,
+      timestamp: turn.timestamp,
+      sessionId: turn.sessionId,
+    });
+    const schedule: Turn[] = [];
+    for (let i = 0; i < perConversation; i++)
+      for (const c of conversations) {
+        const t = c.turns[i];
+        if (t) schedule.push(asTurn(tenant, c.id, t));
+      }
+    const sentAt = new Map<string, number>();
+    const rawSeen = new Map<string, number>();
+    const recordSeen = new Map<string, number>();
+    const keyOfTurn = (t: { conversation: string; turnId: string }) => turnRowId(t.conversation, t.turnId);
+    let polling = true;
+    let deadline = Number.POSITIVE_INFINITY;
+    const poller = (async () => {
+      while (polling || rawSeen.size < sentAt.size) {
+        const pending = schedule.filter((t) => sentAt.has(keyOfTurn(t)) && !rawSeen.has(keyOfTurn(t)));
+        if (pending.length > 0) {
+          const [rows, vectors] = await Promise.all([
+            stores.graph.getTurns(tenant, pending),
+            stores.vectors.get(tenant, pending.map(keyOfTurn)),
+          ]);
+          const now = Date.now();
+          const withVector = new Set(vectors.map((v) => v.id));
+          for (const r of rows) if (withVector.has(keyOfTurn(r))) rawSeen.set(keyOfTurn(r), now);
+        }
+        if (!polling && rawSeen.size < sentAt.size && Date.now() > deadline) break;
+        await sleep(POLL_MS);
+      }
+    })();
+    const recordPoller = (async () => {
+      while (polling) {
+        let cursor: string | undefined;
+        const now = Date.now();
+        do {
+          const page = await stores.graph.listRecords(tenant, { limit: 500, ...(cursor ? { cursor } : {}) });
+          for (const r of page.records)
+            for (const turnId of r.source.turnIds) {
+              const k = turnRowId(r.source.conversation, turnId);
+              if (!recordSeen.has(k)) recordSeen.set(k, now);
+            }
+          cursor = page.nextCursor;
+        } while (cursor);
+        await sleep(POLL_MS * 5);
+      }
+    })();
+    log(`freshness: producing ${schedule.length} turns at ${rate}/s`);
+    const started = Date.now();
+    for (const [i, t] of schedule.entries()) {
+      const due = started + (i * 1000) / rate;
+      if (due > Date.now()) await sleep(due - Date.now());
+      const value = await codecs.turns.encode(t);
+      sentAt.set(keyOfTurn(t), Date.now());
+      await producer.send({ topic: topics.turns, messages: [{ key: keyOf(t.tenant, t.conversation), value }] });
+    }
+    await producer.send({
+      topic: topics.turns,
+      messages: conversations.map((c) => ({
+        key: keyOf(tenant, c.id),
+        value: null,
+        headers: { [CONTROL_HEADER]: "flush" },
+      })),
+    });
+    await waitDrained(admin, prefix, topics);
+    deadline = Date.now() + 10_000;
+    await sleep(POLL_MS * 6);
+    polling = false;
+    await Promise.all([poller, recordPoller]);
+    const rawLatency = [...rawSeen].map(([k, at]) => at - (sentAt.get(k) ?? at));
+    const recordLatency = [...recordSeen].filter(([k]) => sentAt.has(k)).map(([k, at]) => at - (sentAt.get(k) ?? at));
+
+    // --- 2. Throughput: whole conversations at once, distributed and embedded, the same turns.
+    let throughput: FreshnessResult["throughput"];
+    const picked = conversations.slice(0, o.throughputConversations ?? 1);
+    if (picked.length > 0) {
+      const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
+      log(`throughput: ${turns.length} turns through the distributed pipeline`);
+      const t0 = Date.now();
+      const encoded = await Promise.all(
+        turns.map(async (t) => ({ key: keyOf(t.tenant, t.conversation), value: await codecs.turns.encode(t) })),
+      );
+      for (let i = 0; i < encoded.length; i += 100)
+        await producer.send({ topic: topics.turns, messages: encoded.slice(i, i + 100) });
+      await producer.send({
+        topic: topics.turns,
+        messages: picked.map((c) => ({
+          key: keyOf(throughputTenant, c.id),
+          value: null,
+          headers: { [CONTROL_HEADER]: "flush" },
+        })),
+      });
+      await waitDrained(admin, prefix, topics);
+      const distributedSeconds = (Date.now() - t0) / 1000;
+      for (const c of children) await stopStage(c);
+      log(`throughput: the same turns through the embedded runtime`);
+      const dataDir = mkdtempSync(join(tmpdir(), "bench-fresh-"));
+      try {
+        const opened = await openEmbeddedEngine({ ...o.config, dataDir });
+        try {
+          const e0 = Date.now();
+          for (const c of picked) {
+            await opened.engine.ingest(throughputTenant, c.id, c.turns);
+            await opened.engine.flush(throughputTenant, c.id);
+          }
+          await opened.engine.drain();
+          const embeddedSeconds = (Date.now() - e0) / 1000;
+          throughput = {
+            turns: turns.length,
+            distributedSeconds,
+            embeddedSeconds,
+            distributedTurnsPerSecond: turns.length / distributedSeconds,
+            embeddedTurnsPerSecond: turns.length / embeddedSeconds,
+            ratio: embeddedSeconds / distributedSeconds,
+          };
+        } finally {
+          await opened.close();
+        }
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    }
+
+    const result: FreshnessResult = {
+      environment: { ...runEnvironment(), loadavg: loadavg() },
+      rate,
+      producedTurns: schedule.length,
+      rawTurn: summary(rawLatency),
+      rawTurnMissing: schedule.length - rawSeen.size,
+      record: summary(recordLatency),
+      ...(throughput ? { throughput } : {}),
+    };
+    const markdown = freshnessMarkdown(result);
+    const files = o.out ? writeReportFiles(o.out, "freshness", result.environment.date, markdown, result) : [];
+    return { result, markdown, files };
+  } catch (err) {
+    for (const c of children) log(`--- ${c.name}\n${c.tail.join("\n")}`);
+    throw err;
+  } finally {
+    await Promise.allSettled(children.map(stopStage));
+    for (const t of [tenant, throughputTenant]) {
+      await stores.graph.deleteTenant(t).catch(() => undefined);
+      await stores.vectors.deleteTenant(t).catch(() => undefined);
+    }
+    await stores.close().catch(() => undefined);
+    await producer.disconnect().catch(() => undefined);
+    await cleanKafka(admin, prefix, config.kafka.registryUrl, serdes);
+  }
+};
+
+/** Removes the run's topics and registry subjects (best effort). */
+const cleanKafka = async (admin: Admin, prefix: string, registryUrl: string, serdes: RegistrySerdes): Promise<void> => {
+  try {
+    const topics = (await admin.listTopics()).filter((t) => t.startsWith(prefix));
+    if (topics.length > 0) await admin.deleteTopics({ topics });
+  } catch {
+    // best effort
+  }
+  await admin.disconnect().catch(() => undefined);
+  await serdes.close().catch(() => undefined);
+  try {
+    const subjects = (await (await fetch(`${registryUrl}/subjects`)).json()) as string[];
+    for (const s of subjects.filter((x) => x.startsWith(prefix))) {
+      await fetch(`${registryUrl}/subjects/${encodeURIComponent(s)}`, { method: "DELETE" });
+      await fetch(`${registryUrl}/subjects/${encodeURIComponent(s)}?permanent=true`, { method: "DELETE" });
+    }
+  } catch {
+    // best effort
+  }
+};
+
+export const freshnessMarkdown = (r: FreshnessResult): string => {
+  const ms = (v: number | undefined) => (v === undefined ? "–" : fmt(v, 0));
+  const lines = [
+    `# Freshness: produce → queryable (${r.producedTurns} turns at ${r.rate}/s; ${r.environment.cpus} CPUs, load ${r.environment.loadavg.map((x) => x.toFixed(1)).join(" ")})`,
+    "",
+    markdownTable(
+      ["what", "n", "p50 ms", "p95 ms", "max ms"],
+      [
+        [
+          "produce → raw turn queryable (row + vector)",
+          String(r.rawTurn.n),
+          ms(r.rawTurn.p50),
+          ms(r.rawTurn.p95),
+          ms(r.rawTurn.max),
+        ],
+        [
+          "produce → a record citing the turn queryable",
+          String(r.record.n),
+          ms(r.record.p50),
+          ms(r.record.p95),
+          ms(r.record.max),
+        ],
+      ],
+    ),
+  ];
+  if (r.rawTurnMissing > 0) lines.push("", `${r.rawTurnMissing} raw turns were never seen.`);
+  if (r.throughput) {
+    const t = r.throughput;
+    lines.push(
+      "",
+      markdownTable(
+        ["runtime", "turns", "seconds", "turns/s"],
+        [
+          [
+            "distributed (4 stage processes, Neo4j)",
+            String(t.turns),
+            fmt(t.distributedSeconds, 1),
+            fmt(t.distributedTurnsPerSecond, 2),
+          ],
+          ["embedded (SQLite + HNSW)", String(t.turns), fmt(t.embeddedSeconds, 1), fmt(t.embeddedTurnsPerSecond, 2)],
+        ],
+      ),
+      "",
+      `distributed / embedded throughput: ${fmt(t.ratio, 2)}`,
+    );
+  }
+  return `${lines.join("\n")}\n`;
+};
+
+const positiveNumber = (v: string): number => {
+  const n = Number(v);
+  if (!(Number.isFinite(n) && n > 0)) throw new InvalidArgumentError("expected a positive number");
+  return n;
+};
+
+const wholeNumber = (v: string): number => {
+  const n = Number(v);
+  if (!(Number.isInteger(n) && n >= 0)) throw new InvalidArgumentError("expected a whole number");
+  return n;
+};
+
+/** `memory bench freshness` (registered under `memory bench` by cli.ts). */
+export const registerFreshnessCommand = (bench: Command, config: () => Config): void => {
+  bench
+    .command("freshness")
+    .description(
+      'produce → raw turn / record queryable through Kafka (p50/p95), and distributed vs embedded throughput in the same run; needs the infra (eval "$(bash infra/env.sh)")',
+    )
+    .option("--data <file>", "LoCoMo-format file the turns come from", "../shared/data/locomo-dev.json")
+    .option("--turns <n>", "turns of each conversation in the freshness phase", wholeNumber, 40)
+    .option("--rate <n>", "turns per second produced in the freshness phase", positiveNumber, 4)
+    .option("--throughput-conversations <n>", "whole conversations in the throughput phase (0: none)", wholeNumber, 1)
+    .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
+    .action(async (o: { data: string; turns: number; rate: number; throughputConversations: number; out: string }) => {
+      const { markdown, files } = await runFreshnessBench({
+        config: config(),
+        data: o.data,
+        turns: o.turns,
+        rate: o.rate,
+        throughputConversations: o.throughputConversations,
+        out: o.out,
+      });
+      console.log(markdown);
+      if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+    });
+};

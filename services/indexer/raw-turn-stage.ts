@@ -1,0 +1,74 @@
+/**
+ * The indexer's second consumer (issue 18): memory.sensory.v1 -> the stores' raw turns, so that a
+ * turn is found by the raw-turn routes within seconds of its produce rather than when its segment
+ * closes (seconds to minutes later). It runs in the indexer's process (the same stores, the same
+ * embedding cache: the segment-close write of these turns then finds their vectors) with its own
+ * consumer group; its records follow at segment close through the records topic as before.
+ *
+ * Exactly-once as the other stages: the writes are idempotent upserts (raw-turns.ts), the consumed
+ * offsets commit in one transaction with the update-queue tombstones of an erase control; a replay
+ * rewrites the same rows. Erase controls reach this consumer too (sensory forwards them in partition
+ * order), after every turn produced before them: it erases again what it wrote since the caller's
+ * immediate erasure, with the indexer's own rule and tombstones (erase-in-stores.ts).
+ */
+import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
+import { PoisonError, type StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
+import { turnRowId } from "../core/ids.ts";
+import { parseConversationKey } from "../core/keys.ts";
+import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
+import type { SensoryTurn } from "../core/types.ts";
+import { type EraseDeps, eraseControl } from "./erase-in-stores.ts";
+import { indexRawTurns } from "./raw-turns.ts";
+
+/** The consumer group / transactional id suffix and the stage label of this consumer. */
+export const RAW_TURN_STAGE = "indexer-raw-turns";
+
+export interface RawTurnStageDeps extends EraseDeps {
+  input: TopicCodec<SensoryTurn>;
+  output: TopicCodec<UpdateCandidatesEvent>;
+  graph: GraphStore;
+  vectors: VectorStore;
+  /** A caching embedder: shared with the records consumer, which then finds these turns' texts. */
+  embedder: Embedder;
+  onIndexed?(turns: number): void;
+}
+
+export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, UpdateCandidatesEvent, never> => {
+  /** Row ids prepare() wrote for the chunk in flight: handle() has nothing left to do for them. */
+  const written = new Set<string>();
+  const rowIdOf = (t: SensoryTurn): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
+  const keyMatches = (key: string, t: SensoryTurn): boolean => {
+    const parsed = parseConversationKey(key);
+    return parsed !== undefined && parsed.tenant === t.tenant && parsed.conversation === t.conversation;
+  };
+  return {
+    name: RAW_TURN_STAGE,
+    input: deps.input,
+    output: deps.output,
+    /**
+     * One embedding call and one write per tenant and conversation for the chunk's turns (a write
+     * per turn is what made the turns wait under load). Only the turns ahead of the chunk's first
+     * control: a turn after an erase must not be written before handle() runs that erase. A failed
+     * batch leaves every turn to handle(), one at a time, which finds the one at fault.
+     */
+    async prepare(inputs) {
+      written.clear();
+      const turns: SensoryTurn[] = [];
+      for (const { key, input } of inputs) {
+        if (input.kind === "control") break;
+        if (keyMatches(key, input.value)) turns.push(input.value);
+      }
+      if (turns.length === 0) return;
+      await indexRawTurns(deps, turns);
+      for (const t of turns) written.add(rowIdOf(t));
+    },
+    async handle(key, input) {
+      if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };
+      const turn = input.value;
+      if (!keyMatches(key, turn)) throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
+      if (!written.delete(rowIdOf(turn))) await indexRawTurns(deps, [turn]);
+      deps.onIndexed?.(1);
+      return { outputs: [], state: undefined };
+    },
+  };
+};

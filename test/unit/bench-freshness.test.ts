@@ -1,0 +1,54 @@
+/**
+ * The freshness bench's report (the run itself needs Kafka, the registry and Neo4j:
+ * `npm run bench -- freshness`): both latencies and the throughput ratio are in the table, and
+ * raw turns never seen are said, not hidden.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { type FreshnessResult, freshnessMarkdown } from "../../services/bench/freshness.ts";
+
+const result = (over: Partial<FreshnessResult> = {}): FreshnessResult => ({
+  environment: {
+    gitCommit: "abc",
+    gitDirty: false,
+    date: "2026-12-02T00:00:00.000Z",
+    node: "v20",
+    cpus: 2,
+    loadavg: [1, 2, 3],
+  },
+  rate: 4,
+  producedTurns: 80,
+  rawTurn: { n: 80, p50: 1234.4, p95: 1890.6, max: 2100 },
+  rawTurnMissing: 0,
+  record: { n: 77, p50: 21000, p95: 31000, max: 33000 },
+  ...over,
+});
+
+describe("bench freshness report", () => {
+  it("tabulates both latencies and the throughput ratio", () => {
+    const md = freshnessMarkdown(
+      result({
+        throughput: {
+          turns: 419,
+          distributedSeconds: 100,
+          embeddedSeconds: 80,
+          distributedTurnsPerSecond: 4.19,
+          embeddedTurnsPerSecond: 5.2375,
+          ratio: 0.8,
+        },
+      }),
+    );
+    assert.match(md, /80 turns at 4\/s; 2 CPUs, load 1\.0 2\.0 3\.0/);
+    assert.match(md, /\| produce → raw turn queryable \(row \+ vector\) \| 80 \| 1234 \| 1891 \| 2100 \|/);
+    assert.match(md, /\| produce → a record citing the turn queryable \| 77 \| 21000 \| 31000 \| 33000 \|/);
+    assert.match(md, /\| distributed \(4 stage processes, Neo4j\) \| 419 \| 100\.0 \| 4\.19 \|/);
+    assert.match(md, /distributed \/ embedded throughput: 0\.80/);
+    assert.doesNotMatch(md, /never seen/);
+  });
+
+  it("says how many raw turns were never seen, and leaves out the throughput table when not run", () => {
+    const md = freshnessMarkdown(result({ rawTurnMissing: 3, rawTurn: { n: 77, p50: 1, p95: 2, max: 3 } }));
+    assert.match(md, /3 raw turns were never seen/);
+    assert.doesNotMatch(md, /turns\/s/);
+  });
+});

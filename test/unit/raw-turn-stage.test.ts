@@ -1,0 +1,189 @@
+/**
+ * The indexer's raw-turn consumer without a broker (issue 18), over real SQLite + HNSW stores in a
+ * temporary folder and the hashing embedder: a sensory turn is found by both raw-turn routes (dense
+ * and lexical) before any segment holds it; the segment-close write later names the segment on
+ * the same rows and embeds no turn again; a replay writes nothing new; an erase control erases what
+ * it wrote and tombstones the erased record ids; a key that lies is poison.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { HnswVectorStore } from "../../services/core/adapters/hnsw/index.ts";
+import { UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
+import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
+import { SqliteGraphStore } from "../../services/core/adapters/sqlite/index.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
+import { turnRowId } from "../../services/core/ids.ts";
+import { type GraphStore, OPEN_SEGMENT_ID, type VectorStore } from "../../services/core/ports.ts";
+import { keyOf, type SensoryTurn, SensoryTurnSchema } from "../../services/core/types.ts";
+import { indexSegment } from "../../services/indexer/indexer.ts";
+import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
+import { rawTurnText } from "../../services/indexer/raw-turns.ts";
+import { jsonCodec, segmentOf, segmentTurnOf } from "../helpers/stage-fixtures.ts";
+
+interface Stores {
+  graph: GraphStore;
+  vectors: VectorStore;
+  embedder: HashingEmbedder;
+}
+
+const withStores = async (fn: (s: Stores) => Promise<void>): Promise<void> => {
+  const dir = mkdtempSync(join(tmpdir(), "raw-turn-stage-"));
+  const db = openSqlite(dir);
+  const graph = new SqliteGraphStore(db);
+  const vectors = new HnswVectorStore(db, dir);
+  try {
+    await fn({ graph, vectors, embedder: new HashingEmbedder() });
+  } finally {
+    await vectors.close();
+    await graph.close();
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
+const stageOf = (s: Stores) =>
+  rawTurnStage({
+    input: jsonCodec("memory.sensory.v1", SensoryTurnSchema),
+    output: jsonCodec("memory.update-queue.v1", UpdateCandidatesEventSchema),
+    ...s,
+  });
+
+const T1 = segmentTurnOf("t1", "I adopted a greyhound called Pepper last week.", "2023-06-01T10:00:00.000Z");
+const T2 = segmentTurnOf("t2", "She sleeps on the sofa all afternoon.", "2023-06-01T10:01:00.000Z");
+const sensoryOf = (t: typeof T1, tenant = "acme", conversation = "c1"): SensoryTurn => ({
+  tenant,
+  conversation,
+  turnId: t.turnId,
+  speaker: t.speaker,
+  role: t.role,
+  text: t.text,
+  timestamp: t.timestamp,
+  sessionId: t.sessionId,
+  compressed: t.compressed,
+  keptRatio: 1,
+});
+
+const feed = async (stage: ReturnType<typeof stageOf>, turns: SensoryTurn[]) => {
+  const inputs = turns.map((value) => ({
+    key: keyOf(value.tenant, value.conversation),
+    input: { kind: "event" as const, value },
+  }));
+  await stage.prepare?.(inputs);
+  for (const { key, input } of inputs)
+    assert.deepEqual(await stage.handle(key, input, undefined), { outputs: [], state: undefined });
+};
+
+describe("indexer raw-turn consumer", () => {
+  it("a turn is found by both raw-turn routes before its segment closes", async () => {
+    await withStores(async (s) => {
+      await feed(stageOf(s), [sensoryOf(T1), sensoryOf(T2)]);
+      assert.equal(await s.graph.countSegments("acme"), 0);
+      const [query] = await s.embedder.embed([rawTurnText(T1)]);
+      const dense = await s.vectors.search("acme", query as Float32Array, 1, { conversation: "c1", kind: "turn" });
+      assert.deepEqual(
+        dense.map((h) => h.id),
+        [turnRowId("c1", "t1")],
+      );
+      const lexical = await s.graph.searchTurnsLexical("acme", "greyhound Pepper", 5, "c1");
+      assert.deepEqual(
+        lexical.map((h) => h.id),
+        [turnRowId("c1", "t1")],
+      );
+      const [stored] = await s.graph.getTurns("acme", [{ conversation: "c1", turnId: "t1" }]);
+      assert.equal(stored?.segmentId, OPEN_SEGMENT_ID);
+      assert.equal(stored?.text, T1.text);
+      // Other tenants see nothing of it.
+      assert.deepEqual(await s.graph.searchTurnsLexical("globex", "greyhound", 5), []);
+      assert.equal(await s.vectors.count("globex"), 0);
+    });
+  });
+
+  it("the segment-close write names the segment, embeds no turn again, and a replay adds nothing", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      await feed(stage, [sensoryOf(T1), sensoryOf(T2)]);
+      const textsBefore = s.embedder.stats().texts;
+      const vectorsBefore = await s.vectors.count("acme");
+      await indexSegment({ ...s, candidates: false }, segmentOf("seg-1", [T1, T2]), []);
+      assert.equal(s.embedder.stats().texts, textsBefore, "the turns' vectors were stored already");
+      assert.equal(await s.vectors.count("acme"), vectorsBefore);
+      const turns = await s.graph.getTurns("acme", [
+        { conversation: "c1", turnId: "t1" },
+        { conversation: "c1", turnId: "t2" },
+      ]);
+      assert.deepEqual(
+        turns.map((t) => t.segmentId),
+        ["seg-1", "seg-1"],
+      );
+      await feed(stage, [sensoryOf(T1)]);
+      assert.equal(await s.vectors.count("acme"), vectorsBefore);
+      assert.equal((await s.graph.getTurns("acme", [{ conversation: "c1", turnId: "t1" }]))[0]?.segmentId, "seg-1");
+      assert.equal((await s.graph.searchTurnsLexical("acme", "greyhound", 5)).length, 1);
+    });
+  });
+
+  it("an erase control erases what it wrote and tombstones the erased record ids it carries", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      await feed(stage, [sensoryOf(T1), sensoryOf(T1, "acme", "c2")]);
+      const out = await stage.handle(
+        keyOf("acme", "c1"),
+        { kind: "control", control: "erase", erasedIds: ["r-gone"] },
+        undefined,
+      );
+      assert.deepEqual(out, { outputs: [{ key: "r-gone", control: "erase" }], state: undefined });
+      assert.deepEqual(await s.graph.getTurns("acme", [{ conversation: "c1", turnId: "t1" }]), []);
+      assert.deepEqual(
+        (await s.graph.searchTurnsLexical("acme", "greyhound", 5)).map((h) => h.id),
+        [turnRowId("c2", "t1")],
+      );
+      assert.equal(await s.vectors.count("acme"), 1);
+      // Flush, session end and idle mean nothing here.
+      for (const control of ["flush", "session-end", "idle"] as const)
+        assert.deepEqual(await stage.handle(keyOf("acme", "c2"), { kind: "control", control }, undefined), {
+          outputs: [],
+          state: undefined,
+        });
+      assert.equal(await s.vectors.count("acme"), 1);
+    });
+  });
+
+  it("one chunk writes its turns in one batch, but never a turn behind an erase before that erase", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      const key = keyOf("acme", "c1");
+      const chunk = [
+        { key, input: { kind: "event" as const, value: sensoryOf(T1) } },
+        { key, input: { kind: "control" as const, control: "erase" as const } },
+        { key, input: { kind: "event" as const, value: sensoryOf(T2) } },
+      ];
+      await stage.prepare?.(chunk);
+      assert.equal(await s.vectors.count("acme"), 1, "only the turn ahead of the erase, in prepare");
+      for (const { key: k, input } of chunk) await stage.handle(k, input, undefined);
+      assert.deepEqual(
+        (
+          await s.graph.getTurns("acme", [
+            { conversation: "c1", turnId: "t1" },
+            { conversation: "c1", turnId: "t2" },
+          ])
+        ).map((t) => t.turnId),
+        ["t2"],
+      );
+      assert.equal(await s.vectors.count("acme"), 1);
+    });
+  });
+
+  it("a key that does not match the turn is poison", async () => {
+    await withStores(async (s) => {
+      await assert.rejects(
+        stageOf(s).handle(keyOf("acme", "other"), { kind: "event", value: sensoryOf(T1) }, undefined),
+        PoisonError,
+      );
+      assert.equal(await s.vectors.count("acme"), 0);
+    });
+  });
+});

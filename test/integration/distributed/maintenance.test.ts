@@ -205,18 +205,24 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
     assert.equal((await call(dep.http, keyOf(bob), "GET", `/v1/records/${boston.id}/history`)).status, 404);
 
     // --- As-of through the gateway: the version valid then ----------------------------------------
-    const ids = async (asOf?: string) =>
+    // A context carries a record's evidence as the record or as its raw turn (never both: the
+    // packing keeps whichever ranks first), so evidence is matched by either.
+    const items = async (asOf?: string) =>
       (
         await call<QueryResult>(dep.http, keyOf(alice), "POST", "/v1/query", {
           question: "Where does Ana live?",
           budget: 2000,
           ...(asOf ? { asOf } : {}),
         })
-      ).body.items.map((i) => i.id);
-    assert.ok((await ids()).includes(denver.id));
-    assert.ok(!(await ids()).includes(boston.id));
-    const then = await ids("2024-02-01T00:00:00.000Z");
-    assert.ok(then.includes(boston.id) && !then.includes(denver.id), "as of February, Ana lived in Boston");
+      ).body.items;
+    const standsFor = (i: QueryResult["items"][number], r: MemoryRecord): boolean =>
+      i.id === r.id || (i.kind === "turn" && r.source.turnIds.every((t) => i.turnIds.includes(t)));
+    const has = (xs: QueryResult["items"], r: MemoryRecord): boolean => xs.some((i) => standsFor(i, r));
+    const now = await items();
+    assert.ok(has(now, denver), "now: Ana lives in Denver");
+    assert.ok(!now.some((i) => i.id === boston.id), "now: the superseded Boston record is not current");
+    const then = await items("2024-02-01T00:00:00.000Z");
+    assert.ok(has(then, boston) && !has(then, denver), "as of February, Ana lived in Boston");
     // Not only through the dense route: Neo4j's lexical and entity indexes return the version valid then.
     const february = Date.parse("2024-02-01T00:00:00.000Z");
     const routeIds = async (at?: number) => ({
@@ -234,7 +240,7 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
       budget: 2000,
       asOf: "2024-02-01T00:00:00.000Z",
     });
-    const bostonItem = asked.body.items.find((i) => i.id === boston.id);
+    const bostonItem = asked.body.items.find((i) => standsFor(i, boston));
     assert.ok(
       bostonItem?.routes.some((r) => r.route !== "dense"),
       "found by more than the dense route",

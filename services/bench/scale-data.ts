@@ -147,17 +147,7 @@ export const fixedSegments = (
   return out;
 };
 
-/** mulberry32: a small seeded PRNG, so a scale run builds the same data every time. */
-export const seededRandom = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
+export { seededRandom } from "../core/seeded-random.ts";
 
 /** Standard normal samples from a uniform source (Box-Muller). */
 const gaussian = (rnd: () => number): number => {

@@ -1,14 +1,4 @@
-/** mulberry32: a tiny seeded PRNG so "random" test data is the same on every run. */
-export const seededRandom = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
+export { seededRandom } from "../../services/core/seeded-random.ts";
 
 /** A unit vector near `base`: base plus seeded noise of the given size, normalised. */
 export const near = (base: Float32Array, noise: number, rnd: () => number): Float32Array => {

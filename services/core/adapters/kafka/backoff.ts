@@ -11,8 +11,9 @@ export interface BackoffPolicy {
   maxMs: number;
 }
 
-/** Uniform in [0, 1). */
-export type Random = () => number;
+import type { Random } from "../../seeded-random.ts";
+
+export { type Random, seededRandom } from "../../seeded-random.ts";
 
 /**
  * Equal jitter: half of the capped exponential step is kept, the other half is random, so the
@@ -22,16 +23,4 @@ export const backoffDelay = (attempt: number, policy: BackoffPolicy, random: Ran
   const exp = policy.baseMs * 2 ** Math.max(0, Math.min(attempt - 1, 30));
   const step = Math.min(policy.maxMs, exp);
   return Math.round(step / 2 + (step / 2) * random());
-};
-
-/** A deterministic uniform source (mulberry32) for tests and reproducible runs. */
-export const seededRandom = (seed: number): Random => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 };

@@ -76,6 +76,17 @@ export const SegmentTurnSchema = z.object({
 });
 export type SegmentTurn = z.infer<typeof SegmentTurnSchema>;
 
+/** A turn as a segment holds it: its SegmentTurn fields only (a sensory or arriving turn carries more). */
+export const segmentTurnOf = (t: SegmentTurn): SegmentTurn => ({
+  turnId: t.turnId,
+  speaker: t.speaker,
+  role: t.role,
+  text: t.text,
+  compressed: t.compressed,
+  timestamp: t.timestamp,
+  sessionId: t.sessionId,
+});
+
 export const SegmentSchema = z.object({
   id: z.string(),
   tenant: z.string(),

@@ -8,7 +8,7 @@
 import { turnRowId } from "../core/ids.ts";
 import type { Embedder, GraphStore, VectorItem, VectorStore } from "../core/ports.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
-import type { SegmentTurn } from "../core/types.ts";
+import { type SegmentTurn, segmentTurnOf } from "../core/types.ts";
 
 /** One arriving turn of a conversation (a sensory turn carries these fields and more). */
 export interface ArrivingTurn extends SegmentTurn {
@@ -24,16 +24,6 @@ export interface RawTurnDeps {
 
 /** The text a raw turn's vector is computed from (the boundary gate embeds the same string). */
 export const rawTurnText = (t: Pick<SegmentTurn, "speaker" | "text">): string => turnEmbeddingText(t.speaker, t.text);
-
-const segmentTurnOf = (t: ArrivingTurn): SegmentTurn => ({
-  turnId: t.turnId,
-  speaker: t.speaker,
-  role: t.role,
-  text: t.text,
-  compressed: t.compressed,
-  timestamp: t.timestamp,
-  sessionId: t.sessionId,
-});
 
 /**
  * Writes the turns' vectors, then their rows (a turn is only listed once its vector exists, as in

@@ -1,7 +1,14 @@
 import { z } from "zod";
 import { segmentId } from "../core/ids.ts";
 import { countTokens } from "../core/tokens.ts";
-import type { BoundaryDecision, CloseReason, Segment, SegmentTurn, SensoryTurn } from "../core/types.ts";
+import {
+  type BoundaryDecision,
+  type CloseReason,
+  type Segment,
+  type SegmentTurn,
+  type SensoryTurn,
+  segmentTurnOf,
+} from "../core/types.ts";
 import {
   type AttentionParams,
   attentionCheck,
@@ -128,16 +135,6 @@ const release = (state: SegmenterState, force: boolean, bufferTokens: number): S
   return { state, segments: [] };
 };
 
-const toSegmentTurn = (t: SensoryTurn): SegmentTurn => ({
-  turnId: t.turnId,
-  speaker: t.speaker,
-  role: t.role,
-  text: t.text,
-  compressed: t.compressed,
-  timestamp: t.timestamp,
-  sessionId: t.sessionId,
-});
-
 const f32ToBase64 = (v: Float32Array): string => {
   const b = Buffer.alloc(v.length * 4);
   for (let i = 0; i < v.length; i++) b.writeFloatLE(v[i] as number, i * 4);
@@ -179,7 +176,7 @@ export const loadSummary = (s: StoredSummary): SegmentSummary => ({
 
 const openWith = (turn: SensoryTurn, embedding: Float32Array, tokens: number): OpenSegment => ({
   sessionId: turn.sessionId,
-  turns: [toSegmentTurn(turn)],
+  turns: [segmentTurnOf(turn)],
   gate: storeSummary(extendSummary(undefined, embedding)),
   tokens,
   decisions: [],
@@ -256,7 +253,7 @@ export const segmenterStep = (state: SegmenterState, input: SegmenterInput, cfg:
       surprises,
       open: {
         ...open,
-        turns: [...open.turns, toSegmentTurn(turn)],
+        turns: [...open.turns, segmentTurnOf(turn)],
         gate: storeSummary(extendSummary(summary, embedding)),
         tokens: open.tokens + tokens,
         decisions: [...open.decisions, decision],

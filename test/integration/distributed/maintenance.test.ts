@@ -26,6 +26,7 @@ import type { MemoryRecord } from "../../../services/core/types.ts";
 import type { EmbeddedEngine } from "../../../services/embedded/engine.ts";
 import { openEmbeddedEngine } from "../../../services/embedded/open.ts";
 import { LIFE, TRAVEL } from "../../helpers/consolidation-scenario.ts";
+import { carries, standsFor } from "../../helpers/evidence.ts";
 import { runPrefix } from "../pipeline/helpers.ts";
 import { cleanUp, type Deployment, skip, startDeployment, tails, waitDrained } from "./helpers.ts";
 
@@ -205,8 +206,7 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
     assert.equal((await call(dep.http, keyOf(bob), "GET", `/v1/records/${boston.id}/history`)).status, 404);
 
     // --- As-of through the gateway: the version valid then ----------------------------------------
-    // A context carries a record's evidence as the record or as its raw turn (never both: the
-    // packing keeps whichever ranks first), so evidence is matched by either.
+    // Evidence is matched as the record or its raw turn (test/helpers/evidence.ts).
     const items = async (asOf?: string) =>
       (
         await call<QueryResult>(dep.http, keyOf(alice), "POST", "/v1/query", {
@@ -215,14 +215,11 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
           ...(asOf ? { asOf } : {}),
         })
       ).body.items;
-    const standsFor = (i: QueryResult["items"][number], r: MemoryRecord): boolean =>
-      i.id === r.id || (i.kind === "turn" && r.source.turnIds.every((t) => i.turnIds.includes(t)));
-    const has = (xs: QueryResult["items"], r: MemoryRecord): boolean => xs.some((i) => standsFor(i, r));
     const now = await items();
-    assert.ok(has(now, denver), "now: Ana lives in Denver");
+    assert.ok(carries(now, denver), "now: Ana lives in Denver");
     assert.ok(!now.some((i) => i.id === boston.id), "now: the superseded Boston record is not current");
     const then = await items("2024-02-01T00:00:00.000Z");
-    assert.ok(has(then, boston) && !has(then, denver), "as of February, Ana lived in Boston");
+    assert.ok(carries(then, boston) && !carries(then, denver), "as of February, Ana lived in Boston");
     // Not only through the dense route: Neo4j's lexical and entity indexes return the version valid then.
     const february = Date.parse("2024-02-01T00:00:00.000Z");
     const routeIds = async (at?: number) => ({

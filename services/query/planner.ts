@@ -8,6 +8,25 @@ const MULTI_HOP =
   /\b(both|in common|and .+ both|compare|together|each other|all the|how many|what (are|were) some|which .+s\b)/i;
 const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
 
+/**
+ * Questions whose answer collects mentions over time: lists and counts ("how many", "what kinds
+ * of", "what books"), whether something ever happened, and the present perfect ("where has P
+ * been"). Their evidence is one mention in each of several sessions.
+ */
+const AGGREGATION =
+  /\b(how many|how often|ever|kinds? of|types? of|sorts? of|all the|(what|which) (are|were) some)\b|^\s*(what|which|where)\s+([a-z]+s\s+)?(has|have)\b|^\s*(what|which)\s+(?!(is|was|does|has|this|us|its)\b)[a-z]+s\b/i;
+
+export const isAggregation = (question: string): boolean => AGGREGATION.test(question);
+
+/** Questions that ask for an inference about a person (a likely choice, a trait, a hypothetical). */
+export const isInference = (question: string): boolean => OPEN.test(question);
+
+/**
+ * Whether the answer is gathered from what a person said here and there rather than from one
+ * statement: a list or count, or an inference from traits mentioned in passing.
+ */
+export const collectsMentions = (question: string): boolean => isAggregation(question) || isInference(question);
+
 const STOP = new Set(
   "a an the of to in on at for with and or is are was were be been do does did what when where who whom which why how has have had his her their its it this that these those from by as about into he she they them i you we my your our any some".split(
     " ",

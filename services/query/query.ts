@@ -7,8 +7,9 @@ import { getTurnsByRowIds } from "../core/turn-order.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
+import { contentQuestion, withoutNames } from "./name-free.ts";
 import { type PackInput, packContext } from "./pack.ts";
-import { DeterministicPlanner } from "./planner.ts";
+import { collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
 export interface QueryDeps {
@@ -121,13 +122,13 @@ export const runQuery = async (
   // route by the validity filter below, the graph routes in the store; without it, current records.
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
-  const [[qv], knownEntities, knownTopics, totalRecords] = await Promise.all([
-    deps.embedder.embed([req.question]),
+  // The question's embedding runs while the planner reads the indexes.
+  const questionVector = deps.embedder.embed([req.question]);
+  const [knownEntities, knownTopics, totalRecords] = await Promise.all([
     deps.graph.knownEntities(tenant, conversation),
     deps.graph.knownTopics(tenant, conversation),
     deps.graph.countRecords(tenant, conversation),
   ]);
-  const qvec = qv as Float32Array;
   const planned = await (deps.planner ?? DETERMINISTIC).plan({
     // The planner's LLM cost is booked to this tenant (unattributed without it).
     tenant,
@@ -137,30 +138,52 @@ export const runQuery = async (
     now,
   });
   const plan = planned.plan;
+  const findByEntities = (keys: readonly string[], k: number) =>
+    deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf);
+  const selectiveEntities = await selectiveKeys(plan.entities, findByEntities, totalRecords);
+  // A question that collects mentions of a person (a list, a count, a trait) is matched once more
+  // without the names found in nearly every record (name-free.ts).
+  const commonNames = plan.entities.filter((e) => !selectiveEntities.includes(e));
+  const content = collectsMentions(req.question) ? contentQuestion(req.question, commonNames) : undefined;
+  const [[qv], contentVectors] = await Promise.all([
+    questionVector,
+    content === undefined ? Promise.resolve(undefined) : deps.embedder.embed([content]),
+  ]);
+  const qvec = qv as Float32Array;
+  const cvec = contentVectors?.[0];
   const depth = settings.routeDepth;
   const routeMs: Partial<Record<RouteName, number>> = {};
   const timed = async (route: RouteName, run: () => Promise<ScoredId[]>): Promise<RankedList> => {
     const t = performance.now();
     const ids = await run();
-    routeMs[route] = performance.now() - t;
+    // A route run once per query text (dense, raw-dense) reports its time summed.
+    routeMs[route] = (routeMs[route] ?? 0) + performance.now() - t;
     return { route, ids };
   };
   const scope = conversation ? { conversation } : {};
-  const lexicalText = [req.question, ...plan.rewrites].join(" ");
+  const questionText = [req.question, ...plan.rewrites].join(" ");
+  const lexicalText = content === undefined ? questionText : withoutNames(questionText, commonNames);
   const jobs: Promise<RankedList>[] = [
     timed("dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" })),
     timed("raw-dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" })),
     timed("lexical", () => deps.graph.searchRecordsLexical(tenant, lexicalText, depth, conversation, asOf)),
     timed("raw-lexical", () => deps.graph.searchTurnsLexical(tenant, lexicalText, depth, conversation)),
   ];
+  // The similarity routes once more with the name-free question: two more lists in the fusion,
+  // so what matches the content of the question weighs more than what matches the names.
+  if (cvec)
+    jobs.push(
+      timed("dense", async () => deps.vectors.search(tenant, cvec, depth, { ...scope, kind: "record" })),
+      timed("raw-dense", async () => deps.vectors.search(tenant, cvec, depth, { ...scope, kind: "turn" })),
+    );
   const lookup = (keys: readonly string[], find: (keys: readonly string[], k: number) => Promise<ScoredId[]>) =>
     selectiveKeys(keys, find, totalRecords).then(async (selective) =>
       selective.length === 0 ? [] : rerankBySimilarity(deps, tenant, await find(selective, depth * 5), qvec, depth),
     );
-  if (plan.entities.length > 0)
+  if (selectiveEntities.length > 0)
     jobs.push(
-      timed("entity", () =>
-        lookup(plan.entities, (keys, k) => deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf)),
+      timed("entity", async () =>
+        rerankBySimilarity(deps, tenant, await findByEntities(selectiveEntities, depth * 5), qvec, depth),
       ),
     );
   if (plan.topics.length > 0)
@@ -245,7 +268,7 @@ export const runQuery = async (
     items: packed.items,
     plan,
     cost: {
-      embeddingCalls: 1,
+      embeddingCalls: cvec ? 2 : 1,
       ...planned.cost,
       ms: performance.now() - started,
       routeMs,

@@ -1,0 +1,132 @@
+// Questions that collect mentions of a person (lists, counts, inferences) are matched once more
+// without the names found in nearly every record (services/query/name-free.ts, query.ts).
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { HnswVectorStore } from "../../services/core/adapters/hnsw/vector-store.ts";
+import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
+import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
+import { indexSegment } from "../../services/indexer/indexer.ts";
+import { contentQuestion, withoutNames } from "../../services/query/name-free.ts";
+import { collectsMentions, isAggregation, isInference } from "../../services/query/planner.ts";
+import { DEFAULT_QUERY_SETTINGS, type QueryDeps, runQuery } from "../../services/query/query.ts";
+import { batchesFor } from "../contract/graph-store.contract.ts";
+
+describe("name-free question text", () => {
+  it("blanks whole-word names and their possessive, case-insensitively", () => {
+    assert.equal(withoutNames("What are Alice's hobbies?", ["Alice"]), "What are hobbies?");
+    assert.equal(
+      withoutNames("Which towns have alice and Bob both seen?", ["Alice", "Bob"]),
+      "Which towns have and both seen?",
+    );
+    // A name inside another word is not the name.
+    assert.equal(withoutNames("What did Alicent bring?", ["Alice"]), "What did Alicent bring?");
+  });
+
+  it("gives no content question when no name is in it or nothing else is", () => {
+    assert.equal(contentQuestion("What pets does Bob keep?", []), undefined);
+    assert.equal(contentQuestion("What pets does Bob keep?", ["Carol"]), undefined);
+    assert.equal(contentQuestion("Bob?", ["Bob"]), undefined);
+    assert.equal(contentQuestion("What pets does Bob keep?", ["Bob"]), "What pets does keep?");
+  });
+});
+
+describe("questions that collect mentions", () => {
+  it("recognises lists, counts, 'ever' and the present perfect", () => {
+    for (const q of [
+      "What kinds of music does Dana listen to?",
+      "How many bikes does Eli own?",
+      "Has Fay ever been to Japan?",
+      "Where has Gus worked?",
+      "Which languages has Hal studied?",
+      "What sports does Ivy play?",
+    ])
+      assert.ok(isAggregation(q), q);
+  });
+
+  it("recognises inferences about a person", () => {
+    assert.ok(isInference("Would Jo enjoy a cooking class?"));
+    assert.ok(isInference("What might Kim choose for a holiday?"));
+  });
+
+  it("leaves single facts and dates alone", () => {
+    for (const q of [
+      "Where did Lee move to?",
+      "When did Max start his job?",
+      "What is Ned's job?",
+      "Who is Ola's sister?",
+    ])
+      assert.equal(collectsMentions(q), false, q);
+  });
+});
+
+describe("runQuery: the similarity routes once more without common names", () => {
+  let dir: string;
+  let db: SqliteDatabase;
+  let deps: QueryDeps;
+  const settings = { ...DEFAULT_QUERY_SETTINGS, now: () => new Date("2023-08-01T00:00:00.000Z") };
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "query-name-free-"));
+    db = openSqlite(dir);
+    const graph = new SqliteGraphStore(db);
+    const vectors = new HnswVectorStore(db, dir);
+    const embedder = new HashingEmbedder();
+    for (const b of batchesFor("t"))
+      await indexSegment({ graph, vectors, embedder, candidates: false }, b.segment, b.records);
+    deps = { graph, vectors, embedder };
+  });
+
+  after(async () => {
+    await deps.vectors.close();
+    await deps.graph.close();
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const denseRuns = (routes: readonly { route: string }[]) => routes.filter((r) => r.route === "dense").length;
+
+  it("adds name-free dense and raw-dense lists for a list question naming a common name", async () => {
+    // Caroline is in two of conversation c1's three records: too common to select by.
+    const r = await runQuery(
+      deps,
+      "t",
+      { question: "What kinds of drinks does Caroline prefer?", conversation: "c1", budget: 500, explain: true },
+      settings,
+    );
+    assert.equal(r.cost.embeddingCalls, 2);
+    assert.equal(denseRuns(r.explain?.routes ?? []), 2);
+    assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 2);
+    assert.equal(
+      r.explain?.routes.some((l) => l.route === "entity"),
+      false,
+    );
+    assert.match(r.context, /tea/);
+  });
+
+  it("asks once for a question about a single fact", async () => {
+    const r = await runQuery(
+      deps,
+      "t",
+      { question: "Where did Caroline move to?", conversation: "c1", budget: 500, explain: true },
+      settings,
+    );
+    assert.equal(r.cost.embeddingCalls, 1);
+    assert.equal(denseRuns(r.explain?.routes ?? []), 1);
+    assert.match(r.context, /Paris/);
+  });
+
+  it("asks once when the name is no known entity (nothing to leave out)", async () => {
+    const r = await runQuery(
+      deps,
+      "t",
+      { question: "What kinds of drinks does Zed prefer?", conversation: "c1", budget: 500, explain: true },
+      settings,
+    );
+    assert.equal(r.cost.embeddingCalls, 1);
+    assert.equal(denseRuns(r.explain?.routes ?? []), 1);
+  });
+});

@@ -124,6 +124,8 @@ export const runQuery = async (
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
   // The question's embedding runs while the planner reads the indexes.
   const questionVector = deps.embedder.embed([req.question]);
+  // Awaited below; until then a failure of the reads must not leave its rejection unhandled.
+  questionVector.catch(() => {});
   const [knownEntities, knownTopics, totalRecords] = await Promise.all([
     deps.graph.knownEntities(tenant, conversation),
     deps.graph.knownTopics(tenant, conversation),

@@ -3,11 +3,11 @@
  * (services/composition), its stores are the SQLite ones in the data folder, with the durable log
  * and the keyed state on the same database.
  */
-import { join } from "node:path";
 import {
   EMBEDDER_DIR,
   encoderFrom,
   openCompressor,
+  openEmbedder,
   openLlm,
   openTurnAttention,
   plannerFrom,
@@ -17,7 +17,6 @@ import {
 } from "../composition/parts.ts";
 import { openSqliteStores } from "../composition/stores.ts";
 import type { ConsolidationDecider } from "../consolidator/types.ts";
-import { loadThreadedOnnxEmbedder } from "../core/adapters/onnx/embedder-thread.ts";
 import { SqliteStateStore } from "../core/adapters/sqlite/state-store.ts";
 import type { Config } from "../core/config.ts";
 import { isLlmMetricsTarget } from "../core/llm-metering.ts";
@@ -76,13 +75,7 @@ export const engineSettingsFrom = (config: Config): EngineSettings => ({
 
 /** The embedded default: SQLite + HNSW in the data folder, the ONNX embedder from the model folder. */
 export const openEmbeddedEngine = async (config: Config, options: OpenOptions = {}): Promise<OpenedEngine> => {
-  const embedder =
-    options.embedder ??
-    (await loadThreadedOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
-      variant: config.embedder.variant,
-      threads: config.embedder.threads,
-      batchSize: EMBEDDED_EMBED_BATCH,
-    }));
+  const embedder = options.embedder ?? (await openEmbedder(config, { batchSize: EMBEDDED_EMBED_BATCH }));
   const compressor = options.compressor
     ? { compressor: options.compressor, close: async () => {} }
     : await openCompressor(config);

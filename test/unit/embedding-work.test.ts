@@ -11,12 +11,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { HnswVectorStore } from "../../services/core/adapters/hnsw/vector-store.ts";
+import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
-import type { Embedder, EmbedderStats } from "../../services/core/ports.ts";
+import type { Embedder, EmbedderStats, VectorItem } from "../../services/core/ports.ts";
 import type { TurnInput } from "../../services/core/requests.ts";
 import { seededRandom } from "../../services/core/seeded-random.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { indexSegment } from "../../services/indexer/indexer.ts";
+import { indexRawTurns } from "../../services/indexer/raw-turns.ts";
+import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 import { Closer } from "../helpers/closer.ts";
 
 /** The model as the engine sees it: every call and every text it is asked to embed. */
@@ -141,5 +147,59 @@ describe("embedding work per ingested turn (embedded runtime, counting embedder)
     // a short "Speaker (date):" prefix each): at most 2.5 × the answer's own characters.
     const chars = texts.reduce((n, t) => n + t.length, 0);
     assert.ok(chars <= 2.5 * answer.length, `${chars} characters embedded for a ${answer.length}-character answer`);
+  });
+});
+
+describe("indexer: a raw turn written on arrival is not embedded or written again at segment close", () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("writes each turn's vector once and each record's once", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-embed-work-idx-"));
+    dirs.push(dir);
+    const db = openSqlite(dir);
+    const store = new HnswVectorStore(db, dir);
+    const written: string[] = [];
+    const vectors = Object.assign(Object.create(store) as HnswVectorStore, {
+      upsert: (tenant: string, items: readonly VectorItem[]) => {
+        written.push(...items.map((i) => i.id));
+        return store.upsert(tenant, items);
+      },
+    });
+    const model = new CountingEmbedder();
+    const deps = { graph: new SqliteGraphStore(db), vectors, embedder: model };
+    try {
+      const turns = [
+        makeTurn("t1", "Jon started at Acme in March.", at(0)),
+        makeTurn("t2", "Jon moved to Berlin for the job.", at(1)),
+      ];
+      const segment = makeSegment("A", "c1", "seg-1", turns);
+      await indexRawTurns(
+        deps,
+        turns.map((t) => ({ ...t, tenant: "A", conversation: "c1" })),
+      );
+      const record = makeRecord("A", "c1", "seg-1", {
+        text: "Jon (2024-05-06): Jon started at Acme in March.",
+        type: "fact",
+        entities: ["Jon"],
+        topics: ["work"],
+        saidAt: at(0),
+        turnIds: ["t1"],
+      });
+      await indexSegment({ ...deps, candidates: false }, segment, [record]);
+      assert.equal(new Set(written).size, written.length, `a vector written twice: ${written.join(", ")}`);
+      assert.equal(written.length, 3, "two turns on arrival, one record at segment close");
+      assert.deepEqual(
+        model.calls.map((c) => c.length),
+        [2, 1],
+        "the turns once on arrival, the record at close",
+      );
+      assert.equal((await vectors.get("A", [record.id])).length, 1);
+    } finally {
+      await store.close();
+      db.close();
+    }
   });
 });

@@ -63,9 +63,15 @@ export const observedEmbedder = (inner: Embedder, report?: (calls: number, texts
       }
     : inner;
 
-/** The embedder a stage uses: cached, and counted when `report` is given; a span per model call when tracing is on. */
-export const stageEmbedder = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>
-  new CachingEmbedder(observedEmbedder(tracedPortIfOn(inner, "embedder"), report));
+/**
+ * The embedder a stage uses: cached (`cacheEntries`: config cache.embeddingEntries), and counted when
+ * `report` is given; a span per model call when tracing is on.
+ */
+export const stageEmbedder = (
+  inner: Embedder,
+  report?: (calls: number, texts: number) => void,
+  cacheEntries?: number,
+): Embedder => new CachingEmbedder(observedEmbedder(tracedPortIfOn(inner, "embedder"), report), cacheEntries);
 
 /** The configured turn compressor (statistical unless an ONNX token classifier is configured or present). */
 export const openCompressor = (config: Pick<Config, "sensory" | "modelDir">): Promise<OpenedCompressor> =>

@@ -261,6 +261,24 @@ export const ConfigSchema = z.object({
     .prefault({}),
   runtime: z.object({ queueCapacity: num.int().positive().default(64) }).default({ queueCapacity: 64 }),
   /**
+   * In-memory caches, each bounded by entries whatever the number of tenants (least recently used
+   * dropped first; what is dropped is read again from its store or recomputed):
+   * - embeddingEntries: vectors of recent texts a process's embedder keeps (one cache per process,
+   *   all tenants share it; about 1.5 KB per entry with the 384-d model). At least 256: a Kafka
+   *   stage's chunk of turns must fit, it is embedded in one call and then read back.
+   * - conversationStates: conversations whose segmenter and encoder state the embedded runtime keeps
+   *   in memory (the state is in its SQLite store too). A conversation pushed out with an open
+   *   segment has it closed as an idle one would be. At least 64 (two inbox batches of conversations).
+   * - attentionPairs: turn-pair attention shares the segmenter memoises (boundaries attention / both).
+   */
+  cache: z
+    .object({
+      embeddingEntries: num.int("must be a whole number").min(256).default(4096),
+      conversationStates: num.int("must be a whole number").min(64).default(10_000),
+      attentionPairs: num.int("must be a whole number").min(64).default(4096),
+    })
+    .default({ embeddingEntries: 4096, conversationStates: 10_000, attentionPairs: 4096 }),
+  /**
    * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
    * are this share of its points (erasure always rebuilds it; see docs/erasure.md).
    */
@@ -416,6 +434,9 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_SEGMENTER_BOUNDARIES: ["segmenter", "boundaries"],
   MEMORY_QUERY_BUDGET: ["query", "budget"],
   MEMORY_QUEUE_CAPACITY: ["runtime", "queueCapacity"],
+  MEMORY_EMBEDDING_CACHE_ENTRIES: ["cache", "embeddingEntries"],
+  MEMORY_CONVERSATION_CACHE_ENTRIES: ["cache", "conversationStates"],
+  MEMORY_ATTENTION_CACHE_ENTRIES: ["cache", "attentionPairs"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],
   MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
   MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],

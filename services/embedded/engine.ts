@@ -60,6 +60,7 @@ import {
 } from "../segmenter/segment-state.ts";
 import { compressTurn } from "../sensory/compress-turn.ts";
 import { BoundedQueue } from "./bounded-queue.ts";
+import { BoundedStates } from "./bounded-states.ts";
 import { withinBudget } from "./budget.ts";
 import type { DurableLog, InboxEntry } from "./durable-log.ts";
 
@@ -111,6 +112,14 @@ export interface EngineSettings {
    */
   maxAttempts?: number;
   /**
+   * Conversations whose segmenter and encoder state stay in memory (default 10,000; config
+   * cache.conversationStates). Beyond it the least recently active is dropped (it is in the state
+   * store); one dropped with an open segment has it closed as an idle one would be.
+   */
+  conversationStates?: number;
+  /** Turn-pair attention shares memoised (boundaries attention / both; config cache.attentionPairs). */
+  attentionPairs?: number;
+  /**
    * Sleep-time consolidation: candidate threshold, concurrency and the off-peak scheduler
    * (window / idle trigger). Absent: candidates with the defaults, no scheduler; consolidate() on demand works.
    */
@@ -144,6 +153,7 @@ const ISOLATE_CURSOR = "inbox-isolate";
 export const DEFAULT_TURN_BUDGET_MS = 30_000;
 export const DEFAULT_SEGMENT_BUDGET_MS = 300_000;
 export const DEFAULT_MAX_ATTEMPTS = 3;
+export const DEFAULT_CONVERSATION_STATES = 10_000;
 
 type TurnEntry = Extract<InboxEntry, { kind: "turn" }>;
 
@@ -162,8 +172,18 @@ interface Progress {
  */
 export class EmbeddedEngine implements MemoryService, MemoryMaintenance, ExplorerReader {
   private readonly queue: BoundedQueue<{ seq: number; segment: Segment }>;
-  private readonly segStates = new Map<string, KeyedSegmenterState>();
-  private readonly encStates = new Map<string, KeyedEncoderState>();
+  /**
+   * Segmenter states of the conversations holding turns (open segment or buffer), bounded: the idle
+   * check reads them. The others are in the state store only, read when their next turn comes.
+   */
+  private readonly segStates: BoundedStates<KeyedSegmenterState>;
+  /** Encoder states (disambiguation contexts) of recent conversations, bounded; all are in the state store. */
+  private readonly encStates: BoundedStates<KeyedEncoderState>;
+  /**
+   * The segmenter states the inbox batch in flight has changed and not yet written to the state
+   * store: read before segStates, so dropping one from segStates mid-batch loses nothing.
+   */
+  private batchStates: Map<string, KeyedSegmenterState> | undefined;
   private readonly clock: () => number;
   /** The read side, shared with the distributed query service. */
   private readonly reader: StoreMemoryReader;
@@ -184,6 +204,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   /** The last consolidation's report (on demand or scheduled). */
   lastConsolidation: (ConsolidationReport & { trigger: TriggerReason | "demand" }) | undefined;
   readonly progress: Progress = { turns: 0, segments: 0, records: 0 };
+  /** Conversations whose stage state is in memory now (bounded by settings.conversationStates). */
+  get statesInMemory(): { segmenter: number; encoder: number } {
+    return { segmenter: this.segStates.size, encoder: this.encStates.size };
+  }
   private readonly attention: AttentionScorer | undefined;
   /** Construction cost since start: what the encoder's LLM calls (if any) spent. */
   readonly construction: LlmCost = { llmCalls: 0, inputTokens: 0, outputTokens: 0 };
@@ -193,12 +217,18 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     private readonly settings: EngineSettings,
   ) {
     this.queue = new BoundedQueue(settings.queueCapacity);
+    const conversations = settings.conversationStates ?? DEFAULT_CONVERSATION_STATES;
+    this.segStates = new BoundedStates(conversations, (_key, s) => this.evicted(s));
+    this.encStates = new BoundedStates(conversations);
     this.clock = settings.clock ?? Date.now;
     this.lastActivityMs = this.clock();
     const boundaries = settings.segmenter.boundaries ?? "gate";
     if (boundaries !== "gate" && !parts.attention)
       throw new Error(`segmenter boundaries "${boundaries}" need the turn attention model (parts.attention)`);
-    this.attention = boundaries !== "gate" && parts.attention ? new AttentionScorer(parts.attention) : undefined;
+    this.attention =
+      boundaries !== "gate" && parts.attention
+        ? new AttentionScorer(parts.attention, settings.attentionPairs)
+        : undefined;
     this.reader = new StoreMemoryReader({
       graph: parts.graph,
       vectors: parts.vectors,
@@ -429,8 +459,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         n++;
       }
     }
-    for (const key of [...this.segStates.keys()]) if (matches(key)) this.segStates.delete(key);
-    for (const key of [...this.encStates.keys()]) if (matches(key)) this.encStates.delete(key);
+    for (const key of this.segStates.keys()) if (matches(key)) this.segStates.delete(key);
+    for (const key of this.encStates.keys()) if (matches(key)) this.encStates.delete(key);
     return n;
   }
 
@@ -468,7 +498,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
 
   private flushIdle(): void {
     const now = this.clock();
-    for (const [, s] of this.segStates)
+    for (const s of this.segStates.values())
       if (isIdle(s, now, this.settings.segmenter)) {
         this.parts.log.appendFlush(s.tenant, s.conversation, "idle");
         s.lastActivityMs = now;
@@ -476,9 +506,20 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.wake?.();
   }
 
+  /**
+   * A conversation's state pushed out of memory (more conversations active than
+   * conversationStates): the idle check reads only the states in memory, so an open segment or
+   * buffer is flushed now, as the idle timeout would later. Its state is in the state store.
+   */
+  private evicted(s: KeyedSegmenterState): void {
+    if (!holdsTurns(s)) return;
+    this.parts.log.appendFlush(s.tenant, s.conversation, "idle");
+    this.wake?.();
+  }
+
   private async segState(tenant: string, conversation: string): Promise<KeyedSegmenterState> {
     const key = keyOf(tenant, conversation);
-    let s = this.segStates.get(key);
+    let s = this.batchStates?.get(key) ?? this.segStates.get(key);
     if (!s) {
       const stored = await this.parts.state.get<KeyedSegmenterState>(SEGMENTER, key);
       // A state written before the bounded format (every open turn's embedding) is upgraded on load.
@@ -486,7 +527,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         ...initialSegmenterState(tenant, conversation),
         lastSeq: 0,
       };
-      this.segStates.set(key, s);
+      // Not kept in memory yet: processBatch keeps it once it holds turns (see holdsTurns).
     }
     return s;
   }
@@ -644,12 +685,20 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   }
 
   private async processInbox(batch: InboxEntry[]): Promise<void> {
+    this.batchStates = new Map();
+    try {
+      await this.processBatch(batch, this.batchStates);
+    } finally {
+      this.batchStates = undefined;
+    }
+  }
+
+  private async processBatch(batch: InboxEntry[], changed: Map<string, KeyedSegmenterState>): Promise<void> {
     const started = performance.now();
     const turns = batch.filter((e): e is TurnEntry => e.kind === "turn");
     const vectorOf = await this.embedTurns(turns);
     await this.prepareAttention(batch);
     const turnBudget = this.settings.turnBudgetMs ?? DEFAULT_TURN_BUDGET_MS;
-    const touched = new Set<string>();
     const released: Segment[] = [];
     // Raw turns are written as they arrive (queryable at once, as through Kafka), with the gate's vectors.
     const arriving: { turn: ArrivingTurn; vector: Float32Array }[] = [];
@@ -687,8 +736,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         out = { state, segments: [] };
       }
       const next: KeyedSegmenterState = { ...out.state, lastSeq: entry.seq };
-      this.segStates.set(keyOf(entry.tenant, entry.conversation), next);
-      touched.add(keyOf(entry.tenant, entry.conversation));
+      const key = keyOf(entry.tenant, entry.conversation);
+      changed.set(key, next);
+      if (holdsTurns(next)) this.segStates.set(key, next);
+      else this.segStates.delete(key);
       released.push(...out.segments);
     }
     await indexRawTurns(
@@ -699,7 +750,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     // Order matters for crash safety: segments are durable before the state that no longer holds them.
     // Pushed before the cursor moves, so drain() never sees an empty pipeline with work in between.
     const pending = this.parts.log.addPending(released);
-    for (const key of touched) await this.parts.state.put(SEGMENTER, key, this.segStates.get(key));
+    for (const [key, state] of changed) await this.parts.state.put(SEGMENTER, key, state);
     const seconds = (performance.now() - started) / 1000;
     for (const e of batch)
       this.parts.observer?.stageEvent(
@@ -813,5 +864,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.notifyDrain();
   }
 }
+
+/**
+ * A conversation whose segmenter state holds turns (an open segment or buffered segments): the idle
+ * check must see it, so it is kept in memory; other states are only in the state store.
+ */
+const holdsTurns = (s: SegmenterState): boolean => s.open !== null || s.buffer.length > 0;
 
 const asError = (err: unknown): Error => (err instanceof Error ? err : new Error(String(err)));

@@ -68,6 +68,8 @@ export const engineSettingsFrom = (config: Config): EngineSettings => ({
   query: querySettingsFrom(config),
   queueCapacity: config.runtime.queueCapacity,
   batchSize: 32,
+  conversationStates: config.cache.conversationStates,
+  attentionPairs: config.cache.attentionPairs,
   consolidation: config.consolidation,
 });
 
@@ -95,7 +97,11 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       graph,
       vectors,
       state,
-      embedder: stageEmbedder(embedder, options.observer?.embedding?.bind(options.observer)),
+      embedder: stageEmbedder(
+        embedder,
+        options.observer?.embedding?.bind(options.observer),
+        config.cache.embeddingEntries,
+      ),
       compressor: compressor.compressor,
       encoder,
       ...(planner ? { planner } : {}),

@@ -23,22 +23,26 @@ export interface IndexOutcome {
 }
 
 /**
- * The vectors of the texts, in order. Raw turns written as they arrived (raw-turns.ts) have theirs
- * stored already: those are read back, not embedded again (a long turn is embedded once).
+ * The vectors of the texts, in order, and which of them are stored already. Raw turns written as
+ * they arrived (raw-turns.ts) have theirs stored: those are read back, not embedded again (a long
+ * turn is embedded once), and not written again either (same vector, same payload).
  */
 const embedMissing = async (
   deps: Pick<IndexerDeps, "vectors" | "embedder">,
   tenant: string,
   texts: readonly { id: string; text: string; payload: { kind: string } }[],
-): Promise<Float32Array[]> => {
-  if (texts.length === 0) return [];
+): Promise<{ vectors: Float32Array[]; stored: ReadonlySet<string> }> => {
+  if (texts.length === 0) return { vectors: [], stored: new Set() };
   const turnIds = texts.filter((t) => t.payload.kind === "turn").map((t) => t.id);
   const stored = new Map<string, Float32Array>();
   if (turnIds.length > 0) for (const item of await deps.vectors.get(tenant, turnIds)) stored.set(item.id, item.vector);
   const missing = texts.filter((t) => !(t.payload.kind === "turn" && stored.has(t.id)));
   const fresh = missing.length > 0 ? await deps.embedder.embed(missing.map((t) => t.text)) : [];
   const byId = new Map(missing.map((t, i) => [t.id, fresh[i] as Float32Array]));
-  return texts.map((t) => (stored.get(t.id) ?? byId.get(t.id)) as Float32Array);
+  return {
+    vectors: texts.map((t) => (stored.get(t.id) ?? byId.get(t.id)) as Float32Array),
+    stored: new Set(stored.keys()),
+  };
 };
 
 /**
@@ -56,10 +60,12 @@ export const indexSegment = async (
 ): Promise<IndexOutcome> => {
   const batch = deriveIndexBatch(segment, records);
   const texts = vectorTexts(batch);
-  const vectors = await embedMissing(deps, batch.tenant, texts);
+  const { vectors, stored } = await embedMissing(deps, batch.tenant, texts);
   await deps.vectors.upsert(
     batch.tenant,
-    texts.map((t, i) => ({ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload })),
+    texts.flatMap((t, i) =>
+      stored.has(t.id) ? [] : [{ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload }],
+    ),
   );
   await deps.graph.writeBatch(batch);
   let candidates: UpdateCandidate[] = [];

@@ -28,7 +28,7 @@ await runStageProcess({
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
-    const embedder = stageEmbedder(model);
+    const embedder = stageEmbedder(model, undefined, config.cache.embeddingEntries);
     const onErased = (e: object) => log("info", "erased again", { ...e });
     return {
       handler: indexerStage({

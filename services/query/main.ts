@@ -42,7 +42,7 @@ const planner = plannerFrom(config, llm);
 const service = new StoreQueryService({
   graph: stores.graph,
   vectors: stores.vectors,
-  embedder: stageEmbedder(model),
+  embedder: stageEmbedder(model, undefined, config.cache.embeddingEntries),
   ...(planner ? { planner } : {}),
   settings: querySettingsFrom(config),
   storeLabel: stores.label,

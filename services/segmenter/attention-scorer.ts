@@ -9,6 +9,8 @@
  * memo, and computes only a pair nobody prepared (the first turn of a Kafka chunk, whose
  * predecessor is in the stored state).
  */
+import { createHash } from "node:crypto";
+import { LruCache } from "../core/lru-cache.ts";
 import type { TurnAttention } from "../core/ports.ts";
 import { previousSpanAttention } from "./attention-boundaries.ts";
 
@@ -17,22 +19,42 @@ export interface TurnPair {
   current: string;
 }
 
-/** Memo entries kept (pairs of recent batches); oldest dropped first. */
-const MEMO_LIMIT = 4096;
+/**
+ * Memo entries kept by default (config cache.attentionPairs): pairs of recent batches, least
+ * recently used dropped first. The memo only has to span one batch (prepare, then share), so it
+ * stays small whatever the number of tenants.
+ */
+export const DEFAULT_ATTENTION_MEMO_ENTRIES = 4096;
 
-const keyOf = (p: TurnPair): string => `${p.previous.length}:${p.previous}\u0000${p.current}`;
+/** Pairs longer than this are keyed by a digest, so a memo entry stays small with long turns. */
+const DIGEST_KEY_CHARS = 512;
+
+const keyOf = (p: TurnPair): string => {
+  const plain = `${p.previous.length}:${p.previous}\u0000${p.current}`;
+  return plain.length > DIGEST_KEY_CHARS ? `#${createHash("sha256").update(plain).digest("base64")}` : plain;
+};
 
 export class AttentionScorer {
-  private readonly memo = new Map<string, number>();
+  private readonly memo: LruCache<string, number>;
 
-  constructor(readonly attention: TurnAttention) {}
+  constructor(
+    readonly attention: TurnAttention,
+    memoEntries = DEFAULT_ATTENTION_MEMO_ENTRIES,
+  ) {
+    this.memo = new LruCache(memoEntries);
+  }
+
+  /** Pairs memoised now (tests, bounds). */
+  get size(): number {
+    return this.memo.size;
+  }
 
   /** Computes the shares of the pairs not memoised yet, in one attend() call. */
   async prepare(pairs: readonly TurnPair[]): Promise<void> {
     const todo = new Map<string, TurnPair>();
     for (const p of pairs) {
       const k = keyOf(p);
-      if (!this.memo.has(k)) todo.set(k, p);
+      if (this.memo.get(k) === undefined) todo.set(k, p);
     }
     if (todo.size === 0) return;
     const entries = [...todo.entries()];
@@ -40,22 +62,16 @@ export class AttentionScorer {
     entries.forEach(([k], i) => {
       const w = windows[i];
       if (!w) throw new Error("turn attention returned fewer windows than asked for");
-      this.remember(k, previousSpanAttention(w.attention, w.size, w.spans)[1] ?? Number.NaN);
+      this.memo.set(k, previousSpanAttention(w.attention, w.size, w.spans)[1] ?? Number.NaN);
     });
   }
 
   /** The share of `current`'s attention on `previous` (NaN when either has no tokens). */
   async share(previous: string, current: string): Promise<number> {
     const k = keyOf({ previous, current });
-    if (!this.memo.has(k)) await this.prepare([{ previous, current }]);
+    const memoised = this.memo.get(k);
+    if (memoised !== undefined) return memoised;
+    await this.prepare([{ previous, current }]);
     return this.memo.get(k) ?? Number.NaN;
-  }
-
-  private remember(k: string, v: number): void {
-    this.memo.set(k, v);
-    if (this.memo.size > MEMO_LIMIT) {
-      const oldest = this.memo.keys().next().value;
-      if (oldest !== undefined) this.memo.delete(oldest);
-    }
   }
 }

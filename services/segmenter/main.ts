@@ -24,9 +24,13 @@ await runStageProcess({
         input: codecs.sensory,
         output: codecs.segments,
         stateCodec,
-        embedder: stageEmbedder(model, (calls, texts) => metrics.embedding(calls, texts)),
+        embedder: stageEmbedder(
+          model,
+          (calls, texts) => metrics.embedding(calls, texts),
+          config.cache.embeddingEntries,
+        ),
         cfg: segmenterSettingsFrom(config),
-        ...(attention ? { attention: new AttentionScorer(attention) } : {}),
+        ...(attention ? { attention: new AttentionScorer(attention, config.cache.attentionPairs) } : {}),
       }),
       close: async () => {
         await model.close();

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { loadOnnxEmbedder, type OnnxEmbedder } from "../../services/core/adapters/onnx/embedder.ts";
+import { lengthBatches, loadOnnxEmbedder, type OnnxEmbedder } from "../../services/core/adapters/onnx/embedder.ts";
 
 const MODEL_DIR = fileURLToPath(new URL("../../models/all-MiniLM-L6-v2", import.meta.url));
 const present = existsSync(join(MODEL_DIR, "manifest.json"));
@@ -20,6 +20,30 @@ const maxAbsDiff = (a: Float32Array, b: Float32Array): number => {
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
   return m;
 };
+
+describe("lengthBatches: forward passes of texts of similar length", () => {
+  const of = (...lengths: number[]) => lengths.map((n) => ({ ids: Array.from({ length: n }, () => 1) }));
+  const shape = (batches: { ids: number[] }[][]) => batches.map((b) => b.map((e) => e.ids.length));
+
+  it("starts a pass once a text is under three quarters of the pass's longest, or at batchSize", () => {
+    assert.deepEqual(shape(lengthBatches(of(100, 90, 76, 75, 40, 31, 30, 29, 28), 32)), [
+      [100, 90, 76, 75],
+      [40, 31, 30],
+      [29, 28],
+    ]);
+    assert.deepEqual(shape(lengthBatches(of(10, 10, 10, 10, 10), 2)), [[10, 10], [10, 10], [10]]);
+    assert.deepEqual(lengthBatches([], 8), []);
+  });
+
+  it("pads at most a quarter of each pass", () => {
+    const lengths = Array.from({ length: 200 }, (_, i) => 3 + ((i * 37) % 120)).sort((a, b) => b - a);
+    for (const batch of lengthBatches(of(...lengths), 32)) {
+      const longest = batch[0]?.ids.length ?? 0;
+      const real = batch.reduce((n, e) => n + e.ids.length, 0);
+      assert.ok(real >= 0.75 * longest * batch.length, `${real} real tokens in a ${batch.length} × ${longest} pass`);
+    }
+  });
+});
 
 describe("OnnxEmbedder (all-MiniLM-L6-v2 on onnxruntime-node)", { skip }, () => {
   let emb: OnnxEmbedder;

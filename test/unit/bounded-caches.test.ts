@@ -1,0 +1,179 @@
+/**
+ * Nothing in a long-lived process grows with the number of tenants (issue 18): the shared embedding
+ * cache, the segmenter's attention memo and the embedded runtime's per-conversation state are
+ * bounded by entries, and the bounds come from the validated configuration.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, afterEach, describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { CachingEmbedder, DEFAULT_EMBEDDING_CACHE_ENTRIES } from "../../services/core/caching-embedder.ts";
+import { CONFIG_DEFAULTS, loadConfig } from "../../services/core/config.ts";
+import { BoundedStates } from "../../services/embedded/bounded-states.ts";
+import { engineSettingsFrom, openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { AttentionScorer } from "../../services/segmenter/attention-scorer.ts";
+import { Closer } from "../helpers/closer.ts";
+import { scriptedAttention } from "../helpers/scripted-attention.ts";
+
+const env = (vars: Record<string, string> = {}): NodeJS.ProcessEnv => ({ MEMORY_CONFIG: "", ...vars });
+
+describe("cache settings", () => {
+  it("default to the documented sizes and are read from their variables", () => {
+    assert.deepEqual(CONFIG_DEFAULTS.cache, {
+      embeddingEntries: 4096,
+      conversationStates: 10_000,
+      attentionPairs: 4096,
+    });
+    assert.equal(DEFAULT_EMBEDDING_CACHE_ENTRIES, CONFIG_DEFAULTS.cache.embeddingEntries);
+    const c = loadConfig(
+      {},
+      env({
+        MEMORY_EMBEDDING_CACHE_ENTRIES: "1000",
+        MEMORY_CONVERSATION_CACHE_ENTRIES: "500",
+        MEMORY_ATTENTION_CACHE_ENTRIES: "300",
+      }),
+    );
+    assert.deepEqual(c.cache, { embeddingEntries: 1000, conversationStates: 500, attentionPairs: 300 });
+    const settings = engineSettingsFrom(c);
+    assert.equal(settings.conversationStates, 500);
+    assert.equal(settings.attentionPairs, 300);
+  });
+
+  it("refuse a size below the minimum, naming the field and the variable", () => {
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_EMBEDDING_CACHE_ENTRIES: "10" })),
+      /cache\.embeddingEntries.*MEMORY_EMBEDDING_CACHE_ENTRIES/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_CONVERSATION_CACHE_ENTRIES: "many" })),
+      /cache\.conversationStates.*MEMORY_CONVERSATION_CACHE_ENTRIES/,
+    );
+  });
+});
+
+describe("CachingEmbedder", () => {
+  it("keeps at most its capacity, least recently used dropped first, and counts hits", async () => {
+    const inner = new HashingEmbedder(32);
+    const cache = new CachingEmbedder(inner, 3);
+    await cache.embed(["a", "b", "c"]);
+    await cache.embed(["a"]); // a is now the most recent
+    await cache.embed(["d"]); // drops b
+    assert.equal(cache.size, 3);
+    assert.equal(cache.hits, 1);
+    const before = inner.stats().texts;
+    await cache.embed(["a", "c", "d"]);
+    assert.equal(inner.stats().texts, before, "a, c and d are still cached");
+    await cache.embed(["b"]);
+    assert.equal(inner.stats().texts, before + 1, "b was dropped and is embedded again");
+  });
+
+  it("returns every vector of a call larger than its capacity, in order, duplicates included", async () => {
+    const inner = new HashingEmbedder(32);
+    const cache = new CachingEmbedder(inner, 2);
+    const texts = ["one", "two", "three", "two", "four"];
+    const got = await cache.embed(texts);
+    assert.deepEqual(got, await inner.embed(texts));
+    assert.equal(cache.size, 2);
+  });
+
+  it("keys a long text by its digest: same text, same vector; a one-character change, another", async () => {
+    const inner = new HashingEmbedder(32);
+    const cache = new CachingEmbedder(inner, 8);
+    const long = `${"word ".repeat(2000)}end`;
+    const [a] = await cache.embed([long]);
+    const [b] = await cache.embed([long]);
+    assert.equal(a, b);
+    assert.equal(cache.hits, 1);
+    await cache.embed([`${long}s`]);
+    assert.equal(cache.hits, 1, "a different long text is not a hit");
+  });
+});
+
+describe("AttentionScorer memo", () => {
+  it("stays within its entries", async () => {
+    const model = scriptedAttention(() => 0.5);
+    const scorer = new AttentionScorer(model, 5);
+    await scorer.prepare(Array.from({ length: 12 }, (_, i) => ({ previous: `p${i}`, current: `c${i}` })));
+    assert.equal(scorer.size, 5);
+    assert.equal(await scorer.share("p11", "c11"), 0.5, "a recent pair is read from the memo");
+    assert.equal(model.calls.length, 1);
+  });
+});
+
+describe("BoundedStates", () => {
+  it("drops the least recently used beyond its capacity and says which", () => {
+    const dropped: string[] = [];
+    const states = new BoundedStates<number>(2, (k) => dropped.push(k));
+    states.set("a", 1);
+    states.set("b", 2);
+    states.get("a");
+    states.set("c", 3);
+    assert.deepEqual(dropped, ["b"]);
+    assert.deepEqual(states.keys(), ["a", "c"]);
+  });
+});
+
+describe("embedded runtime: per-conversation state is bounded", () => {
+  const dirs: string[] = [];
+  const engines = new Closer();
+  afterEach(() => engines.closeAll());
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("keeps at most conversationStates open conversations in memory; one pushed out has its segment closed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-bounded-"));
+    dirs.push(dir);
+    const config = loadConfig({ dataDir: dir });
+    const o = await engines.track(
+      openEmbeddedEngine(config, {
+        embedder: new HashingEmbedder(),
+        settings: {
+          conversationStates: 3,
+          segmenter: { ...engineSettingsFrom(config).segmenter, bufferTokens: 0 },
+        },
+      }),
+    );
+    // Ten tenants, one conversation each, one turn each: every one opens a segment and leaves it open.
+    const tenants = Array.from({ length: 10 }, (_, i) => `tenant${i}`);
+    for (const [i, tenant] of tenants.entries()) {
+      await o.engine.ingest(tenant, "c", [
+        {
+          turnId: "t1",
+          speaker: "Ana",
+          text: `Ana adopted a greyhound called Pepper number ${i} in Lisbon last week.`,
+          timestamp: "2024-05-06T10:00:00.000Z",
+          sessionId: "s1",
+          role: "user",
+        },
+      ]);
+      await o.engine.drain();
+    }
+    assert.ok(o.engine.statesInMemory.segmenter <= 3, JSON.stringify(o.engine.statesInMemory));
+    assert.ok(o.engine.statesInMemory.encoder <= 3, JSON.stringify(o.engine.statesInMemory));
+    // The seven least recently active were pushed out: their segments were closed and encoded; the
+    // three most recent are still open (no flush was asked for).
+    const withRecords = [];
+    for (const t of tenants) if ((await o.engine.listRecords(t, { limit: 5 })).records.length > 0) withRecords.push(t);
+    assert.deepEqual(withRecords, tenants.slice(0, 7));
+    // The pushed-out conversations carry on from their stored state.
+    await o.engine.ingest("tenant0", "c", [
+      {
+        turnId: "t2",
+        speaker: "Ben",
+        text: "Ben said Pepper loves the beach in Porto.",
+        timestamp: "2024-05-06T10:05:00.000Z",
+        sessionId: "s1",
+        role: "user",
+      },
+    ]);
+    await o.engine.flush("tenant0", "c");
+    await o.engine.drain();
+    const texts = (await o.engine.listRecords("tenant0", { limit: 10 })).records.map((r) => r.text).join("\n");
+    assert.match(texts, /Porto/);
+    assert.ok(o.engine.statesInMemory.segmenter <= 3);
+    await o.close();
+  });
+});

@@ -45,9 +45,13 @@ import { validateTurns } from "../core/turn-validation.ts";
 import { keyOf, type Turn, TurnSchema } from "../core/types.ts";
 import type { LogFn } from "../platform/log.ts";
 import { inSpan, traceHeaders } from "../platform/trace-context.ts";
+import { RecentConversations } from "./recent-conversations.ts";
 
-/** Conversations remembered per tenant for a tenant-wide flush (oldest forgotten first). */
-export const MAX_TRACKED_CONVERSATIONS = 10_000;
+/**
+ * Conversations remembered for a tenant-wide flush, over all tenants together (least recently
+ * written forgotten first; recent-conversations.ts says what forgetting costs).
+ */
+export const MAX_TRACKED_CONVERSATIONS = 100_000;
 
 /**
  * Update-queue tombstones per produce call: a send puts each partition's
@@ -97,7 +101,7 @@ export interface KafkaTurnWriterOptions {
 export class KafkaTurnWriter implements MemoryWriter {
   private connected = false;
   private closed = false;
-  private readonly seen = new Map<string, Set<string>>();
+  private readonly seen = new RecentConversations(MAX_TRACKED_CONVERSATIONS);
 
   private constructor(
     private readonly producer: Producer,
@@ -132,20 +136,6 @@ export class KafkaTurnWriter implements MemoryWriter {
     } catch (err) {
       await serdes.close().catch(() => undefined);
       throw err;
-    }
-  }
-
-  private remember(tenant: string, conversation: string): void {
-    let set = this.seen.get(tenant);
-    if (!set) {
-      set = new Set();
-      this.seen.set(tenant, set);
-    }
-    set.delete(conversation);
-    set.add(conversation);
-    if (set.size > MAX_TRACKED_CONVERSATIONS) {
-      const oldest = set.values().next().value;
-      if (oldest !== undefined) set.delete(oldest);
     }
   }
 
@@ -184,13 +174,13 @@ export class KafkaTurnWriter implements MemoryWriter {
         await this.producer.send({ topic: this.topics.turns, acks: -1, messages });
       },
     );
-    this.remember(tenant, conversation);
+    this.seen.remember(tenant, conversation);
     return { accepted: full.length, turnIds: full.map((t) => t.turnId) };
   }
 
   async flush(tenant: string, conversation?: string, kind: ControlKind = "flush"): Promise<void> {
     this.assertOpen();
-    const conversations = conversation !== undefined ? [conversation] : [...(this.seen.get(tenant) ?? [])];
+    const conversations = conversation !== undefined ? [conversation] : this.seen.of(tenant);
     if (conversations.length === 0) return;
     await this.producer.send({
       topic: this.topics.turns,
@@ -231,7 +221,7 @@ export class KafkaTurnWriter implements MemoryWriter {
     if (conversation !== undefined) {
       const key = keyOf(tenant, conversation);
       messages = slices.map((slice) => ({ key, value: null, headers: headersOf("erase", slice) }));
-      this.seen.get(tenant)?.delete(conversation);
+      this.seen.forget(tenant, conversation);
     } else {
       const admin = this.kafka.admin();
       await admin.connect();
@@ -248,7 +238,7 @@ export class KafkaTurnWriter implements MemoryWriter {
       messages = eraseTenantKeys(tenant, partitions).flatMap((key, partition) =>
         slices.map((slice) => ({ key, value: null, partition, headers: headersOf("erase-tenant", slice) })),
       );
-      this.seen.delete(tenant);
+      this.seen.forgetTenant(tenant);
     }
     // Keyed like the indexer's candidate sets, so the default partitioner puts each on its partition.
     const tombstones = (chunk: readonly string[]) => ({

@@ -15,6 +15,7 @@ import { InferenceSession, type Tensor } from "onnxruntime-node";
 import { z } from "zod";
 import type { TurnAttention, TurnSpan, WindowAttention } from "../../ports.ts";
 import { int64Batch } from "./int64-batch.ts";
+import { sharedSessionOptions } from "./session-options.ts";
 
 export const ATTENTION_SETUP_HINT =
   "Run `npm run setup` (node scripts/setup.mjs), which builds attention.onnx from the embedder's weights.";
@@ -250,13 +251,7 @@ export async function loadOnnxTurnAttention(
   // The post-processor wraps every text as [CLS] ... [SEP]; the empty text shows the ids.
   const specials = tokenizer.encode("").ids;
   if (specials.length !== 2) throw new Error(`tokenizer ${tokenizerPath} does not add exactly [CLS] and [SEP]`);
-  const session = await InferenceSession.create(modelPath, {
-    executionProviders: ["cpu"],
-    intraOpNumThreads: threads,
-    interOpNumThreads: 1,
-    executionMode: "sequential",
-    graphOptimizationLevel: "all",
-  });
+  const session = await InferenceSession.create(modelPath, sharedSessionOptions(threads));
   if (!session.outputNames.includes(manifest.output)) {
     await session.release();
     throw new Error(`${modelPath} has no output "${manifest.output}" (outputs: ${session.outputNames.join(", ")})`);

@@ -12,6 +12,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { InferenceSession, type Tensor } from "onnxruntime-node";
 import type { Embedder, EmbedderStats } from "../../ports.ts";
 import { int64Batch } from "./int64-batch.ts";
+import { sharedSessionOptions } from "./session-options.ts";
 
 export type OnnxVariant = "fp32" | "int8";
 
@@ -325,18 +326,7 @@ export async function loadOnnxEmbedder(modelDir: string, opts: OnnxEmbedderOptio
     throw new Error(`tokenizer ${tokenizerPath} does not add [CLS]/[SEP] special tokens`);
   }
 
-  const session = await InferenceSession.create(modelPath, {
-    executionProviders: ["cpu"],
-    intraOpNumThreads: threads,
-    interOpNumThreads: 1,
-    executionMode: "sequential",
-    graphOptimizationLevel: "all",
-    // No spin-waiting of the intra-op threads between operators and passes: the pipeline's own work
-    // (compression, extraction, SQLite) runs between embedding calls on the same cores, and spinning
-    // threads take it from them. Measured on 2 loaded cores, 192 dev turns in passes of 32: 28% less
-    // CPU and 28–36% less wall time than spinning.
-    extra: { session: { intra_op: { allow_spinning: "0" }, inter_op: { allow_spinning: "0" } } },
-  });
+  const session = await InferenceSession.create(modelPath, sharedSessionOptions(threads));
   for (const name of ["input_ids", "attention_mask", "token_type_ids"]) {
     if (!session.inputNames.includes(name)) {
       await session.release();

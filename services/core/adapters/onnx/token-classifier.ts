@@ -16,6 +16,7 @@ import { Tokenizer } from "@huggingface/tokenizers";
 import { InferenceSession, type Tensor } from "onnxruntime-node";
 import type { AttentionRequest, ClassifiedSequence, TokenClassifier, WordAggregation } from "../../ports.ts";
 import { int64Batch } from "./int64-batch.ts";
+import { sharedSessionOptions } from "./session-options.ts";
 
 export type ExecutionProvider = "cpu" | "cuda";
 
@@ -429,13 +430,7 @@ export async function loadTokenClassifier(
 
   let session: InferenceSession;
   try {
-    session = await InferenceSession.create(modelPath, {
-      executionProviders: [...eps],
-      intraOpNumThreads: threads,
-      interOpNumThreads: 1,
-      executionMode: "sequential",
-      graphOptimizationLevel: "all",
-    });
+    session = await InferenceSession.create(modelPath, sharedSessionOptions(threads, [...eps]));
   } catch (err) {
     const msg = err instanceof Error ? err.message : String(err);
     if (eps.includes("cuda")) {

@@ -88,6 +88,18 @@ const validity = (validAt: number | undefined): { sql: string; params: Param[] }
     ? { sql: " AND r.superseded_by IS NULL", params: [] }
     : { sql: " AND r.valid_from <= ? AND (r.valid_to IS NULL OR r.valid_to > ?)", params: [validAt, validAt] };
 
+/**
+ * The lexical pool of a search (core/lexical.ts): every hit in scope when they number at most
+ * LEXICAL_POOL_LIMIT, else the index's best LEXICAL_POOL_LIMIT. The shared scorer ranks the pool
+ * itself, so the index's order only matters when the hits overflow it: they are read unordered
+ * first (FTS5's BM25 and the sort of every hit were most of a search's cost) and read again in
+ * rank order only on overflow.
+ */
+const poolOf = <T>(read: (ordered: boolean, limit: number) => T[]): T[] => {
+  const all = read(false, LEXICAL_POOL_LIMIT + 1);
+  return all.length <= LEXICAL_POOL_LIMIT ? all : read(true, LEXICAL_POOL_LIMIT);
+};
+
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
 const tenantOfKey = (key: string): string | null => parseConversationKey(key)?.tenant ?? null;
 
@@ -648,13 +660,15 @@ export class SqliteGraphStore implements GraphStore {
       ...valid.params,
     ];
     return searchLexical(text, k, async (match) => ({
-      hits: this.all<LexicalHit>(
-        `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
-         FROM records_fts JOIN records r ON r.seq = records_fts.rowid
-         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
-         ORDER BY ${lexRank("records_fts")} LIMIT ?`,
-        ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
-        LEXICAL_POOL_LIMIT,
+      hits: poolOf((ordered, limit) =>
+        this.all<LexicalHit>(
+          `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
+           FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+           WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
+           ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
+          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
+          limit,
+        ),
       ),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
@@ -669,13 +683,15 @@ export class SqliteGraphStore implements GraphStore {
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
     const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
     return searchLexical(text, k, async (match) => ({
-      hits: this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
-        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
-         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
-         WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
-         ORDER BY ${lexRank("turns_fts")} LIMIT ?`,
-        ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
-        LEXICAL_POOL_LIMIT,
+      hits: poolOf((ordered, limit) =>
+        this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
+          `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
+           FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+           WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+           ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
+          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
+          limit,
+        ),
       ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,

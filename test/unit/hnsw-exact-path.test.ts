@@ -78,6 +78,7 @@ const FILTERS: VectorFilter[] = [
   { kind: "record", types: ["event", "plan"] },
   { conversation: "c0", timeFrom: 200, timeTo: 700 },
   { entities: ["ann", "DEE"] },
+  { kind: "record", entities: ["Cy", "eli"] },
   { conversation: "missing" },
   { conversation: "c3", kind: "record", types: ["fact"], entities: ["Bo"], timeFrom: 100 },
 ];

@@ -26,7 +26,7 @@ export const unitFloat32 = (v: Float32Array, out: Float32Array, offset: number):
 /**
  * Where a filtered search finds its candidates: the labels of the smallest posting list that
  * covers the filter (kind, conversation, kind and conversation, or the union of the entities'
- * lists), or every live vector (`postings` empty) when the filter names none of those fields.
+ * lists, of the filter's kind when it names one), or every live vector (`postings` empty) when the filter names none of those fields.
  * `bound` is how many labels that is (an upper bound on the admissible items); `complete` says
  * that being in the list already satisfies the whole filter (no other field to check).
  */
@@ -40,11 +40,12 @@ const kindKey = (kind: VectorKind): string => `k\u0000${kind}`;
 const convKey = (conversation: string): string => `c\u0000${conversation}`;
 const kindConvKey = (kind: VectorKind, conversation: string): string => `kc\u0000${kind}\u0000${conversation}`;
 const entKey = (entity: string): string => `e\u0000${entityKey(entity)}`;
+const kindEntKey = (kind: VectorKind, entity: string): string => `ke\u0000${kind}\u0000${entityKey(entity)}`;
 
 /** The posting keys an item is listed under. */
 const keysOf = (p: VectorPayload): string[] => {
   const keys = [kindKey(p.kind), convKey(p.conversation), kindConvKey(p.kind, p.conversation)];
-  for (const e of new Set((p.entities ?? []).map(entKey))) keys.push(e);
+  for (const e of new Set((p.entities ?? []).map(entityKey))) keys.push(entKey(e), kindEntKey(p.kind, e));
   return keys;
 };
 
@@ -62,7 +63,7 @@ export class VectorBlock {
   private payloads: VectorPayload[] = [];
   private readonly slotOf = new Map<number, number>();
   /**
-   * Labels by kind, conversation, kind + conversation and entity key: a filtered search reads the
+   * Labels by kind, conversation, kind + conversation, entity key and kind + entity key: a filtered search reads the
    * smallest list that covers its filter instead of checking every live vector of the tenant, so
    * its cost follows what the filter admits, not the tenant's size.
    */
@@ -166,11 +167,14 @@ export class VectorBlock {
       options.push(one(convKey(conversation), !restricted && !hasEntities));
     }
     if (hasEntities) {
-      const lists = [...new Set((entities ?? []).map(entKey))].map((k) => this.postings.get(k) ?? EMPTY);
+      const keys = [...new Set((entities ?? []).map(entityKey))].map((e) =>
+        kind === undefined ? entKey(e) : kindEntKey(kind, e),
+      );
+      const lists = keys.map((k) => this.postings.get(k) ?? EMPTY);
       options.push({
         postings: lists,
         bound: lists.reduce((n, l) => n + l.size, 0),
-        complete: kind === undefined && conversation === undefined && !restricted,
+        complete: conversation === undefined && !restricted,
       });
     }
     if (options.length === 0) return { ...all, complete: !restricted };

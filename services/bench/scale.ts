@@ -214,6 +214,8 @@ export const runScaleBench = async (
   let turns = 0;
   let copy = 0;
   const date = new Date().toISOString();
+  // The commit the run's code came from: read once at the start (a long run may outlive a commit).
+  const environment = runEnvironment();
   /** The report so far, written after every size (a long run keeps what it measured). */
   const writeReport = (): { report: ScaleBenchReport; markdown: string; files: string[] } => {
     const report: ScaleBenchReport = {
@@ -230,7 +232,7 @@ export const runScaleBench = async (
         seed,
         embedder: embedder.id,
         realEmbedded,
-        ...runEnvironment(),
+        ...environment,
         date,
         loadAverage: { before: loadBefore, after: loadavg() },
         wallSeconds: (performance.now() - started) / 1000,

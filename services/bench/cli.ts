@@ -181,6 +181,7 @@ interface ScaleFlags {
   store: "embedded";
   queries: number;
   tenants: number;
+  keepStore?: string;
   out: string;
   progress: boolean;
 }
@@ -200,6 +201,7 @@ const runScale = async (config: Config, o: ScaleFlags): Promise<void> => {
     store: o.store,
     queries: o.queries,
     tenants: o.tenants,
+    ...(o.keepStore ? { keepStore: o.keepStore } : {}),
     out: o.out,
     progress: o.progress,
     log: (line) => console.error(line),
@@ -307,6 +309,7 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .addOption(new Option("--store <kind>", "store kind").choices(["embedded"]).default("embedded"))
     .option("--queries <n>", "questions of each scope (conversation, tenant-wide) at each size", positive, 100)
     .option("--tenants <n>", "tenants the conversation copies are spread over", positive, 10)
+    .option("--keep-store <dir>", "build the store in this (empty) folder and keep it, to profile or inspect it")
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--no-progress", "no progress bar")
     .action(async (o: ScaleFlags) => runScale(config(), o));

@@ -11,7 +11,7 @@
  * (scale-data.ts perturb), so the neighbourhood structure is that of real data.
  */
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { SingleBar } from "cli-progress";
@@ -54,6 +54,11 @@ export interface ScaleBenchOptions {
   seed?: number;
   /** The embedder (default: the ONNX one from the model folder; closed at the end then). */
   embedder?: Embedder;
+  /**
+   * Build the store in this folder (created; it must hold no store yet) and keep it afterwards, to
+   * profile or inspect it (default: a temporary folder, removed at the end).
+   */
+  keepStore?: string;
   /** Output folder; null writes nothing. */
   out: string | null;
   progress?: boolean;
@@ -179,7 +184,11 @@ export const runScaleBench = async (
   if (dev.length === 0) throw new Error(`no conversations in ${dataFile}`);
 
   const embedder = options.embedder ?? (await openEmbedder(options.config));
-  const dataDir = mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
+  const dataDir = options.keepStore ? resolve(options.keepStore) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
+  if (options.keepStore) {
+    mkdirSync(dataDir, { recursive: true });
+    if (readdirSync(dataDir).length > 0) throw new Error(`bench scale: --keep-store folder ${dataDir} is not empty`);
+  }
   const config: Config = { ...options.config, dataDir };
   const settings = querySettingsFrom(config);
   const rnd = seededRandom(seed);
@@ -205,6 +214,8 @@ export const runScaleBench = async (
   let turns = 0;
   let copy = 0;
   const date = new Date().toISOString();
+  // The commit the run's code came from: read once at the start (a long run may outlive a commit).
+  const environment = runEnvironment();
   /** The report so far, written after every size (a long run keeps what it measured). */
   const writeReport = (): { report: ScaleBenchReport; markdown: string; files: string[] } => {
     const report: ScaleBenchReport = {
@@ -221,7 +232,7 @@ export const runScaleBench = async (
         seed,
         embedder: embedder.id,
         realEmbedded,
-        ...runEnvironment(),
+        ...environment,
         date,
         loadAverage: { before: loadBefore, after: loadavg() },
         wallSeconds: (performance.now() - started) / 1000,
@@ -385,7 +396,7 @@ export const runScaleBench = async (
     bar?.stop();
     await stores.close().catch(() => {});
     if (!options.embedder) await embedder.close?.();
-    rmSync(dataDir, { recursive: true, force: true });
+    if (!options.keepStore) rmSync(dataDir, { recursive: true, force: true });
   }
 
   const { report, markdown, files } = writeReport();

@@ -78,6 +78,7 @@ const FILTERS: VectorFilter[] = [
   { kind: "record", types: ["event", "plan"] },
   { conversation: "c0", timeFrom: 200, timeTo: 700 },
   { entities: ["ann", "DEE"] },
+  { kind: "record", entities: ["Cy", "eli"] },
   { conversation: "missing" },
   { conversation: "c3", kind: "record", types: ["fact"], entities: ["Bo"], timeFrom: 100 },
 ];
@@ -160,5 +161,88 @@ describe("HnswVectorStore filtered exact path", () => {
       [...data].filter((x) => x !== 0),
       [1],
     );
+  });
+});
+
+describe("VectorBlock candidate sources", () => {
+  it("admit exactly what the filter admits, after replacements and removals, reading only a posting list", () => {
+    const rnd = seededRandom(1818);
+    const block = new VectorBlock(DIM, 4);
+    const live = new Map<number, VectorItem>();
+    const items = makeItems(600, rnd);
+    items.forEach((it, label) => {
+      block.put(label, it.vector, it.payload);
+      live.set(label, it);
+    });
+    // Replace payloads (kind, conversation and entities change), remove others.
+    for (const [i, it] of makeItems(120, rnd).entries()) {
+      block.put(i * 3, it.vector, it.payload);
+      live.set(i * 3, it);
+    }
+    for (let label = 1; label < 600; label += 7) {
+      block.remove(label);
+      live.delete(label);
+    }
+    for (const filter of FILTERS) {
+      const pred = compileFilter(filter) ?? (() => true);
+      const want = [...live].filter(([, it]) => pred(it.payload)).map(([label]) => label);
+      const source = block.source(filter);
+      const got = [...block.admissibleFrom(source, pred)].map((s) => block.labelAt(s));
+      assert.deepEqual(
+        got.sort((a, b) => a - b),
+        want.sort((a, b) => a - b),
+        `filter ${JSON.stringify(filter)}`,
+      );
+      assert.ok(source.bound >= want.length, "the bound bounds");
+      if (filter.kind !== undefined || filter.conversation !== undefined || filter.entities !== undefined) {
+        assert.ok(
+          source.bound < live.size || want.length === live.size,
+          `a posting list, not the tenant: ${JSON.stringify(filter)}`,
+        );
+      }
+      if (source.complete) {
+        const member = VectorBlock.member(source);
+        assert.deepEqual(
+          [...live.keys()].filter(member).sort((a, b) => a - b),
+          want,
+          "a complete source's members are the admitted items",
+        );
+      }
+    }
+  });
+});
+
+describe("HnswVectorStore above the exact limit", () => {
+  it("answers kind, conversation and entity filters through the filtered walk with the filter kept", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hnsw-walk-"));
+    const rnd = seededRandom(81);
+    const store = HnswVectorStore.open(dir, { bruteForceLimit: 20 });
+    try {
+      const items = makeItems(1200, rnd);
+      await store.upsert(TENANT, items);
+      const live = new Map(items.map((it) => [it.id, it]));
+      let agree = 0;
+      let total = 0;
+      for (let round = 0; round < 10; round++) {
+        const q = randomVector(rnd);
+        for (const filter of FILTERS) {
+          const got = await store.search(TENANT, q, 10, filter);
+          const want = reference(live, q, 10, filter);
+          const pred = compileFilter(filter) ?? (() => true);
+          assert.ok(
+            got.every((h) => pred(h.payload)),
+            `every hit admitted, filter ${JSON.stringify(filter)}`,
+          );
+          const wantIds = new Set(want.map((h) => h.id));
+          agree += got.filter((h) => wantIds.has(h.id)).length;
+          total += want.length;
+        }
+      }
+      // Approximate, but close to exact search on this set (recall@10).
+      assert.ok(agree / total >= 0.9, `recall@10 ${agree / total}`);
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

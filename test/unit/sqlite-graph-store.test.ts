@@ -118,6 +118,57 @@ describe("SqliteGraphStore persistence", () => {
     }
   });
 
+  it("migrates a version-6 store (no conversation on index rows, unscoped FTS) and reads the same", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-v6-"));
+    try {
+      const a = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t)) await a.writeBatch(b);
+      const read = async (s: SqliteGraphStore) => ({
+        entities: await s.knownEntities("A"),
+        entitiesC1: await s.knownEntities("A", "c1"),
+        topics: await s.knownTopics("A"),
+        topicsC2: await s.knownTopics("A", "c2"),
+        byEntityC1: await s.recordsByEntities("A", ["Caroline", "Melanie"], 10, "c1"),
+        byTopicC2: await s.recordsByTopics("A", ["travel", "Paris"], 10, "c2"),
+        lex: await s.searchRecordsLexical("A", "Caroline painting Paris tea", 5),
+        lexC2: await s.searchRecordsLexical("A", "Caroline painting Paris trip", 5, "c2"),
+        turnsC1: await s.searchTurnsLexical("A", "tea coffee sunrise Paris", 5, "c1"),
+      });
+      const expected = await read(a);
+      // Back to what version 6 wrote.
+      a.db.exec(`
+        DROP INDEX record_entities_conv;
+        DROP INDEX record_entities_names;
+        DROP INDEX record_topics_conv;
+        DROP INDEX record_topics_names;
+        ALTER TABLE record_entities DROP COLUMN conversation;
+        ALTER TABLE record_topics DROP COLUMN conversation;
+        CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
+        CREATE VIRTUAL TABLE t6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
+        INSERT INTO r6 (rowid, lex, tenant, conversation) SELECT rowid, lex, tenant, conversation FROM records_fts;
+        INSERT INTO t6 (rowid, lex, tenant, conversation) SELECT rowid, lex, tenant, conversation FROM turns_fts;
+        DROP TABLE records_fts;
+        DROP TABLE turns_fts;
+        ALTER TABLE r6 RENAME TO records_fts;
+        ALTER TABLE t6 RENAME TO turns_fts;
+        DELETE FROM migrations WHERE component = 'graph' AND version >= 7;
+      `);
+      await a.close();
+      const b = SqliteGraphStore.open(dir);
+      assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
+      const got = await read(b);
+      assert.ok(expected.entitiesC1.length > 0 && expected.byEntityC1.length > 0 && expected.lexC2.length > 0);
+      assert.ok(expected.turnsC1.length > 0 && expected.topicsC2.length > 0);
+      assert.deepEqual(got, expected);
+      // The backfilled rows keep their conversation: nothing of c2 in a c1 lookup.
+      const c1 = new Set((await b.listRecords("A", { limit: 100, conversation: "c1" })).records.map((r) => r.id));
+      assert.ok(got.byEntityC1.every((h) => c1.has(h.id)));
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("migrates a version-2 store (FTS over raw text) to the shared lexical terms", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-v2-"));
     try {
@@ -127,8 +178,15 @@ describe("SqliteGraphStore persistence", () => {
         lex: await a.searchRecordsLexical("A", "Caroline painting Paris", 5),
         turns: await a.searchTurnsLexical("A", "tea coffee sunrise", 5),
       };
-      // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text.
+      // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
+      // conversation on the entity and topic rows (version 7).
       a.db.exec(`
+        DROP INDEX record_entities_conv;
+        DROP INDEX record_entities_names;
+        DROP INDEX record_topics_conv;
+        DROP INDEX record_topics_names;
+        ALTER TABLE record_entities DROP COLUMN conversation;
+        ALTER TABLE record_topics DROP COLUMN conversation;
         DROP INDEX records_lex_scope;
         DROP INDEX turns_lex_scope;
         ALTER TABLE records DROP COLUMN lex_len;

@@ -1,16 +1,15 @@
 /**
  * A tenant's live vectors in one contiguous Float32Array (unit length, as hnswlib's cosine space
- * stores them), with parallel label, kind and conversation arrays, so that a filtered exact search
- * scores every admissible vector in one pass over memory instead of copying each out of hnswlib
+ * stores them), with a parallel label array and posting lists of labels by kind, conversation and
+ * entity, so that a filtered exact search finds its admissible vectors without visiting the rest of
+ * the tenant and scores them in one pass over memory instead of copying each out of hnswlib
  * (getPoint allocates a fresh JS array per vector).
  *
  * Removal moves the last slot into the freed one and zeroes the last slot: a deleted vector does not
  * stay in this block's memory (erasure, docs/erasure.md). A grown block zeroes the buffer it leaves.
  */
 import type { VectorFilter, VectorKind, VectorPayload } from "../../ports.ts";
-import type { PayloadPredicate } from "../../vector-filter.ts";
-
-const KIND_CODE: Record<VectorKind, number> = { record: 0, turn: 1 };
+import { entityKey, type PayloadPredicate } from "../../vector-filter.ts";
 
 /**
  * hnswlib's normaliseVector in single precision (float sum, 1/(sqrtf + 1e-30), float products), so
@@ -24,6 +23,34 @@ export const unitFloat32 = (v: Float32Array, out: Float32Array, offset: number):
   for (let i = 0; i < v.length; i++) out[offset + i] = f((v[i] as number) * inv);
 };
 
+/**
+ * Where a filtered search finds its candidates: the labels of the smallest posting list that
+ * covers the filter (kind, conversation, kind and conversation, or the union of the entities'
+ * lists, of the filter's kind when it names one), or every live vector (`postings` empty) when the filter names none of those fields.
+ * `bound` is how many labels that is (an upper bound on the admissible items); `complete` says
+ * that being in the list already satisfies the whole filter (no other field to check).
+ */
+export interface CandidateSource {
+  postings: ReadonlySet<number>[];
+  bound: number;
+  complete: boolean;
+}
+
+const kindKey = (kind: VectorKind): string => `k\u0000${kind}`;
+const convKey = (conversation: string): string => `c\u0000${conversation}`;
+const kindConvKey = (kind: VectorKind, conversation: string): string => `kc\u0000${kind}\u0000${conversation}`;
+const entKey = (entity: string): string => `e\u0000${entityKey(entity)}`;
+const kindEntKey = (kind: VectorKind, entity: string): string => `ke\u0000${kind}\u0000${entityKey(entity)}`;
+
+/** The posting keys an item is listed under. */
+const keysOf = (p: VectorPayload): string[] => {
+  const keys = [kindKey(p.kind), convKey(p.conversation), kindConvKey(p.kind, p.conversation)];
+  for (const e of new Set((p.entities ?? []).map(entityKey))) keys.push(entKey(e), kindEntKey(p.kind, e));
+  return keys;
+};
+
+const EMPTY: ReadonlySet<number> = new Set();
+
 export interface ScoredLabel {
   label: number;
   score: number;
@@ -33,12 +60,14 @@ export class VectorBlock {
   readonly dim: number;
   private data: Float32Array;
   private labels: Int32Array;
-  private kinds: Uint8Array;
-  private convs: Int32Array;
   private payloads: VectorPayload[] = [];
   private readonly slotOf = new Map<number, number>();
-  /** Conversation name -> small integer, so the common conversation filter is an integer compare. */
-  private readonly convCode = new Map<string, number>();
+  /**
+   * Labels by kind, conversation, kind + conversation, entity key and kind + entity key: a filtered search reads the
+   * smallest list that covers its filter instead of checking every live vector of the tenant, so
+   * its cost follows what the filter admits, not the tenant's size.
+   */
+  private readonly postings = new Map<string, Set<number>>();
   private size = 0;
 
   constructor(dim: number, capacity = 64) {
@@ -46,8 +75,6 @@ export class VectorBlock {
     const cap = Math.max(1, capacity);
     this.data = new Float32Array(cap * dim);
     this.labels = new Int32Array(cap);
-    this.kinds = new Uint8Array(cap);
-    this.convs = new Int32Array(cap);
   }
 
   get count(): number {
@@ -63,21 +90,6 @@ export class VectorBlock {
     const labels = new Int32Array(cap);
     labels.set(this.labels);
     this.labels = labels;
-    const kinds = new Uint8Array(cap);
-    kinds.set(this.kinds);
-    this.kinds = kinds;
-    const convs = new Int32Array(cap);
-    convs.set(this.convs);
-    this.convs = convs;
-  }
-
-  private codeOf(conversation: string): number {
-    let c = this.convCode.get(conversation);
-    if (c === undefined) {
-      c = this.convCode.size;
-      this.convCode.set(conversation, c);
-    }
-    return c;
   }
 
   /** Adds or replaces the vector of a label (normalised here). */
@@ -89,10 +101,11 @@ export class VectorBlock {
       slot = this.size++;
       this.slotOf.set(label, slot);
       this.labels[slot] = label;
+    } else {
+      this.unlist(label, this.payloads[slot] as VectorPayload);
     }
+    this.list(label, payload);
     unitFloat32(vector, this.data, slot * this.dim);
-    this.kinds[slot] = KIND_CODE[payload.kind];
-    this.convs[slot] = this.codeOf(payload.conversation);
     this.payloads[slot] = payload;
   }
 
@@ -100,14 +113,13 @@ export class VectorBlock {
     const slot = this.slotOf.get(label);
     if (slot === undefined) return;
     this.slotOf.delete(label);
+    this.unlist(label, this.payloads[slot] as VectorPayload);
     const last = --this.size;
     const dim = this.dim;
     if (slot !== last) {
       const moved = this.labels[last] as number;
       this.data.copyWithin(slot * dim, last * dim, (last + 1) * dim);
       this.labels[slot] = moved;
-      this.kinds[slot] = this.kinds[last] as number;
-      this.convs[slot] = this.convs[last] as number;
       this.payloads[slot] = this.payloads[last] as VectorPayload;
       this.slotOf.set(moved, slot);
     }
@@ -115,24 +127,112 @@ export class VectorBlock {
     this.payloads.length = last;
   }
 
+  private list(label: number, payload: VectorPayload): void {
+    for (const key of keysOf(payload)) {
+      let set = this.postings.get(key);
+      if (!set) {
+        set = new Set();
+        this.postings.set(key, set);
+      }
+      set.add(label);
+    }
+  }
+
+  private unlist(label: number, payload: VectorPayload): void {
+    for (const key of keysOf(payload)) {
+      const set = this.postings.get(key);
+      if (!set) continue;
+      set.delete(label);
+      if (set.size === 0) this.postings.delete(key);
+    }
+  }
+
+  /** The candidates of a filter (see CandidateSource): a few map lookups, no scan. */
+  source(filter: VectorFilter | undefined): CandidateSource {
+    const all: CandidateSource = { postings: [], bound: this.size, complete: filter === undefined };
+    if (!filter) return all;
+    const { kind, conversation, types, timeFrom, timeTo, entities } = filter;
+    const restricted = (types?.length ?? 0) > 0 || timeFrom !== undefined || timeTo !== undefined;
+    const hasEntities = (entities?.length ?? 0) > 0;
+    const options: CandidateSource[] = [];
+    const one = (key: string, complete: boolean): CandidateSource => {
+      const set = this.postings.get(key) ?? EMPTY;
+      return { postings: [set], bound: set.size, complete };
+    };
+    if (kind !== undefined && conversation !== undefined) {
+      options.push(one(kindConvKey(kind, conversation), !restricted && !hasEntities));
+    } else if (kind !== undefined) {
+      options.push(one(kindKey(kind), !restricted && !hasEntities));
+    } else if (conversation !== undefined) {
+      options.push(one(convKey(conversation), !restricted && !hasEntities));
+    }
+    if (hasEntities) {
+      const keys = [...new Set((entities ?? []).map(entityKey))].map((e) =>
+        kind === undefined ? entKey(e) : kindEntKey(kind, e),
+      );
+      const lists = keys.map((k) => this.postings.get(k) ?? EMPTY);
+      options.push({
+        postings: lists,
+        bound: lists.reduce((n, l) => n + l.size, 0),
+        complete: conversation === undefined && !restricted,
+      });
+    }
+    if (options.length === 0) return { ...all, complete: !restricted };
+    return options.reduce((best, o) => (o.bound < best.bound ? o : best));
+  }
+
+  /** Whether a live label is listed in the source (the HNSW filter callback of a complete source). */
+  static member(source: CandidateSource): (label: number) => boolean {
+    const [only, ...rest] = source.postings;
+    if (!only) return () => true;
+    if (rest.length === 0) return (label) => only.has(label);
+    return (label) => source.postings.some((p) => p.has(label));
+  }
+
+  /** The payload of a live label (undefined when it is not in the block). */
+  payloadOf(label: number): VectorPayload | undefined {
+    const slot = this.slotOf.get(label);
+    return slot === undefined ? undefined : this.payloads[slot];
+  }
+
   /**
-   * Slots of the live vectors the filter admits. Kind and conversation are checked on the side
-   * arrays first; the full predicate runs only on what passes them.
+   * Slots of the live vectors the filter admits, read from the filter's candidate source (its
+   * smallest posting list; every slot when it names no indexed field). The predicate runs on each
+   * candidate unless the source alone decides the filter.
+   */
+  admissibleFrom(source: CandidateSource, predicate: PayloadPredicate): Int32Array {
+    if (source.postings.length === 0) return this.scan(source.complete ? undefined : predicate);
+    const out = new Int32Array(source.bound);
+    let n = 0;
+    const seen = source.postings.length > 1 ? new Set<number>() : undefined;
+    for (const list of source.postings) {
+      for (const label of list) {
+        if (seen) {
+          if (seen.has(label)) continue;
+          seen.add(label);
+        }
+        const slot = this.slotOf.get(label);
+        if (slot === undefined) continue;
+        if (source.complete || predicate(this.payloads[slot] as VectorPayload)) out[n++] = slot;
+      }
+    }
+    return out.subarray(0, n);
+  }
+
+  /**
+   * Slots of the live vectors the filter admits (every posting list considered: admissibleFrom of
+   * the filter's source).
    */
   admissible(filter: VectorFilter | undefined, predicate: PayloadPredicate): Int32Array {
-    const kind = filter?.kind !== undefined ? KIND_CODE[filter.kind] : -1;
-    let conv = -1;
-    if (filter?.conversation !== undefined) {
-      const c = this.convCode.get(filter.conversation);
-      if (c === undefined) return new Int32Array(0);
-      conv = c;
-    }
+    return this.admissibleFrom(this.source(filter), predicate);
+  }
+
+  /** Every live slot the predicate admits (a filter naming no indexed field). */
+  private scan(predicate: PayloadPredicate | undefined): Int32Array {
     const out = new Int32Array(this.size);
     let n = 0;
     for (let s = 0; s < this.size; s++) {
-      if (kind >= 0 && this.kinds[s] !== kind) continue;
-      if (conv >= 0 && this.convs[s] !== conv) continue;
-      if (predicate(this.payloads[s] as VectorPayload)) out[n++] = s;
+      if (!predicate || predicate(this.payloads[s] as VectorPayload)) out[n++] = s;
     }
     return out.subarray(0, n);
   }

@@ -17,7 +17,11 @@ export interface HnswVectorStoreOptions {
   efConstruction?: number;
   /** Search-time candidate list size, at least k (default 64). */
   efSearch?: number;
-  /** A filtered search admitting at most this many items is answered exactly (default 2048). */
+  /**
+   * A filtered search admitting at most this many items is answered exactly (default 2048); one
+   * whose candidate list (kind, conversation or entity postings) is longer than
+   * ADMISSIBLE_SCAN_FACTOR times this goes to the filtered HNSW walk without counting them.
+   */
   bruteForceLimit?: number;
   /** Capacity a new index starts with; it doubles when full (default 1024). */
   initialCapacity?: number;
@@ -31,6 +35,14 @@ export interface HnswVectorStoreOptions {
    */
   compactDeletedRatio?: number;
 }
+
+/**
+ * A filter whose candidate list (VectorBlock.source) holds at most this many times bruteForceLimit
+ * items is checked item by item to learn whether it admits few enough for the exact path; a longer
+ * list goes to the filtered HNSW walk at once (checking it would cost a scan of that length per
+ * search, which is what grows with the tenant).
+ */
+export const ADMISSIBLE_SCAN_FACTOR = 8;
 
 /** Default of HnswVectorStoreOptions.compactDeletedRatio. */
 export const DEFAULT_COMPACT_DELETED_RATIO = 0.2;
@@ -392,17 +404,27 @@ export class HnswVectorStore implements VectorStore {
       const r = t.index.searchKnn(Array.from(query), kk);
       found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
     } else {
-      const slots = t.block.admissible(filter, predicate);
-      if (slots.length === 0) return [];
-      const kk = Math.min(limit, slots.length);
-      if (slots.length <= this.opts.bruteForceLimit) {
+      // The filter's candidates (VectorBlock.source: its smallest posting list) bound what it
+      // admits without visiting the rest of the tenant; past the exact limit the HNSW walk checks
+      // the filter per visited point instead.
+      const source = t.block.source(filter);
+      if (source.bound === 0) return [];
+      const limitOfScan = this.opts.bruteForceLimit * (source.complete ? 1 : ADMISSIBLE_SCAN_FACTOR);
+      const slots = source.bound <= limitOfScan ? t.block.admissibleFrom(source, predicate) : undefined;
+      if (slots && slots.length === 0) return [];
+      if (slots && slots.length <= this.opts.bruteForceLimit) {
         // Few admissible items: exact scores (a restrictive filter would starve the HNSW walk).
-        found = t.block.topK(query, slots, kk);
+        found = t.block.topK(query, slots, Math.min(limit, slots.length));
       } else {
-        const set = new Set<number>();
-        for (const s of slots) set.add(t.block.labelAt(s));
+        const allowed = source.complete
+          ? VectorBlock.member(source)
+          : (label: number): boolean => {
+              const p = t.block.payloadOf(label);
+              return p !== undefined && predicate(p);
+            };
+        const kk = Math.min(limit, slots ? slots.length : source.bound);
         t.index.setEf(Math.max(this.opts.efSearch, kk * 2));
-        const r = t.index.searchKnn(Array.from(query), kk, (label) => set.has(label));
+        const r = t.index.searchKnn(Array.from(query), kk, allowed);
         found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
       }
     }

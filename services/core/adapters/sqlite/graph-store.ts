@@ -24,6 +24,7 @@ import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } 
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
+import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 
@@ -86,6 +87,18 @@ const validity = (validAt: number | undefined): { sql: string; params: Param[] }
   validAt === undefined
     ? { sql: " AND r.superseded_by IS NULL", params: [] }
     : { sql: " AND r.valid_from <= ? AND (r.valid_to IS NULL OR r.valid_to > ?)", params: [validAt, validAt] };
+
+/**
+ * The lexical pool of a search (core/lexical.ts): every hit in scope when they number at most
+ * LEXICAL_POOL_LIMIT, else the index's best LEXICAL_POOL_LIMIT. The shared scorer ranks the pool
+ * itself, so the index's order only matters when the hits overflow it: they are read unordered
+ * first (FTS5's BM25 and the sort of every hit were most of a search's cost) and read again in
+ * rank order only on overflow.
+ */
+const poolOf = <T>(read: (ordered: boolean, limit: number) => T[]): T[] => {
+  const all = read(false, LEXICAL_POOL_LIMIT + 1);
+  return all.length <= LEXICAL_POOL_LIMIT ? all : read(true, LEXICAL_POOL_LIMIT);
+};
 
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
 const tenantOfKey = (key: string): string | null => parseConversationKey(key)?.tenant ?? null;
@@ -242,11 +255,12 @@ export class SqliteGraphStore implements GraphStore {
     const lex = lexicalText(turn.text);
     this.run("UPDATE turns SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
     this.run(
-      "INSERT INTO turns_fts (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)",
+      "INSERT INTO turns_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)",
       info.lastInsertRowid,
       lex.lex,
       tenant,
       conversation,
+      ftsScopeText(tenant, conversation),
     );
     return true;
   }
@@ -277,29 +291,32 @@ export class SqliteGraphStore implements GraphStore {
     const lex = lexicalText(record.text);
     this.run("UPDATE records SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
     this.run(
-      "INSERT INTO records_fts (rowid, lex, tenant, conversation) VALUES (?, ?, ?, ?)",
+      "INSERT INTO records_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)",
       info.lastInsertRowid,
       lex.lex,
       tenant,
       record.source.conversation,
+      ftsScopeText(tenant, record.source.conversation),
     );
     for (const e of entityKeys(record)) {
       this.run(
-        "INSERT INTO record_entities (tenant, record_id, entity, name, is_alias) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO record_entities (tenant, record_id, entity, name, is_alias, conversation) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         tenant,
         record.id,
         e.key,
         e.name,
         e.alias ? 1 : 0,
+        record.source.conversation,
       );
     }
     for (const t of topicKeys(record)) {
       this.run(
-        "INSERT INTO record_topics (tenant, record_id, topic, name) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO record_topics (tenant, record_id, topic, name, conversation) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         tenant,
         record.id,
         t.key,
         t.name,
+        record.source.conversation,
       );
     }
     for (const b of spanBuckets(span)) {
@@ -624,8 +641,9 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * BM25 (services/core/lexical.ts) over current records' terms; FTS5 finds the records holding
-   * any query term, the shared scorer ranks them (ties: newer said-at, then id).
+   * BM25 (services/core/lexical.ts) over current records' terms; FTS5 finds the records of the
+   * scope (tenant or conversation: fts-scope.ts) holding any query term, the shared scorer ranks
+   * them (ties: newer said-at, then id).
    */
   async searchRecordsLexical(
     tenant: string,
@@ -642,13 +660,15 @@ export class SqliteGraphStore implements GraphStore {
       ...valid.params,
     ];
     return searchLexical(text, k, async (match) => ({
-      hits: this.all<LexicalHit>(
-        `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
-         FROM records_fts JOIN records r ON r.seq = records_fts.rowid
-         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
-         ORDER BY rank LIMIT ?`,
-        ...scoped(match, tenant, tenant),
-        LEXICAL_POOL_LIMIT,
+      hits: poolOf((ordered, limit) =>
+        this.all<LexicalHit>(
+          `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
+           FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+           WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
+           ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
+          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
+          limit,
+        ),
       ),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
@@ -663,13 +683,15 @@ export class SqliteGraphStore implements GraphStore {
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
     const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
     return searchLexical(text, k, async (match) => ({
-      hits: this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
-        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
-         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
-         WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
-         ORDER BY rank LIMIT ?`,
-        ...scoped(match, tenant, tenant),
-        LEXICAL_POOL_LIMIT,
+      hits: poolOf((ordered, limit) =>
+        this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
+          `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
+           FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+           WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+           ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
+          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
+          limit,
+        ),
       ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
@@ -690,7 +712,7 @@ export class SqliteGraphStore implements GraphStore {
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
     const valid = validity(validAt);
-    const conv = `${conversation === undefined ? "" : " AND r.conversation = ?"}${valid.sql}`;
+    const conv = `${conversation === undefined ? "" : " AND e.conversation = ?"}${valid.sql}`;
     const params: Param[] = [tenant, jsonList(keys)];
     if (conversation !== undefined) params.push(conversation);
     params.push(...valid.params, limit);
@@ -715,7 +737,7 @@ export class SqliteGraphStore implements GraphStore {
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
     const valid = validity(validAt);
-    const conv = `${conversation === undefined ? "" : " AND r.conversation = ?"}${valid.sql}`;
+    const conv = `${conversation === undefined ? "" : " AND t.conversation = ?"}${valid.sql}`;
     const params: Param[] = [tenant, jsonList(keys)];
     if (conversation !== undefined) params.push(conversation);
     params.push(...valid.params, limit);
@@ -757,7 +779,11 @@ export class SqliteGraphStore implements GraphStore {
     );
   }
 
-  /** Current records sharing an event frame with any given record (given ones excluded); score = shared frames. */
+  /**
+   * Current records sharing an event frame with any given record (given ones excluded); score =
+   * shared frames. CROSS JOIN fixes the join order: from the given records' frames to their other
+   * records (left to itself, SQLite's planner read every frame row of the tenant first).
+   */
   async eventFrameNeighbours(
     tenant: string,
     recordIds: readonly string[],
@@ -771,8 +797,8 @@ export class SqliteGraphStore implements GraphStore {
     return this.all<ScoreRow>(
       `SELECT e2.record_id AS id, COUNT(DISTINCT e2.frame_id) AS score
        FROM event_frames e1
-       JOIN event_frames e2 ON e2.tenant = e1.tenant AND e2.frame_id = e1.frame_id
-       JOIN records r ON r.tenant = e2.tenant AND r.id = e2.record_id
+       CROSS JOIN event_frames e2 ON e2.tenant = e1.tenant AND e2.frame_id = e1.frame_id
+       CROSS JOIN records r ON r.tenant = e2.tenant AND r.id = e2.record_id
        WHERE e1.tenant = ? AND e1.record_id IN (SELECT value FROM json_each(?))
          AND e2.record_id NOT IN (SELECT value FROM json_each(?))${valid.sql}
        GROUP BY e2.record_id ORDER BY score DESC, MAX(r.said_at) DESC, e2.record_id LIMIT ?`,
@@ -802,37 +828,51 @@ export class SqliteGraphStore implements GraphStore {
     );
   }
 
-  /** Distinct canonical entity names (aliases excluded), sorted. */
+  /**
+   * Distinct canonical entity names (aliases excluded), sorted. Tenant-wide: a seek from each name
+   * to the next in record_entities_names (distinctNames), not a read of every row; one
+   * conversation: its rows only (record_entities_conv, named: without statistics the planner would
+   * take the name index to skip the sort and read the whole tenant).
+   */
   async knownEntities(tenant: string, conversation?: string): Promise<string[]> {
-    const rows =
-      conversation === undefined
-        ? this.all<{ name: string }>(
-            "SELECT DISTINCT name FROM record_entities WHERE tenant = ? AND is_alias = 0 ORDER BY name",
-            tenant,
-          )
-        : this.all<{ name: string }>(
-            `SELECT DISTINCT e.name AS name FROM record_entities e
-             JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
-             WHERE e.tenant = ? AND e.is_alias = 0 AND r.conversation = ? ORDER BY e.name`,
-            tenant,
-            conversation,
-          );
-    return rows.map((r) => r.name);
+    return conversation === undefined
+      ? this.distinctNames("record_entities", "tenant = ? AND is_alias = 0", tenant)
+      : this.all<{ name: string }>(
+          `SELECT DISTINCT name FROM record_entities INDEXED BY record_entities_conv
+           WHERE tenant = ? AND conversation = ? AND is_alias = 0 ORDER BY name`,
+          tenant,
+          conversation,
+        ).map((r) => r.name);
   }
 
-  /** Distinct topic display names, sorted. */
+  /** Distinct topic display names, sorted (read as knownEntities reads names). */
   async knownTopics(tenant: string, conversation?: string): Promise<string[]> {
-    const rows =
-      conversation === undefined
-        ? this.all<{ name: string }>("SELECT DISTINCT name FROM record_topics WHERE tenant = ? ORDER BY name", tenant)
-        : this.all<{ name: string }>(
-            `SELECT DISTINCT t.name AS name FROM record_topics t
-             JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
-             WHERE t.tenant = ? AND r.conversation = ? ORDER BY t.name`,
-            tenant,
-            conversation,
-          );
-    return rows.map((r) => r.name);
+    return conversation === undefined
+      ? this.distinctNames("record_topics", "tenant = ?", tenant)
+      : this.all<{ name: string }>(
+          `SELECT DISTINCT name FROM record_topics INDEXED BY record_topics_conv
+           WHERE tenant = ? AND conversation = ? ORDER BY name`,
+          tenant,
+          conversation,
+        ).map((r) => r.name);
+  }
+
+  /**
+   * The distinct `name`s of a table's rows matching `where` (one tenant), ascending: a loose index
+   * scan, each step the smallest name above the previous one (an index seek), so the cost follows
+   * the number of distinct names, not of rows. Ends at the last name (MIN of nothing is NULL).
+   */
+  private distinctNames(table: "record_entities" | "record_topics", where: string, tenant: string): string[] {
+    return this.all<{ name: string }>(
+      `WITH RECURSIVE names(name) AS (
+         SELECT (SELECT MIN(name) FROM ${table} WHERE ${where})
+         UNION ALL
+         SELECT (SELECT MIN(name) FROM ${table} WHERE ${where} AND name > names.name) FROM names WHERE names.name IS NOT NULL
+       )
+       SELECT name FROM names WHERE name IS NOT NULL`,
+      tenant,
+      tenant,
+    ).map((r) => r.name);
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,6 @@
 import { lexicalText } from "../../lexical.ts";
 import type { Migration, SqliteDatabase } from "../sqlite-db.ts";
+import { ftsScopeText } from "./fts-scope.ts";
 import { rekeyDeadLetters, rekeyStageState } from "./rekey.ts";
 
 /** Re-indexes every record and raw turn under the shared lexical terms (services/core/lexical.ts). */
@@ -23,6 +24,33 @@ const backfillLexical = (db: SqliteDatabase): void => {
       setLength.run(lex.length, row.seq);
       index.run(row.seq, lex.lex, row.tenant, row.conversation);
     }
+  }
+};
+
+/**
+ * Rebuilds both FTS5 tables with the indexed `scope` column (fts-scope.ts), copying every row's
+ * terms: a new table is filled, the old one dropped and the new one renamed (FTS5 cannot add a
+ * column). secure-delete is set on the new tables as migration 4 set it on the old ones.
+ */
+const addLexicalScope = (db: SqliteDatabase): void => {
+  for (const fts of ["records_fts", "turns_fts"] as const) {
+    const next = `${fts}_next`;
+    db.exec(`
+CREATE VIRTUAL TABLE ${next} USING fts5(
+  lex, tenant UNINDEXED, conversation UNINDEXED, scope, tokenize = 'unicode61 remove_diacritics 0'
+);
+INSERT INTO ${next} (${next}, rank) VALUES ('secure-delete', 1);
+`);
+    const insert = db.prepare<[number, string, string, string, string]>(
+      `INSERT INTO ${next} (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)`,
+    );
+    const rows = db
+      .prepare<[], { rowid: number; lex: string; tenant: string; conversation: string }>(
+        `SELECT rowid, lex, tenant, conversation FROM ${fts}`,
+      )
+      .all();
+    for (const r of rows) insert.run(r.rowid, r.lex, r.tenant, r.conversation, ftsScopeText(r.tenant, r.conversation));
+    db.exec(`DROP TABLE ${fts}; ALTER TABLE ${next} RENAME TO ${fts};`);
   }
 };
 
@@ -220,6 +248,35 @@ INSERT INTO turns_fts (turns_fts) VALUES ('optimize');
 CREATE INDEX IF NOT EXISTS records_lex_scope ON records (tenant, conversation, superseded_by, valid_from, valid_to, lex_len);
 CREATE INDEX IF NOT EXISTS turns_lex_scope ON turns (tenant, conversation, lex_len);
 `,
+  },
+  {
+    version: 7,
+    // Issue 18: the entity and topic routes and the planner's known names read a conversation's
+    // rows or a tenant's distinct names on every query. With the record's conversation on its
+    // index rows, a conversation-scoped lookup reads that conversation's rows only (it read every
+    // row of the tenant with the key and joined the record to check its conversation), and the
+    // name indexes let the distinct names of a tenant be read by seeking from one name to the next.
+    name: "conversation on the entity and topic rows; name indexes",
+    sql: `
+ALTER TABLE record_entities ADD COLUMN conversation TEXT NOT NULL DEFAULT '';
+ALTER TABLE record_topics ADD COLUMN conversation TEXT NOT NULL DEFAULT '';
+UPDATE record_entities SET conversation = COALESCE(
+  (SELECT r.conversation FROM records r WHERE r.tenant = record_entities.tenant AND r.id = record_entities.record_id), '');
+UPDATE record_topics SET conversation = COALESCE(
+  (SELECT r.conversation FROM records r WHERE r.tenant = record_topics.tenant AND r.id = record_topics.record_id), '');
+CREATE INDEX record_entities_conv ON record_entities (tenant, conversation, entity, is_alias, name);
+CREATE INDEX record_entities_names ON record_entities (tenant, is_alias, name);
+CREATE INDEX record_topics_conv ON record_topics (tenant, conversation, topic, name);
+CREATE INDEX record_topics_names ON record_topics (tenant, name);
+`,
+  },
+  {
+    version: 8,
+    // Issue 18: a lexical search's MATCH is narrowed to the tenant or conversation by the index
+    // (fts-scope.ts) instead of finding every tenant's rows and filtering them afterwards.
+    name: "FTS5 scope tokens (tenant, conversation)",
+    sql: "",
+    backfill: addLexicalScope,
   },
 ];
 

@@ -17,11 +17,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
-import type { Admin, Kafka, Producer } from "kafkajs";
+import type { Admin, Consumer, Kafka, Producer } from "kafkajs";
 import { openStores } from "../composition/stores.ts";
 import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
 import { openPipelineCodecs, RegistrySerdes } from "../core/adapters/kafka/serde.ts";
@@ -48,6 +48,8 @@ export interface FreshnessOptions {
   throughputConversations?: number;
   /** Output folder; null writes nothing. */
   out: string | null;
+  /** Folder for each stage process's stdout and stderr (<stage>.log), e.g. with MEMORY_TRACING=console. */
+  stageLogs?: string;
   log?: (line: string) => void;
 }
 
@@ -68,6 +70,21 @@ export interface FreshnessResult {
   rawTurnMissing: number;
   /** Produce → a record citing the turn queryable, ms (turns some record cites). */
   record: LatencySummary;
+  /**
+   * Where the raw-turn latency goes, per turn (a probe consumer reads the sensory topic as the
+   * indexer's raw-turn consumer does, read_committed): produce → the sensory stage wrote the turn
+   * (its record's timestamp: fetch + compress), written → committed and fetched by a
+   * read_committed consumer (the sensory transaction, the fetch), fetched → raw turn queryable
+   * (the raw-turn consumer's fetch, embedding, store writes, and the bench's poll).
+   */
+  rawTurnStages?: {
+    sensoryWritten: LatencySummary;
+    sensoryVisible: LatencySummary;
+    indexed: LatencySummary;
+  };
+  /** Each freshness turn's times, ms after the first produce at startedAt (epoch ms; JSON only). */
+  timeline?: TurnTimeline[];
+  startedAt?: number;
   throughput?: {
     turns: number;
     distributedSeconds: number;
@@ -77,6 +94,15 @@ export interface FreshnessResult {
     /** distributed / embedded. */
     ratio: number;
   };
+}
+
+export interface TurnTimeline {
+  turn: string;
+  sent: number;
+  sensoryWritten?: number;
+  sensoryVisible?: number;
+  raw?: number;
+  record?: number;
 }
 
 const STAGES = ["sensory", "segmenter", "encoder", "indexer"] as const;
@@ -109,12 +135,19 @@ interface Child {
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 
-const startStage = (name: string, env: NodeJS.ProcessEnv): Child => {
+const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string): Child => {
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "main.ts")], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  let file: WriteStream | undefined;
+  if (logDir) {
+    file = createWriteStream(join(logDir, `${name}.log`));
+    child.stdout?.on("data", (chunk: Buffer) => file?.write(chunk));
+    child.stderr?.on("data", (chunk: Buffer) => file?.write(chunk));
+    child.on("exit", () => file?.end());
+  }
   const tail: string[] = [];
   const started = new Promise<void>((ok, fail) => {
     let buf = "";
@@ -193,13 +226,15 @@ export const runFreshnessBench = async (
   const admin = kafka.admin();
   const stores = await openStores(config, "neo4j");
   const children: Child[] = [];
+  let probe: Consumer | undefined;
   try {
     const topics = await ensurePipelineTopics(kafka, config);
     const codecs = await openPipelineCodecs(serdes, topics);
     await admin.connect();
     await producer.connect();
     log(`freshness: starting ${STAGES.join(", ")} (topic prefix ${prefix})`);
-    for (const s of STAGES) children.push(startStage(s, env));
+    if (o.stageLogs) mkdirSync(o.stageLogs, { recursive: true });
+    for (const s of STAGES) children.push(startStage(s, env, o.stageLogs));
     await Promise.all(children.map((c) => c.started));
 
     // --- 1. Freshness: produce at a fixed rate, watch the stores.
@@ -223,6 +258,24 @@ export const runFreshnessBench = async (
     const rawSeen = new Map<string, number>();
     const recordSeen = new Map<string, number>();
     const keyOfTurn = (t: { conversation: string; turnId: string }) => turnRowId(t.conversation, t.turnId);
+    // The probe: when each turn's sensory output was written (its record's timestamp) and when a
+    // read_committed consumer got it. A short fetch wait, so that the probe's own wait is not counted.
+    const sensoryWritten = new Map<string, number>();
+    const sensoryVisible = new Map<string, number>();
+    probe = kafka.consumer({ groupId: `${prefix}bench-probe`, readUncommitted: false, maxWaitTimeInMs: 100 });
+    await probe.connect();
+    await probe.subscribe({ topic: topics.sensory, fromBeginning: true });
+    await probe.run({
+      eachMessage: async ({ message }) => {
+        const now = Date.now();
+        if (message.value === null) return;
+        const d = await codecs.sensory.decode(message.value);
+        if (!d.ok || d.value.tenant !== tenant) return;
+        const k = keyOfTurn(d.value);
+        sensoryWritten.set(k, Number(message.timestamp));
+        sensoryVisible.set(k, now);
+      },
+    });
     let polling = true;
     let deadline = Number.POSITIVE_INFINITY;
     const poller = (async () => {
@@ -279,7 +332,38 @@ export const runFreshnessBench = async (
     await sleep(POLL_MS * 6);
     polling = false;
     await Promise.all([poller, recordPoller]);
+    await probe.disconnect();
+    probe = undefined;
     const rawLatency = [...rawSeen].map(([k, at]) => at - (sentAt.get(k) ?? at));
+    const stageOf = (from: Map<string, number>, to: Map<string, number>): number[] =>
+      [...to].flatMap(([k, at]) => {
+        const f = from.get(k);
+        return f === undefined ? [] : [at - f];
+      });
+    const rawTurnStages = {
+      sensoryWritten: summary(stageOf(sentAt, sensoryWritten)),
+      sensoryVisible: summary(stageOf(sensoryWritten, sensoryVisible)),
+      indexed: summary(stageOf(sensoryVisible, rawSeen)),
+    };
+    const rel = (m: Map<string, number>, k: string): { at?: number } => {
+      const v = m.get(k);
+      return v === undefined ? {} : { at: v - started };
+    };
+    const timeline: TurnTimeline[] = schedule.map((t) => {
+      const k = keyOfTurn(t);
+      const at = (m: Map<string, number>) => rel(m, k).at;
+      const entries = {
+        sensoryWritten: at(sensoryWritten),
+        sensoryVisible: at(sensoryVisible),
+        raw: at(rawSeen),
+        record: at(recordSeen),
+      };
+      return {
+        turn: k,
+        sent: (sentAt.get(k) ?? started) - started,
+        ...Object.fromEntries(Object.entries(entries).filter(([, v]) => v !== undefined)),
+      };
+    });
     const recordLatency = [...recordSeen].filter(([k]) => sentAt.has(k)).map(([k, at]) => at - (sentAt.get(k) ?? at));
 
     // --- 2. Throughput: whole conversations at once, distributed and embedded, the same turns.
@@ -340,6 +424,9 @@ export const runFreshnessBench = async (
       rawTurn: summary(rawLatency),
       rawTurnMissing: schedule.length - rawSeen.size,
       record: summary(recordLatency),
+      rawTurnStages,
+      timeline,
+      startedAt: started,
       ...(throughput ? { throughput } : {}),
     };
     const markdown = freshnessMarkdown(result);
@@ -349,6 +436,7 @@ export const runFreshnessBench = async (
     for (const c of children) log(`--- ${c.name}\n${c.tail.join("\n")}`);
     throw err;
   } finally {
+    await probe?.disconnect().catch(() => undefined);
     await Promise.allSettled(children.map(stopStage));
     for (const t of [tenant, throughputTenant]) {
       await stores.graph.deleteTenant(t).catch(() => undefined);
@@ -407,6 +495,23 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
     ),
   ];
   if (r.rawTurnMissing > 0) lines.push("", `${r.rawTurnMissing} raw turns were never seen.`);
+  if (r.rawTurnStages) {
+    const s = r.rawTurnStages;
+    const row = (what: string, l: LatencySummary) => [what, String(l.n), ms(l.p50), ms(l.p95), ms(l.max)];
+    lines.push(
+      "",
+      "Where the raw-turn latency goes (a read_committed probe on the sensory topic):",
+      "",
+      markdownTable(
+        ["step", "n", "p50 ms", "p95 ms", "max ms"],
+        [
+          row("produce → sensory wrote the turn (fetch, compress)", s.sensoryWritten),
+          row("written → read_committed consumer has it (transaction, fetch)", s.sensoryVisible),
+          row("consumer has it → raw turn queryable (embed, store writes, poll)", s.indexed),
+        ],
+      ),
+    );
+  }
   if (r.throughput) {
     const t = r.throughput;
     lines.push(
@@ -454,16 +559,27 @@ export const registerFreshnessCommand = (bench: Command, config: () => Config): 
     .option("--rate <n>", "turns per second produced in the freshness phase", positiveNumber, 4)
     .option("--throughput-conversations <n>", "whole conversations in the throughput phase (0: none)", wholeNumber, 1)
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
-    .action(async (o: { data: string; turns: number; rate: number; throughputConversations: number; out: string }) => {
-      const { markdown, files } = await runFreshnessBench({
-        config: config(),
-        data: o.data,
-        turns: o.turns,
-        rate: o.rate,
-        throughputConversations: o.throughputConversations,
-        out: o.out,
-      });
-      console.log(markdown);
-      if (files.length > 0) console.log(`written: ${files.join(", ")}`);
-    });
+    .option("--stage-logs <dir>", "write each stage process's output to <dir>/<stage>.log")
+    .action(
+      async (o: {
+        data: string;
+        turns: number;
+        rate: number;
+        throughputConversations: number;
+        out: string;
+        stageLogs?: string;
+      }) => {
+        const { markdown, files } = await runFreshnessBench({
+          config: config(),
+          data: o.data,
+          turns: o.turns,
+          rate: o.rate,
+          throughputConversations: o.throughputConversations,
+          out: o.out,
+          ...(o.stageLogs ? { stageLogs: o.stageLogs } : {}),
+        });
+        console.log(markdown);
+        if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+      },
+    );
 };

@@ -115,6 +115,12 @@ export const KafkaConfigSchema = z
     rawTurnsAtOnce: z
       .preprocess((v) => (typeof v === "string" ? !/^(0|false|no|off)$/i.test(v.trim()) : v), z.boolean())
       .default(true),
+    /**
+     * Texts per embedding call of the indexer's records consumer (MEMORY_INDEXER_EMBED_SLICE). Its
+     * raw-turn consumer shares the one model, which runs a call at a time: an arriving turn waits
+     * for one slice at most, not for a whole segment's records (services/indexer/sliced-embedder.ts).
+     */
+    indexerEmbedSlice: num.int("must be a whole number").min(1).default(8),
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -146,6 +152,7 @@ export const KafkaConfigSchema = z
     instanceId: "0",
     sessionTimeoutMs: 30_000,
     maxChunk: 50,
+    indexerEmbedSlice: 8,
     debug: false,
     rawTurnsAtOnce: true,
     topics: {
@@ -459,6 +466,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_STAGE_MAX_CHUNK: ["kafka", "maxChunk"],
   KAFKAJS_DEBUG: ["kafka", "debug"],
   MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
+  MEMORY_INDEXER_EMBED_SLICE: ["kafka", "indexerEmbedSlice"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],
   NEO4J_URI: ["neo4j", "uri"],

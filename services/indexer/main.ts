@@ -16,6 +16,7 @@ import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
+import { SlicedEmbedder } from "./sliced-embedder.ts";
 
 const config = loadProcessConfig();
 await setupTracing("indexer"); // MEMORY_TRACING (docs/tracing.md); off by default
@@ -29,6 +30,12 @@ await runStageProcess({
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
     const embedder = stageEmbedder(model);
+    // The records consumer embeds in slices, so that an arriving raw turn waits for one slice of
+    // a segment's record texts at most, not all of them (sliced-embedder.ts). Without the
+    // raw-turn consumer there is nobody to let in between: one call, as before.
+    const recordsEmbedder = config.kafka.rawTurnsAtOnce
+      ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice)
+      : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
     return {
       handler: indexerStage({
@@ -36,7 +43,7 @@ await runStageProcess({
         output: codecs.updateQueue,
         graph: stores.graph,
         vectors: stores.vectors,
-        embedder,
+        embedder: recordsEmbedder,
         candidates: candidateSettingsFrom(config),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,

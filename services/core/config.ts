@@ -121,6 +121,12 @@ export const KafkaConfigSchema = z
      * for one slice at most, not for a whole segment's records (services/indexer/sliced-embedder.ts).
      */
     indexerEmbedSlice: num.int("must be a whole number").min(1).default(8),
+    /**
+     * Input partitions the indexer's raw-turn consumer handles at the same time
+     * (MEMORY_RAW_TURN_PARTITIONS_AT_ONCE): a turn then waits for its own partition's chunk only,
+     * not for every partition's chunk of the fetch one after another.
+     */
+    rawTurnPartitionsAtOnce: num.int("must be a whole number").min(1).default(3),
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -153,6 +159,7 @@ export const KafkaConfigSchema = z
     sessionTimeoutMs: 30_000,
     maxChunk: 50,
     indexerEmbedSlice: 8,
+    rawTurnPartitionsAtOnce: 3,
     debug: false,
     rawTurnsAtOnce: true,
     topics: {
@@ -467,6 +474,7 @@ const ENV_PATHS: Record<string, string[]> = {
   KAFKAJS_DEBUG: ["kafka", "debug"],
   MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
   MEMORY_INDEXER_EMBED_SLICE: ["kafka", "indexerEmbedSlice"],
+  MEMORY_RAW_TURN_PARTITIONS_AT_ONCE: ["kafka", "rawTurnPartitionsAtOnce"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],
   NEO4J_URI: ["neo4j", "uri"],

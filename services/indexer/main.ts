@@ -57,6 +57,7 @@ await runStageProcess({
               vectors: stores.vectors,
               embedder,
               onErased,
+              partitionsAtOnce: config.kafka.rawTurnPartitionsAtOnce,
             }),
           ]
         : [],

@@ -31,10 +31,21 @@ export interface RawTurnStageDeps extends EraseDeps {
   /** A caching embedder: shared with the records consumer, which then finds these turns' texts. */
   embedder: Embedder;
   onIndexed?(turns: number): void;
+  /**
+   * Input partitions handled at once (default 1). Each partition's chunk is one embedding call and
+   * a few store and Kafka round trips; one partition after another, a turn waited for the other
+   * partitions' chunks too (MEMORY_RAW_TURN_PARTITIONS_AT_ONCE).
+   */
+  partitionsAtOnce?: number;
 }
 
 export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, UpdateCandidatesEvent, never> => {
-  /** Row ids prepare() wrote for the chunk in flight: handle() has nothing left to do for them. */
+  /**
+   * Row ids prepare() wrote whose handle() has not run yet: handle() has nothing left to do for
+   * them. Not cleared per chunk: chunks of other partitions run at the same time (a conversation
+   * is in one partition, so their ids never meet). An id left by a chunk abandoned in a rebalance
+   * only ever says that the row was written, which stays true.
+   */
   const written = new Set<string>();
   const rowIdOf = (t: SensoryTurn): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
   const keyMatches = (key: string, t: SensoryTurn): boolean => {
@@ -51,8 +62,8 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
      * control: a turn after an erase must not be written before handle() runs that erase. A failed
      * batch leaves every turn to handle(), one at a time, which finds the one at fault.
      */
+    ...(deps.partitionsAtOnce !== undefined ? { partitionsAtOnce: deps.partitionsAtOnce } : {}),
     async prepare(inputs) {
-      written.clear();
       const turns: SensoryTurn[] = [];
       for (const { key, input } of inputs) {
         if (input.kind === "control") break;

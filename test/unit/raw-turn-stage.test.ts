@@ -78,6 +78,38 @@ const feed = async (stage: ReturnType<typeof stageOf>, turns: SensoryTurn[]) => 
 };
 
 describe("indexer raw-turn consumer", () => {
+  it("chunks of two partitions in flight at once: each turn is embedded and written once, by its chunk's prepare", async () => {
+    await withStores(async (s) => {
+      const stage = rawTurnStage({
+        input: jsonCodec("memory.sensory.v1", SensoryTurnSchema),
+        output: jsonCodec("memory.update-queue.v1", UpdateCandidatesEventSchema),
+        ...s,
+        partitionsAtOnce: 2,
+      });
+      assert.equal(stage.partitionsAtOnce, 2);
+      const chunkOf = (turns: SensoryTurn[]) =>
+        turns.map((value) => ({
+          key: keyOf(value.tenant, value.conversation),
+          input: { kind: "event" as const, value },
+        }));
+      const a = chunkOf([sensoryOf(T1, "acme", "c1"), sensoryOf(T2, "acme", "c1")]);
+      const b = chunkOf([sensoryOf(T1, "acme", "c2")]);
+      // Partition A's prepare, then B's, before either chunk's handles (as two partitions in flight do).
+      await stage.prepare?.(a);
+      await stage.prepare?.(b);
+      const texts = s.embedder.stats().texts;
+      for (const { key, input } of [...b, ...a]) await stage.handle(key, input, undefined);
+      assert.equal(s.embedder.stats().texts, texts, "no turn embedded again by handle()");
+      assert.equal(await s.vectors.count("acme"), 3);
+      const rows = await s.graph.getTurns("acme", [
+        { conversation: "c1", turnId: "t1" },
+        { conversation: "c1", turnId: "t2" },
+        { conversation: "c2", turnId: "t1" },
+      ]);
+      assert.equal(rows.length, 3);
+    });
+  });
+
   it("a turn is found by both raw-turn routes before its segment closes", async () => {
     await withStores(async (s) => {
       await feed(stageOf(s), [sensoryOf(T1), sensoryOf(T2)]);

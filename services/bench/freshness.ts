@@ -17,7 +17,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, type WriteStream } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
@@ -93,6 +93,12 @@ export interface FreshnessResult {
     embeddedTurnsPerSecond: number;
     /** distributed / embedded. */
     ratio: number;
+    /**
+     * CPU seconds each stage process used in the distributed run (Linux /proc; Kafka and Neo4j,
+     * shared servers, not counted), and the bench process in the embedded run (the whole runtime).
+     */
+    stageCpuSeconds?: Record<string, number>;
+    embeddedCpuSeconds?: number;
   };
 }
 
@@ -134,6 +140,20 @@ interface Child {
 }
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
+
+/** CPU seconds (user + system) a child process has used so far, from /proc (Linux); undefined elsewhere. */
+const cpuSecondsOf = (pid: number | undefined): number | undefined => {
+  if (pid === undefined) return undefined;
+  try {
+    // Fields after the command name (which may hold spaces, hence the last ")"): utime and stime
+    // are fields 14 and 15 of the line, in clock ticks (100 per second on Linux).
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+};
 
 const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string): Child => {
   const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "main.ts")], {
@@ -372,6 +392,7 @@ export const runFreshnessBench = async (
     if (picked.length > 0) {
       const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
+      const cpuBefore = children.map((c) => cpuSecondsOf(c.child.pid));
       const t0 = Date.now();
       const encoded = await Promise.all(
         turns.map(async (t) => ({ key: keyOf(t.tenant, t.conversation), value: await codecs.turns.encode(t) })),
@@ -388,6 +409,11 @@ export const runFreshnessBench = async (
       });
       await waitDrained(admin, prefix, topics);
       const distributedSeconds = (Date.now() - t0) / 1000;
+      const stageCpuSeconds: Record<string, number> = {};
+      children.forEach((c, i) => {
+        const [before, after] = [cpuBefore[i], cpuSecondsOf(c.child.pid)];
+        if (before !== undefined && after !== undefined) stageCpuSeconds[c.name] = after - before;
+      });
       for (const c of children) await stopStage(c);
       log(`throughput: the same turns through the embedded runtime`);
       const dataDir = mkdtempSync(join(tmpdir(), "bench-fresh-"));
@@ -395,12 +421,15 @@ export const runFreshnessBench = async (
         const opened = await openEmbeddedEngine({ ...o.config, dataDir });
         try {
           const e0 = Date.now();
+          const cpu0 = process.cpuUsage();
           for (const c of picked) {
             await opened.engine.ingest(throughputTenant, c.id, c.turns);
             await opened.engine.flush(throughputTenant, c.id);
           }
           await opened.engine.drain();
           const embeddedSeconds = (Date.now() - e0) / 1000;
+          const cpu = process.cpuUsage(cpu0);
+          const embeddedCpuSeconds = (cpu.user + cpu.system) / 1e6;
           throughput = {
             turns: turns.length,
             distributedSeconds,
@@ -408,6 +437,8 @@ export const runFreshnessBench = async (
             distributedTurnsPerSecond: turns.length / distributedSeconds,
             embeddedTurnsPerSecond: turns.length / embeddedSeconds,
             ratio: embeddedSeconds / distributedSeconds,
+            stageCpuSeconds,
+            embeddedCpuSeconds,
           };
         } finally {
           await opened.close();
@@ -531,6 +562,14 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
       "",
       `distributed / embedded throughput: ${fmt(t.ratio, 2)}`,
     );
+    if (t.stageCpuSeconds && Object.keys(t.stageCpuSeconds).length > 0) {
+      const stages = Object.entries(t.stageCpuSeconds);
+      const total = stages.reduce((n, [, v]) => n + v, 0);
+      lines.push(
+        "",
+        `CPU seconds in the throughput run: ${stages.map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ")} (stage processes ${fmt(total, 1)}, without Kafka and Neo4j)${t.embeddedCpuSeconds !== undefined ? `; embedded runtime ${fmt(t.embeddedCpuSeconds, 1)}` : ""}.`,
+      );
+    }
   }
   return `${lines.join("\n")}\n`;
 };

@@ -50,6 +50,8 @@ export interface FreshnessOptions {
   out: string | null;
   /** Folder for each stage process's stdout and stderr (<stage>.log), e.g. with MEMORY_TRACING=console. */
   stageLogs?: string;
+  /** Extra node flags of the stage processes, e.g. ["--cpu-prof", "--cpu-prof-dir=prof"] (not allowed in NODE_OPTIONS). */
+  stageNodeArgs?: string[];
   log?: (line: string) => void;
 }
 
@@ -155,8 +157,8 @@ const cpuSecondsOf = (pid: number | undefined): number | undefined => {
   }
 };
 
-const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string): Child => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "main.ts")], {
+const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string, nodeArgs: string[] = []): Child => {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", join(ROOT, "services", name, "main.ts")], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
@@ -254,7 +256,7 @@ export const runFreshnessBench = async (
     await producer.connect();
     log(`freshness: starting ${STAGES.join(", ")} (topic prefix ${prefix})`);
     if (o.stageLogs) mkdirSync(o.stageLogs, { recursive: true });
-    for (const s of STAGES) children.push(startStage(s, env, o.stageLogs));
+    for (const s of STAGES) children.push(startStage(s, env, o.stageLogs, o.stageNodeArgs));
     await Promise.all(children.map((c) => c.started));
 
     // --- 1. Freshness: produce at a fixed rate, watch the stores.
@@ -599,6 +601,10 @@ export const registerFreshnessCommand = (bench: Command, config: () => Config): 
     .option("--throughput-conversations <n>", "whole conversations in the throughput phase (0: none)", wholeNumber, 1)
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--stage-logs <dir>", "write each stage process's output to <dir>/<stage>.log")
+    .option(
+      "--stage-node-args <flags>",
+      'extra node flags of the stage processes, e.g. "--cpu-prof --cpu-prof-dir=prof"',
+    )
     .action(
       async (o: {
         data: string;
@@ -607,6 +613,7 @@ export const registerFreshnessCommand = (bench: Command, config: () => Config): 
         throughputConversations: number;
         out: string;
         stageLogs?: string;
+        stageNodeArgs?: string;
       }) => {
         const { markdown, files } = await runFreshnessBench({
           config: config(),
@@ -616,6 +623,7 @@ export const registerFreshnessCommand = (bench: Command, config: () => Config): 
           throughputConversations: o.throughputConversations,
           out: o.out,
           ...(o.stageLogs ? { stageLogs: o.stageLogs } : {}),
+          ...(o.stageNodeArgs ? { stageNodeArgs: o.stageNodeArgs.split(/\s+/).filter(Boolean) } : {}),
         });
         console.log(markdown);
         if (files.length > 0) console.log(`written: ${files.join(", ")}`);

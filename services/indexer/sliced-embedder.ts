@@ -1,10 +1,13 @@
 /**
  * The records consumer's view of the indexer's one embedder (issue 18). The model runs one call
- * at a time (its queue is first come, first served), and the indexer's two consumers share it:
- * a segment's record texts in one call (tens of texts, seconds on a loaded machine) made every raw
- * turn that arrived meanwhile wait for all of them, which is what put the raw-turn p95 over 2 s.
- * Embedding them in slices, one call after another, lets a raw-turn call in between any two
- * slices: it waits for one slice at most. Same vectors, same order; only the calls differ.
+ * at a time (its queue is first come, first served), and the indexer's two consumers share it.
+ * What is more, onnxruntime-node runs a session on the event loop (its run() is a setImmediate
+ * around the native call): for as long as a call lasts nothing else in the process moves, neither
+ * the raw-turn consumer's store writes nor its Kafka commit. A segment's record texts in one call
+ * (tens of texts, 1-2 s on a loaded machine, measured with MEMORY_TRACING) held every raw turn that
+ * arrived meanwhile for all of them. Embedding them in slices, one call after another, lets a
+ * raw-turn call and the process's other work in between any two slices: they wait for one slice at
+ * most. Same vectors, same order; only the calls differ.
  */
 import type { Embedder, EmbedderStats } from "../core/ports.ts";
 

@@ -112,6 +112,8 @@ export const selectCandidates = (
 export interface CandidateDeps {
   graph: GraphStore;
   vectors: VectorStore;
+  /** Awaited before each record's lookup (the indexer's FreshnessGate: raw-turn writes first). */
+  yieldTo?: () => Promise<void>;
 }
 
 /**
@@ -144,6 +146,7 @@ export const findUpdateCandidates = async (
     async (record, i): Promise<UpdateCandidate[]> => {
       const vector = vectorOf.get(record.id);
       if (!vector) return [];
+      if (deps.yieldTo) await deps.yieldTo();
       const subject = analyse(record).subject;
       // Later records of the conversation (a replay: see above) are dropped, and the routes asked
       // again for as many more, so that they do not crowd out what the first pass found. In stream

@@ -14,6 +14,7 @@ import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
+import { FreshnessGate } from "./freshness-gate.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
 import { SlicedEmbedder } from "./sliced-embedder.ts";
@@ -33,9 +34,10 @@ await runStageProcess({
     // The records consumer embeds in slices, so that an arriving raw turn waits for one slice of
     // a segment's record texts at most, not all of them (sliced-embedder.ts). Without the
     // raw-turn consumer there is nobody to let in between: one call, as before.
-    const recordsEmbedder = config.kafka.rawTurnsAtOnce
-      ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice)
-      : embedder;
+    // And its steps wait while raw-turn writes run (freshness-gate.ts): those make turns queryable.
+    const gate = config.kafka.rawTurnsAtOnce ? new FreshnessGate() : undefined;
+    const yieldTo = gate ? () => gate.idle() : undefined;
+    const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
     return {
       handler: indexerStage({
@@ -45,6 +47,7 @@ await runStageProcess({
         vectors: stores.vectors,
         embedder: recordsEmbedder,
         candidates: candidateSettingsFrom(config),
+        ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,
       }),
@@ -58,6 +61,7 @@ await runStageProcess({
               embedder,
               onErased,
               partitionsAtOnce: config.kafka.rawTurnPartitionsAtOnce,
+              ...(gate ? { gate } : {}),
             }),
           ]
         : [],

@@ -18,6 +18,7 @@ import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { SensoryTurn } from "../core/types.ts";
 import { type EraseDeps, eraseControl } from "./erase-in-stores.ts";
+import type { FreshnessGate } from "./freshness-gate.ts";
 import { indexRawTurns } from "./raw-turns.ts";
 
 /** The consumer group / transactional id suffix and the stage label of this consumer. */
@@ -37,6 +38,8 @@ export interface RawTurnStageDeps extends EraseDeps {
    * partitions' chunks too (MEMORY_RAW_TURN_PARTITIONS_AT_ONCE).
    */
   partitionsAtOnce?: number;
+  /** Shared with the records consumer of the process: these writes go first (freshness-gate.ts). */
+  gate?: FreshnessGate;
 }
 
 export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, UpdateCandidatesEvent, never> => {
@@ -48,6 +51,8 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
    */
   const written = new Set<string>();
   const rowIdOf = (t: SensoryTurn): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
+  const write = (turns: SensoryTurn[]): Promise<number> =>
+    deps.gate ? deps.gate.urgent(() => indexRawTurns(deps, turns)) : indexRawTurns(deps, turns);
   const keyMatches = (key: string, t: SensoryTurn): boolean => {
     const parsed = parseConversationKey(key);
     return parsed !== undefined && parsed.tenant === t.tenant && parsed.conversation === t.conversation;
@@ -70,14 +75,14 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
         if (keyMatches(key, input.value)) turns.push(input.value);
       }
       if (turns.length === 0) return;
-      await indexRawTurns(deps, turns);
+      await write(turns);
       for (const t of turns) written.add(rowIdOf(t));
     },
     async handle(key, input) {
       if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };
       const turn = input.value;
       if (!keyMatches(key, turn)) throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
-      if (!written.delete(rowIdOf(turn))) await indexRawTurns(deps, [turn]);
+      if (!written.delete(rowIdOf(turn))) await write([turn]);
       deps.onIndexed?.(1);
       return { outputs: [], state: undefined };
     },

@@ -16,6 +16,8 @@ export class SlicedEmbedder implements Embedder {
     private readonly inner: Embedder,
     /** Texts per call (at least 1). */
     readonly slice: number,
+    /** Awaited before each call (the indexer's FreshnessGate: raw-turn writes first). */
+    private readonly before?: () => Promise<void>,
   ) {
     if (!Number.isInteger(slice) || slice < 1) throw new Error(`slice must be a positive integer, got ${slice}`);
   }
@@ -33,10 +35,11 @@ export class SlicedEmbedder implements Embedder {
   }
 
   async embed(texts: readonly string[]): Promise<Float32Array[]> {
-    if (texts.length <= this.slice) return this.inner.embed(texts);
     const out: Float32Array[] = [];
-    for (let i = 0; i < texts.length; i += this.slice)
+    for (let i = 0; i < texts.length; i += this.slice) {
+      if (this.before) await this.before();
       out.push(...(await this.inner.embed(texts.slice(i, i + this.slice))));
+    }
     return out;
   }
 

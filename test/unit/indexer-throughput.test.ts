@@ -15,6 +15,7 @@ import { mapLimit } from "../../services/core/map-limit.ts";
 import type { Embedder, GraphStore, VectorStore } from "../../services/core/ports.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { DEFAULT_CANDIDATE_SETTINGS, findUpdateCandidates } from "../../services/indexer/candidates.ts";
+import { FreshnessGate } from "../../services/indexer/freshness-gate.ts";
 import { indexSegment } from "../../services/indexer/indexer.ts";
 import { SlicedEmbedder } from "../../services/indexer/sliced-embedder.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
@@ -70,6 +71,60 @@ describe("SlicedEmbedder", () => {
   it("refuses a slice that is not a positive whole number", () => {
     assert.throws(() => new SlicedEmbedder(new HashingEmbedder(16), 0), /positive integer/);
     assert.throws(() => new SlicedEmbedder(new HashingEmbedder(16), 1.5), /positive integer/);
+  });
+});
+
+describe("FreshnessGate (raw-turn writes first)", () => {
+  it("idle() waits while urgent work runs, and is immediate when none does", async () => {
+    const gate = new FreshnessGate(60_000);
+    const order: string[] = [];
+    await gate.idle();
+    let finish: () => void = () => undefined;
+    const urgent = gate.urgent(
+      () =>
+        new Promise<void>((ok) => {
+          finish = ok;
+        }),
+    );
+    const waiting = gate.idle().then(() => order.push("records step"));
+    await Promise.resolve();
+    order.push("raw-turn write done");
+    finish();
+    await Promise.all([urgent, waiting]);
+    assert.deepEqual(order, ["raw-turn write done", "records step"]);
+    await gate.idle();
+  });
+
+  it("a records step waits maxWaitMs at most, however busy the gate is", async () => {
+    const gate = new FreshnessGate(5);
+    let finish: () => void = () => undefined;
+    const urgent = gate.urgent(
+      () =>
+        new Promise<void>((ok) => {
+          finish = ok;
+        }),
+    );
+    await gate.idle(); // resolves by its timeout while the urgent work is still running
+    finish();
+    await urgent;
+  });
+
+  it("the records consumer's embedding slices each wait for the gate", async () => {
+    const inner = new QueuedEmbedder();
+    const gate = new FreshnessGate(60_000);
+    let finish: () => void = () => undefined;
+    const rawTurn = gate.urgent(async () => {
+      await new Promise<void>((ok) => {
+        finish = ok;
+      });
+      return inner.embed(["turn"]);
+    });
+    const records = new SlicedEmbedder(inner, 2, () => gate.idle()).embed(["r1", "r2", "r3"]);
+    await Promise.resolve();
+    assert.deepEqual(inner.calls, [], "no slice while the raw-turn write runs");
+    finish();
+    await Promise.all([rawTurn, records]);
+    assert.deepEqual(inner.calls, [["turn"], ["r1", "r2"], ["r3"]]);
   });
 });
 

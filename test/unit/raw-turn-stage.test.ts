@@ -19,6 +19,7 @@ import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { turnRowId } from "../../services/core/ids.ts";
 import { type GraphStore, OPEN_SEGMENT_ID, type VectorStore } from "../../services/core/ports.ts";
 import { keyOf, type SensoryTurn, SensoryTurnSchema } from "../../services/core/types.ts";
+import { FreshnessGate } from "../../services/indexer/freshness-gate.ts";
 import { indexSegment } from "../../services/indexer/indexer.ts";
 import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
 import { rawTurnText } from "../../services/indexer/raw-turns.ts";
@@ -78,6 +79,25 @@ const feed = async (stage: ReturnType<typeof stageOf>, turns: SensoryTurn[]) => 
 };
 
 describe("indexer raw-turn consumer", () => {
+  it("its writes are urgent work of the process's gate: the records consumer's next step waits for them", async () => {
+    await withStores(async (s) => {
+      const gate = new FreshnessGate(60_000);
+      const stage = rawTurnStage({
+        input: jsonCodec("memory.sensory.v1", SensoryTurnSchema),
+        output: jsonCodec("memory.update-queue.v1", UpdateCandidatesEventSchema),
+        ...s,
+        gate,
+      });
+      const value = sensoryOf(T1);
+      const writing = stage.prepare?.([{ key: keyOf("acme", "c1"), input: { kind: "event", value } }]);
+      // Without the gate this would run at once, before the turn's vector and row exist.
+      await gate.idle();
+      assert.equal(await s.vectors.count("acme"), 1, "the raw turn was written before the records step ran");
+      assert.equal((await s.graph.getTurns("acme", [{ conversation: "c1", turnId: "t1" }])).length, 1);
+      await writing;
+    });
+  });
+
   it("chunks of two partitions in flight at once: each turn is embedded and written once, by its chunk's prepare", async () => {
     await withStores(async (s) => {
       const stage = rawTurnStage({

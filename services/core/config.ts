@@ -127,6 +127,12 @@ export const KafkaConfigSchema = z
      * not for every partition's chunk of the fetch one after another.
      */
     rawTurnPartitionsAtOnce: num.int("must be a whole number").min(1).default(3),
+    /**
+     * The longest one step of the indexer's records consumer waits while raw-turn writes run
+     * (MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS; services/indexer/freshness-gate.ts): raw turns go first,
+     * and a steady stream of them still cannot hold the records back for longer than this per step.
+     */
+    rawTurnsFirstMaxWaitMs: num.int("must be a whole number").min(0).default(1000),
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -160,6 +166,7 @@ export const KafkaConfigSchema = z
     maxChunk: 50,
     indexerEmbedSlice: 8,
     rawTurnPartitionsAtOnce: 3,
+    rawTurnsFirstMaxWaitMs: 1000,
     debug: false,
     rawTurnsAtOnce: true,
     topics: {
@@ -475,6 +482,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
   MEMORY_INDEXER_EMBED_SLICE: ["kafka", "indexerEmbedSlice"],
   MEMORY_RAW_TURN_PARTITIONS_AT_ONCE: ["kafka", "rawTurnPartitionsAtOnce"],
+  MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS: ["kafka", "rawTurnsFirstMaxWaitMs"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],
   NEO4J_URI: ["neo4j", "uri"],

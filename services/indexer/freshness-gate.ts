@@ -15,7 +15,7 @@ export class FreshnessGate {
   private waiters: (() => void)[] = [];
 
   constructor(
-    /** The longest a records step waits for urgent work to finish (ms). */
+    /** The longest a records step waits for urgent work to finish (ms; MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS). */
     readonly maxWaitMs = 1000,
   ) {}
 

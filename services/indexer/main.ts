@@ -35,7 +35,7 @@ await runStageProcess({
     // a segment's record texts at most, not all of them (sliced-embedder.ts). Without the
     // raw-turn consumer there is nobody to let in between: one call, as before.
     // And its steps wait while raw-turn writes run (freshness-gate.ts): those make turns queryable.
-    const gate = config.kafka.rawTurnsAtOnce ? new FreshnessGate() : undefined;
+    const gate = config.kafka.rawTurnsAtOnce ? new FreshnessGate(config.kafka.rawTurnsFirstMaxWaitMs) : undefined;
     const yieldTo = gate ? () => gate.idle() : undefined;
     const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });

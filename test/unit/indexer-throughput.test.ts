@@ -128,6 +128,28 @@ describe("FreshnessGate (raw-turn writes first)", () => {
   });
 });
 
+describe("MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS and MEMORY_RAW_TURN_PARTITIONS_AT_ONCE", () => {
+  it("default to 1000 ms and 3 partitions, and refuse what is not a whole number, naming the variable", () => {
+    const c = loadConfig({}, { MEMORY_CONFIG: "" });
+    assert.equal(c.kafka.rawTurnsFirstMaxWaitMs, 1000);
+    assert.equal(c.kafka.rawTurnPartitionsAtOnce, 3);
+    const set = loadConfig(
+      {},
+      { MEMORY_CONFIG: "", MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS: "250", MEMORY_RAW_TURN_PARTITIONS_AT_ONCE: "6" },
+    );
+    assert.equal(set.kafka.rawTurnsFirstMaxWaitMs, 250);
+    assert.equal(set.kafka.rawTurnPartitionsAtOnce, 6);
+    assert.throws(
+      () => loadConfig({}, { MEMORY_CONFIG: "", MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS: "-1" }),
+      /kafka\.rawTurnsFirstMaxWaitMs.*\[MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS\]/,
+    );
+    assert.throws(
+      () => loadConfig({}, { MEMORY_CONFIG: "", MEMORY_RAW_TURN_PARTITIONS_AT_ONCE: "0" }),
+      /kafka\.rawTurnPartitionsAtOnce.*\[MEMORY_RAW_TURN_PARTITIONS_AT_ONCE\]/,
+    );
+  });
+});
+
 describe("MEMORY_INDEXER_EMBED_SLICE", () => {
   it("defaults to 8 texts per call and refuses what is not a positive whole number, naming the variable", () => {
     assert.equal(loadConfig({}, { MEMORY_CONFIG: "" }).kafka.indexerEmbedSlice, 8);

@@ -45,11 +45,15 @@ export interface RawTurnStageDeps extends EraseDeps {
 export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, UpdateCandidatesEvent, never> => {
   /**
    * Row ids prepare() wrote whose handle() has not run yet: handle() has nothing left to do for
-   * them. Not cleared per chunk: chunks of other partitions run at the same time (a conversation
-   * is in one partition, so their ids never meet). An id left by a chunk abandoned in a rebalance
-   * only ever says that the row was written, which stays true.
+   * them. Not cleared as a whole per chunk: chunks of other partitions run at the same time (a
+   * conversation is in one partition, so their ids never meet); each prepare() first forgets the
+   * ids of its own chunk, so an id left by a chunk abandoned in a rebalance lives only until its
+   * turn is read again (an erase and a reused turn id after it must find the turn unwritten).
+   * Forgetting is always safe: handle() then writes the turn again, idempotently.
    */
   const written = new Set<string>();
+  /** Ids kept at most (chunks abandoned for good leave theirs behind): beyond it all are forgotten. */
+  const WRITTEN_MAX = 10_000;
   const rowIdOf = (t: SensoryTurn): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
   const write = (turns: SensoryTurn[]): Promise<number> =>
     deps.gate ? deps.gate.urgent(() => indexRawTurns(deps, turns)) : indexRawTurns(deps, turns);
@@ -61,14 +65,16 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
     name: RAW_TURN_STAGE,
     input: deps.input,
     output: deps.output,
+    ...(deps.partitionsAtOnce !== undefined ? { partitionsAtOnce: deps.partitionsAtOnce } : {}),
     /**
      * One embedding call and one write per tenant and conversation for the chunk's turns (a write
      * per turn is what made the turns wait under load). Only the turns ahead of the chunk's first
      * control: a turn after an erase must not be written before handle() runs that erase. A failed
      * batch leaves every turn to handle(), one at a time, which finds the one at fault.
      */
-    ...(deps.partitionsAtOnce !== undefined ? { partitionsAtOnce: deps.partitionsAtOnce } : {}),
     async prepare(inputs) {
+      if (written.size > WRITTEN_MAX) written.clear();
+      for (const { input } of inputs) if (input.kind === "event") written.delete(rowIdOf(input.value));
       const turns: SensoryTurn[] = [];
       for (const { key, input } of inputs) {
         if (input.kind === "control") break;

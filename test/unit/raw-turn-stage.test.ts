@@ -79,6 +79,26 @@ const feed = async (stage: ReturnType<typeof stageOf>, turns: SensoryTurn[]) => 
 };
 
 describe("indexer raw-turn consumer", () => {
+  it("a chunk abandoned after its prepare leaves no id that would skip a reused turn id's write after an erase", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      const key = keyOf("acme", "c1");
+      // Prepared, then abandoned (a rebalance): its handle() never runs.
+      await stage.prepare?.([{ key, input: { kind: "event", value: sensoryOf(T1) } }]);
+      // Read again later behind an erase of the conversation, the id reused by a new turn.
+      const reused = { ...sensoryOf(T1), text: "A new conversation under the same id." };
+      const chunk = [
+        { key, input: { kind: "control" as const, control: "erase" as const } },
+        { key, input: { kind: "event" as const, value: reused } },
+      ];
+      await stage.prepare?.(chunk);
+      for (const { key: k, input } of chunk) await stage.handle(k, input, undefined);
+      const [row] = await s.graph.getTurns("acme", [{ conversation: "c1", turnId: T1.turnId }]);
+      assert.equal(row?.text, reused.text, "the reused id's turn is written after the erase");
+      assert.equal(await s.vectors.count("acme"), 1);
+    });
+  });
+
   it("its writes are urgent work of the process's gate: the records consumer's next step waits for them", async () => {
     await withStores(async (s) => {
       const gate = new FreshnessGate(60_000);

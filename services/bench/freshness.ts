@@ -17,11 +17,11 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, type WriteStream } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
-import type { Admin, Kafka, Producer } from "kafkajs";
+import type { Admin, Consumer, Kafka, Producer } from "kafkajs";
 import { openStores } from "../composition/stores.ts";
 import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
 import { openPipelineCodecs, RegistrySerdes } from "../core/adapters/kafka/serde.ts";
@@ -48,6 +48,10 @@ export interface FreshnessOptions {
   throughputConversations?: number;
   /** Output folder; null writes nothing. */
   out: string | null;
+  /** Folder for each stage process's stdout and stderr (<stage>.log), e.g. with MEMORY_TRACING=console. */
+  stageLogs?: string;
+  /** Extra node flags of the stage processes, e.g. ["--cpu-prof", "--cpu-prof-dir=prof"] (not allowed in NODE_OPTIONS). */
+  stageNodeArgs?: string[];
   log?: (line: string) => void;
 }
 
@@ -68,6 +72,21 @@ export interface FreshnessResult {
   rawTurnMissing: number;
   /** Produce → a record citing the turn queryable, ms (turns some record cites). */
   record: LatencySummary;
+  /**
+   * Where the raw-turn latency goes, per turn (a probe consumer reads the sensory topic as the
+   * indexer's raw-turn consumer does, read_committed): produce → the sensory stage wrote the turn
+   * (its record's timestamp: fetch + compress), written → committed and fetched by a
+   * read_committed consumer (the sensory transaction, the fetch), fetched → raw turn queryable
+   * (the raw-turn consumer's fetch, embedding, store writes, and the bench's poll).
+   */
+  rawTurnStages?: {
+    sensoryWritten: LatencySummary;
+    sensoryVisible: LatencySummary;
+    indexed: LatencySummary;
+  };
+  /** Each freshness turn's times, ms after the first produce at startedAt (epoch ms; JSON only). */
+  timeline?: TurnTimeline[];
+  startedAt?: number;
   throughput?: {
     turns: number;
     distributedSeconds: number;
@@ -76,7 +95,22 @@ export interface FreshnessResult {
     embeddedTurnsPerSecond: number;
     /** distributed / embedded. */
     ratio: number;
+    /**
+     * CPU seconds each stage process used in the distributed run (Linux /proc; Kafka and Neo4j,
+     * shared servers, not counted), and the bench process in the embedded run (the whole runtime).
+     */
+    stageCpuSeconds?: Record<string, number>;
+    embeddedCpuSeconds?: number;
   };
+}
+
+export interface TurnTimeline {
+  turn: string;
+  sent: number;
+  sensoryWritten?: number;
+  sensoryVisible?: number;
+  raw?: number;
+  record?: number;
 }
 
 const STAGES = ["sensory", "segmenter", "encoder", "indexer"] as const;
@@ -109,12 +143,33 @@ interface Child {
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
 
-const startStage = (name: string, env: NodeJS.ProcessEnv): Child => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(ROOT, "services", name, "main.ts")], {
+/** CPU seconds (user + system) a child process has used so far, from /proc (Linux); undefined elsewhere. */
+const cpuSecondsOf = (pid: number | undefined): number | undefined => {
+  if (pid === undefined) return undefined;
+  try {
+    // Fields after the command name (which may hold spaces, hence the last ")"): utime and stime
+    // are fields 14 and 15 of the line, in clock ticks (100 per second on Linux).
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+};
+
+const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string, nodeArgs: string[] = []): Child => {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", join(ROOT, "services", name, "main.ts")], {
     cwd: ROOT,
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });
+  let file: WriteStream | undefined;
+  if (logDir) {
+    file = createWriteStream(join(logDir, `${name}.log`));
+    child.stdout?.on("data", (chunk: Buffer) => file?.write(chunk));
+    child.stderr?.on("data", (chunk: Buffer) => file?.write(chunk));
+    child.on("exit", () => file?.end());
+  }
   const tail: string[] = [];
   const started = new Promise<void>((ok, fail) => {
     let buf = "";
@@ -193,13 +248,15 @@ export const runFreshnessBench = async (
   const admin = kafka.admin();
   const stores = await openStores(config, "neo4j");
   const children: Child[] = [];
+  let probe: Consumer | undefined;
   try {
     const topics = await ensurePipelineTopics(kafka, config);
     const codecs = await openPipelineCodecs(serdes, topics);
     await admin.connect();
     await producer.connect();
     log(`freshness: starting ${STAGES.join(", ")} (topic prefix ${prefix})`);
-    for (const s of STAGES) children.push(startStage(s, env));
+    if (o.stageLogs) mkdirSync(o.stageLogs, { recursive: true });
+    for (const s of STAGES) children.push(startStage(s, env, o.stageLogs, o.stageNodeArgs));
     await Promise.all(children.map((c) => c.started));
 
     // --- 1. Freshness: produce at a fixed rate, watch the stores.
@@ -223,6 +280,24 @@ export const runFreshnessBench = async (
     const rawSeen = new Map<string, number>();
     const recordSeen = new Map<string, number>();
     const keyOfTurn = (t: { conversation: string; turnId: string }) => turnRowId(t.conversation, t.turnId);
+    // The probe: when each turn's sensory output was written (its record's timestamp) and when a
+    // read_committed consumer got it. A short fetch wait, so that the probe's own wait is not counted.
+    const sensoryWritten = new Map<string, number>();
+    const sensoryVisible = new Map<string, number>();
+    probe = kafka.consumer({ groupId: `${prefix}bench-probe`, readUncommitted: false, maxWaitTimeInMs: 100 });
+    await probe.connect();
+    await probe.subscribe({ topic: topics.sensory, fromBeginning: true });
+    await probe.run({
+      eachMessage: async ({ message }) => {
+        const now = Date.now();
+        if (message.value === null) return;
+        const d = await codecs.sensory.decode(message.value);
+        if (!d.ok || d.value.tenant !== tenant) return;
+        const k = keyOfTurn(d.value);
+        sensoryWritten.set(k, Number(message.timestamp));
+        sensoryVisible.set(k, now);
+      },
+    });
     let polling = true;
     let deadline = Number.POSITIVE_INFINITY;
     const poller = (async () => {
@@ -279,7 +354,38 @@ export const runFreshnessBench = async (
     await sleep(POLL_MS * 6);
     polling = false;
     await Promise.all([poller, recordPoller]);
+    await probe.disconnect();
+    probe = undefined;
     const rawLatency = [...rawSeen].map(([k, at]) => at - (sentAt.get(k) ?? at));
+    const stageOf = (from: Map<string, number>, to: Map<string, number>): number[] =>
+      [...to].flatMap(([k, at]) => {
+        const f = from.get(k);
+        return f === undefined ? [] : [at - f];
+      });
+    const rawTurnStages = {
+      sensoryWritten: summary(stageOf(sentAt, sensoryWritten)),
+      sensoryVisible: summary(stageOf(sensoryWritten, sensoryVisible)),
+      indexed: summary(stageOf(sensoryVisible, rawSeen)),
+    };
+    const rel = (m: Map<string, number>, k: string): { at?: number } => {
+      const v = m.get(k);
+      return v === undefined ? {} : { at: v - started };
+    };
+    const timeline: TurnTimeline[] = schedule.map((t) => {
+      const k = keyOfTurn(t);
+      const at = (m: Map<string, number>) => rel(m, k).at;
+      const entries = {
+        sensoryWritten: at(sensoryWritten),
+        sensoryVisible: at(sensoryVisible),
+        raw: at(rawSeen),
+        record: at(recordSeen),
+      };
+      return {
+        turn: k,
+        sent: (sentAt.get(k) ?? started) - started,
+        ...Object.fromEntries(Object.entries(entries).filter(([, v]) => v !== undefined)),
+      };
+    });
     const recordLatency = [...recordSeen].filter(([k]) => sentAt.has(k)).map(([k, at]) => at - (sentAt.get(k) ?? at));
 
     // --- 2. Throughput: whole conversations at once, distributed and embedded, the same turns.
@@ -288,6 +394,7 @@ export const runFreshnessBench = async (
     if (picked.length > 0) {
       const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
+      const cpuBefore = children.map((c) => cpuSecondsOf(c.child.pid));
       const t0 = Date.now();
       const encoded = await Promise.all(
         turns.map(async (t) => ({ key: keyOf(t.tenant, t.conversation), value: await codecs.turns.encode(t) })),
@@ -304,6 +411,11 @@ export const runFreshnessBench = async (
       });
       await waitDrained(admin, prefix, topics);
       const distributedSeconds = (Date.now() - t0) / 1000;
+      const stageCpuSeconds: Record<string, number> = {};
+      children.forEach((c, i) => {
+        const [before, after] = [cpuBefore[i], cpuSecondsOf(c.child.pid)];
+        if (before !== undefined && after !== undefined) stageCpuSeconds[c.name] = after - before;
+      });
       for (const c of children) await stopStage(c);
       log(`throughput: the same turns through the embedded runtime`);
       const dataDir = mkdtempSync(join(tmpdir(), "bench-fresh-"));
@@ -311,12 +423,15 @@ export const runFreshnessBench = async (
         const opened = await openEmbeddedEngine({ ...o.config, dataDir });
         try {
           const e0 = Date.now();
+          const cpu0 = process.cpuUsage();
           for (const c of picked) {
             await opened.engine.ingest(throughputTenant, c.id, c.turns);
             await opened.engine.flush(throughputTenant, c.id);
           }
           await opened.engine.drain();
           const embeddedSeconds = (Date.now() - e0) / 1000;
+          const cpu = process.cpuUsage(cpu0);
+          const embeddedCpuSeconds = (cpu.user + cpu.system) / 1e6;
           throughput = {
             turns: turns.length,
             distributedSeconds,
@@ -324,6 +439,8 @@ export const runFreshnessBench = async (
             distributedTurnsPerSecond: turns.length / distributedSeconds,
             embeddedTurnsPerSecond: turns.length / embeddedSeconds,
             ratio: embeddedSeconds / distributedSeconds,
+            stageCpuSeconds,
+            embeddedCpuSeconds,
           };
         } finally {
           await opened.close();
@@ -340,6 +457,9 @@ export const runFreshnessBench = async (
       rawTurn: summary(rawLatency),
       rawTurnMissing: schedule.length - rawSeen.size,
       record: summary(recordLatency),
+      rawTurnStages,
+      timeline,
+      startedAt: started,
       ...(throughput ? { throughput } : {}),
     };
     const markdown = freshnessMarkdown(result);
@@ -349,6 +469,7 @@ export const runFreshnessBench = async (
     for (const c of children) log(`--- ${c.name}\n${c.tail.join("\n")}`);
     throw err;
   } finally {
+    await probe?.disconnect().catch(() => undefined);
     await Promise.allSettled(children.map(stopStage));
     for (const t of [tenant, throughputTenant]) {
       await stores.graph.deleteTenant(t).catch(() => undefined);
@@ -407,6 +528,23 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
     ),
   ];
   if (r.rawTurnMissing > 0) lines.push("", `${r.rawTurnMissing} raw turns were never seen.`);
+  if (r.rawTurnStages) {
+    const s = r.rawTurnStages;
+    const row = (what: string, l: LatencySummary) => [what, String(l.n), ms(l.p50), ms(l.p95), ms(l.max)];
+    lines.push(
+      "",
+      "Where the raw-turn latency goes (a read_committed probe on the sensory topic):",
+      "",
+      markdownTable(
+        ["step", "n", "p50 ms", "p95 ms", "max ms"],
+        [
+          row("produce → sensory wrote the turn (fetch, compress)", s.sensoryWritten),
+          row("written → read_committed consumer has it (transaction, fetch)", s.sensoryVisible),
+          row("consumer has it → raw turn queryable (embed, store writes, poll)", s.indexed),
+        ],
+      ),
+    );
+  }
   if (r.throughput) {
     const t = r.throughput;
     lines.push(
@@ -426,6 +564,14 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
       "",
       `distributed / embedded throughput: ${fmt(t.ratio, 2)}`,
     );
+    if (t.stageCpuSeconds && Object.keys(t.stageCpuSeconds).length > 0) {
+      const stages = Object.entries(t.stageCpuSeconds);
+      const total = stages.reduce((n, [, v]) => n + v, 0);
+      lines.push(
+        "",
+        `CPU seconds in the throughput run: ${stages.map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ")} (stage processes ${fmt(total, 1)}, without Kafka and Neo4j)${t.embeddedCpuSeconds !== undefined ? `; embedded runtime ${fmt(t.embeddedCpuSeconds, 1)}` : ""}.`,
+      );
+    }
   }
   return `${lines.join("\n")}\n`;
 };
@@ -454,16 +600,33 @@ export const registerFreshnessCommand = (bench: Command, config: () => Config): 
     .option("--rate <n>", "turns per second produced in the freshness phase", positiveNumber, 4)
     .option("--throughput-conversations <n>", "whole conversations in the throughput phase (0: none)", wholeNumber, 1)
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
-    .action(async (o: { data: string; turns: number; rate: number; throughputConversations: number; out: string }) => {
-      const { markdown, files } = await runFreshnessBench({
-        config: config(),
-        data: o.data,
-        turns: o.turns,
-        rate: o.rate,
-        throughputConversations: o.throughputConversations,
-        out: o.out,
-      });
-      console.log(markdown);
-      if (files.length > 0) console.log(`written: ${files.join(", ")}`);
-    });
+    .option("--stage-logs <dir>", "write each stage process's output to <dir>/<stage>.log")
+    .option(
+      "--stage-node-args <flags>",
+      'extra node flags of the stage processes, e.g. "--cpu-prof --cpu-prof-dir=prof"',
+    )
+    .action(
+      async (o: {
+        data: string;
+        turns: number;
+        rate: number;
+        throughputConversations: number;
+        out: string;
+        stageLogs?: string;
+        stageNodeArgs?: string;
+      }) => {
+        const { markdown, files } = await runFreshnessBench({
+          config: config(),
+          data: o.data,
+          turns: o.turns,
+          rate: o.rate,
+          throughputConversations: o.throughputConversations,
+          out: o.out,
+          ...(o.stageLogs ? { stageLogs: o.stageLogs } : {}),
+          ...(o.stageNodeArgs ? { stageNodeArgs: o.stageNodeArgs.split(/\s+/).filter(Boolean) } : {}),
+        });
+        console.log(markdown);
+        if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+      },
+    );
 };

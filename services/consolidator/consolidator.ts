@@ -6,6 +6,8 @@
  * so a second run finds nothing to do; crash-safe: a crash leaves whole decisions only, and a
  * rerun resumes with what is still pending.
  */
+
+import { mapLimit } from "../core/map-limit.ts";
 import type { GraphTransactions, RecordRelation, RecordStore, VersionStore } from "../core/ports.ts";
 import type { MemoryRecord, UpdateCandidate } from "../core/types.ts";
 import { applyConsolidation, type ConsolidationApplied, type ConsolidationOp } from "./apply.ts";
@@ -46,29 +48,7 @@ const DEFAULT_CONCURRENCY = 4;
 const DEFAULT_RECORDS_PER_PASS = 5000;
 const MAX_CHAIN = 64;
 
-/** Runs `fn` over `items` with at most `limit` at a time; the first error stops new work and is rethrown. */
-export const mapLimit = async <T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, index: number) => Promise<R>,
-): Promise<R[]> => {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  let failed: { error: unknown } | undefined;
-  const worker = async (): Promise<void> => {
-    while (!failed && next < items.length) {
-      const i = next++;
-      try {
-        out[i] = await fn(items[i] as T, i);
-      } catch (error) {
-        failed ??= { error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-  if (failed) throw failed.error;
-  return out;
-};
+export { mapLimit };
 
 /**
  * Partitions candidate rows into groups of connected records (pairs, plus existing SUPERSEDES /

@@ -115,6 +115,24 @@ export const KafkaConfigSchema = z
     rawTurnsAtOnce: z
       .preprocess((v) => (typeof v === "string" ? !/^(0|false|no|off)$/i.test(v.trim()) : v), z.boolean())
       .default(true),
+    /**
+     * Texts per embedding call of the indexer's records consumer (MEMORY_INDEXER_EMBED_SLICE). Its
+     * raw-turn consumer shares the one model, which runs a call at a time: an arriving turn waits
+     * for one slice at most, not for a whole segment's records (services/indexer/sliced-embedder.ts).
+     */
+    indexerEmbedSlice: num.int("must be a whole number").min(1).default(8),
+    /**
+     * Input partitions the indexer's raw-turn consumer handles at the same time
+     * (MEMORY_RAW_TURN_PARTITIONS_AT_ONCE): a turn then waits for its own partition's chunk only,
+     * not for every partition's chunk of the fetch one after another.
+     */
+    rawTurnPartitionsAtOnce: num.int("must be a whole number").min(1).default(3),
+    /**
+     * The longest one step of the indexer's records consumer waits while raw-turn writes run
+     * (MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS; services/indexer/freshness-gate.ts): raw turns go first,
+     * and a steady stream of them still cannot hold the records back for longer than this per step.
+     */
+    rawTurnsFirstMaxWaitMs: num.int("must be a whole number").min(0).default(1000),
     topics: z
       .object({
         turns: z.string().min(1).default("memory.turns.v1"),
@@ -146,6 +164,9 @@ export const KafkaConfigSchema = z
     instanceId: "0",
     sessionTimeoutMs: 30_000,
     maxChunk: 50,
+    indexerEmbedSlice: 8,
+    rawTurnPartitionsAtOnce: 3,
+    rawTurnsFirstMaxWaitMs: 1000,
     debug: false,
     rawTurnsAtOnce: true,
     topics: {
@@ -480,6 +501,9 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_STAGE_MAX_CHUNK: ["kafka", "maxChunk"],
   KAFKAJS_DEBUG: ["kafka", "debug"],
   MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
+  MEMORY_INDEXER_EMBED_SLICE: ["kafka", "indexerEmbedSlice"],
+  MEMORY_RAW_TURN_PARTITIONS_AT_ONCE: ["kafka", "rawTurnPartitionsAtOnce"],
+  MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS: ["kafka", "rawTurnsFirstMaxWaitMs"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],
   NEO4J_URI: ["neo4j", "uri"],

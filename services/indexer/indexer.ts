@@ -9,6 +9,11 @@ export interface IndexerDeps {
   embedder: Embedder;
   /** Update-candidate selection (default: DEFAULT_CANDIDATE_SETTINGS); false: write no candidates. */
   candidates?: CandidateSettings | false;
+  /**
+   * Awaited before each store step (the vector upsert, the batch write, each record's candidate
+   * lookup): the Kafka indexer's FreshnessGate, which lets its raw-turn writes go first.
+   */
+  yieldTo?: () => Promise<void>;
 }
 
 export interface IndexOutcome {
@@ -61,12 +66,14 @@ export const indexSegment = async (
   const batch = deriveIndexBatch(segment, records);
   const texts = vectorTexts(batch);
   const { vectors, stored } = await embedMissing(deps, batch.tenant, texts);
+  if (deps.yieldTo) await deps.yieldTo();
   await deps.vectors.upsert(
     batch.tenant,
     texts.flatMap((t, i) =>
       stored.has(t.id) ? [] : [{ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload }],
     ),
   );
+  if (deps.yieldTo) await deps.yieldTo();
   await deps.graph.writeBatch(batch);
   let candidates: UpdateCandidate[] = [];
   if (deps.candidates !== false && batch.records.length > 0) {

@@ -36,6 +36,8 @@ export interface IndexerStageDeps {
   onIndexed?(records: number): void;
   /** What an erase control erased again (records and raw turns), for metrics and logs. */
   onErased?(erasure: IndexerErasure): void;
+  /** Awaited before each store step of a segment (indexer.ts IndexerDeps.yieldTo). */
+  yieldTo?: () => Promise<void>;
 }
 
 export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
@@ -57,6 +59,7 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
           vectors: deps.vectors,
           embedder: deps.embedder,
           candidates: deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
+          ...(deps.yieldTo ? { yieldTo: deps.yieldTo } : {}),
         },
         segment,
         records,

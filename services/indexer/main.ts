@@ -14,8 +14,10 @@ import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
+import { FreshnessGate } from "./freshness-gate.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
+import { SlicedEmbedder } from "./sliced-embedder.ts";
 
 const config = loadProcessConfig();
 await setupTracing("indexer"); // MEMORY_TRACING (docs/tracing.md); off by default
@@ -29,6 +31,13 @@ await runStageProcess({
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
     const embedder = stageEmbedder(model, undefined, config.cache.embeddingEntries);
+    // The records consumer embeds in slices, so that an arriving raw turn waits for one slice of
+    // a segment's record texts at most, not all of them (sliced-embedder.ts). Without the
+    // raw-turn consumer there is nobody to let in between: one call, as before.
+    // And its steps wait while raw-turn writes run (freshness-gate.ts): those make turns queryable.
+    const gate = config.kafka.rawTurnsAtOnce ? new FreshnessGate(config.kafka.rawTurnsFirstMaxWaitMs) : undefined;
+    const yieldTo = gate ? () => gate.idle() : undefined;
+    const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
     return {
       handler: indexerStage({
@@ -36,8 +45,9 @@ await runStageProcess({
         output: codecs.updateQueue,
         graph: stores.graph,
         vectors: stores.vectors,
-        embedder,
+        embedder: recordsEmbedder,
         candidates: candidateSettingsFrom(config),
+        ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,
       }),
@@ -50,6 +60,8 @@ await runStageProcess({
               vectors: stores.vectors,
               embedder,
               onErased,
+              partitionsAtOnce: config.kafka.rawTurnPartitionsAtOnce,
+              ...(gate ? { gate } : {}),
             }),
           ]
         : [],

@@ -18,6 +18,7 @@ import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { SensoryTurn } from "../core/types.ts";
 import { type EraseDeps, eraseControl } from "./erase-in-stores.ts";
+import type { FreshnessGate } from "./freshness-gate.ts";
 import { indexRawTurns } from "./raw-turns.ts";
 
 /** The consumer group / transactional id suffix and the stage label of this consumer. */
@@ -31,12 +32,31 @@ export interface RawTurnStageDeps extends EraseDeps {
   /** A caching embedder: shared with the records consumer, which then finds these turns' texts. */
   embedder: Embedder;
   onIndexed?(turns: number): void;
+  /**
+   * Input partitions handled at once (default 1). Each partition's chunk is one embedding call and
+   * a few store and Kafka round trips; one partition after another, a turn waited for the other
+   * partitions' chunks too (MEMORY_RAW_TURN_PARTITIONS_AT_ONCE).
+   */
+  partitionsAtOnce?: number;
+  /** Shared with the records consumer of the process: these writes go first (freshness-gate.ts). */
+  gate?: FreshnessGate;
 }
 
 export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, UpdateCandidatesEvent, never> => {
-  /** Row ids prepare() wrote for the chunk in flight: handle() has nothing left to do for them. */
+  /**
+   * Row ids prepare() wrote whose handle() has not run yet: handle() has nothing left to do for
+   * them. Not cleared as a whole per chunk: chunks of other partitions run at the same time (a
+   * conversation is in one partition, so their ids never meet); each prepare() first forgets the
+   * ids of its own chunk, so an id left by a chunk abandoned in a rebalance lives only until its
+   * turn is read again (an erase and a reused turn id after it must find the turn unwritten).
+   * Forgetting is always safe: handle() then writes the turn again, idempotently.
+   */
   const written = new Set<string>();
+  /** Ids kept at most (chunks abandoned for good leave theirs behind): beyond it all are forgotten. */
+  const WRITTEN_MAX = 10_000;
   const rowIdOf = (t: SensoryTurn): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
+  const write = (turns: SensoryTurn[]): Promise<number> =>
+    deps.gate ? deps.gate.urgent(() => indexRawTurns(deps, turns)) : indexRawTurns(deps, turns);
   const keyMatches = (key: string, t: SensoryTurn): boolean => {
     const parsed = parseConversationKey(key);
     return parsed !== undefined && parsed.tenant === t.tenant && parsed.conversation === t.conversation;
@@ -45,6 +65,7 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
     name: RAW_TURN_STAGE,
     input: deps.input,
     output: deps.output,
+    ...(deps.partitionsAtOnce !== undefined ? { partitionsAtOnce: deps.partitionsAtOnce } : {}),
     /**
      * One embedding call and one write per tenant and conversation for the chunk's turns (a write
      * per turn is what made the turns wait under load). Only the turns ahead of the chunk's first
@@ -52,21 +73,22 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
      * batch leaves every turn to handle(), one at a time, which finds the one at fault.
      */
     async prepare(inputs) {
-      written.clear();
+      if (written.size > WRITTEN_MAX) written.clear();
+      for (const { input } of inputs) if (input.kind === "event") written.delete(rowIdOf(input.value));
       const turns: SensoryTurn[] = [];
       for (const { key, input } of inputs) {
         if (input.kind === "control") break;
         if (keyMatches(key, input.value)) turns.push(input.value);
       }
       if (turns.length === 0) return;
-      await indexRawTurns(deps, turns);
+      await write(turns);
       for (const t of turns) written.add(rowIdOf(t));
     },
     async handle(key, input) {
       if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };
       const turn = input.value;
       if (!keyMatches(key, turn)) throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
-      if (!written.delete(rowIdOf(turn))) await indexRawTurns(deps, [turn]);
+      if (!written.delete(rowIdOf(turn))) await write([turn]);
       deps.onIndexed?.(1);
       return { outputs: [], state: undefined };
     },

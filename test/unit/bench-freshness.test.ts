@@ -44,6 +44,36 @@ describe("bench freshness report", () => {
     assert.match(md, /\| distributed \(4 stage processes, Neo4j\) \| 419 \| 100\.0 \| 4\.19 \|/);
     assert.match(md, /distributed \/ embedded throughput: 0\.80/);
     assert.doesNotMatch(md, /never seen/);
+    assert.doesNotMatch(md, /CPU seconds/, "no CPU line without the figures");
+  });
+
+  it("splits the raw-turn latency by step and states the CPU each runtime used", () => {
+    const l = (p50: number) => ({ n: 80, p50, p95: p50 * 2, max: p50 * 3 });
+    const md = freshnessMarkdown(
+      result({
+        rawTurnStages: { sensoryWritten: l(40), sensoryVisible: l(60), indexed: l(300) },
+        throughput: {
+          turns: 419,
+          distributedSeconds: 100,
+          embeddedSeconds: 80,
+          distributedTurnsPerSecond: 4.19,
+          embeddedTurnsPerSecond: 5.2375,
+          ratio: 0.8,
+          stageCpuSeconds: { sensory: 5, segmenter: 30, encoder: 10, indexer: 55 },
+          embeddedCpuSeconds: 70,
+        },
+      }),
+    );
+    assert.match(md, /\| produce → sensory wrote the turn \(fetch, compress\) \| 80 \| 40 \| 80 \| 120 \|/);
+    assert.match(md, /\| written → read_committed consumer has it \(transaction, fetch\) \| 80 \| 60 \| 120 \| 180 \|/);
+    assert.match(
+      md,
+      /\| consumer has it → raw turn queryable \(embed, store writes, poll\) \| 80 \| 300 \| 600 \| 900 \|/,
+    );
+    assert.match(
+      md,
+      /CPU seconds in the throughput run: sensory 5\.0, segmenter 30\.0, encoder 10\.0, indexer 55\.0 \(stage processes 100\.0, without Kafka and Neo4j\); embedded runtime 70\.0\./,
+    );
   });
 
   it("says how many raw turns were never seen, and leaves out the throughput table when not run", () => {

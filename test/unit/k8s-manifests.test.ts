@@ -13,6 +13,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { before, describe, it } from "node:test";
 import { KafkaConfigSchema } from "../../services/core/config.ts";
+import { RAW_TURN_STAGE } from "../../services/indexer/raw-turn-stage.ts";
 
 // biome-ignore lint/suspicious/noExplicitAny: rendered Kubernetes objects are arbitrary JSON
 type Obj = any;
@@ -274,12 +275,28 @@ describe("k8s manifests", { skip }, () => {
       "excludePersistentLag",
       "limitToPartitionsWithLag",
     ]);
+    /** The indexer process also runs its raw-turn consumer (services/indexer/main.ts): its lag scales the pods too. */
+    const COMPANIONS: Partial<Record<(typeof STAGES)[number], { group: string; input: keyof typeof TOPICS }[]>> = {
+      indexer: [{ group: `memory-${RAW_TURN_STAGE}`, input: "sensory" }],
+    };
+    assert.match(main("indexer"), /rawTurnStage\(\{\s*input: codecs\.sensory\b/, "the raw-turn consumer's input");
     for (const stage of STAGES) {
       assert.match(main(stage), new RegExp(`input: codecs\\.${STAGE_INPUT[stage]}\\b`), `${stage} input`);
       const so = named("prod", "ScaledObject", `memory-${stage}`);
       assert.equal(so.spec.scaleTargetRef.name, `memory-${stage}`);
       const [trigger, ...rest] = so.spec.triggers;
-      assert.equal(rest.length, 0);
+      const companions = COMPANIONS[stage] ?? [];
+      assert.equal(rest.length, companions.length);
+      for (const [i, c] of companions.entries()) {
+        const t = rest[i];
+        assert.equal(t.type, "kafka");
+        for (const k of Object.keys(t.metadata)) assert.ok(KNOWN.has(k), `${stage}: unknown KEDA kafka key ${k}`);
+        assert.equal(t.metadata.consumerGroup, c.group);
+        assert.equal(t.metadata.topic, TOPICS[c.input]);
+        assert.equal(t.metadata.bootstrapServers, cm.KAFKA_BROKERS);
+        assert.equal(t.metadata.offsetResetPolicy, "earliest");
+        assert.ok(Number(t.metadata.lagThreshold) > 0);
+      }
       assert.equal(trigger.type, "kafka");
       for (const k of Object.keys(trigger.metadata)) assert.ok(KNOWN.has(k), `${stage}: unknown KEDA kafka key ${k}`);
       assert.equal(trigger.metadata.consumerGroup, `memory-${stage}`);

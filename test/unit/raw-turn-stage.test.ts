@@ -19,6 +19,7 @@ import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { turnRowId } from "../../services/core/ids.ts";
 import { type GraphStore, OPEN_SEGMENT_ID, type VectorStore } from "../../services/core/ports.ts";
 import { keyOf, type SensoryTurn, SensoryTurnSchema } from "../../services/core/types.ts";
+import { FreshnessGate } from "../../services/indexer/freshness-gate.ts";
 import { indexSegment } from "../../services/indexer/indexer.ts";
 import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
 import { rawTurnText } from "../../services/indexer/raw-turns.ts";
@@ -78,6 +79,77 @@ const feed = async (stage: ReturnType<typeof stageOf>, turns: SensoryTurn[]) => 
 };
 
 describe("indexer raw-turn consumer", () => {
+  it("a chunk abandoned after its prepare leaves no id that would skip a reused turn id's write after an erase", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      const key = keyOf("acme", "c1");
+      // Prepared, then abandoned (a rebalance): its handle() never runs.
+      await stage.prepare?.([{ key, input: { kind: "event", value: sensoryOf(T1) } }]);
+      // Read again later behind an erase of the conversation, the id reused by a new turn.
+      const reused = { ...sensoryOf(T1), text: "A new conversation under the same id." };
+      const chunk = [
+        { key, input: { kind: "control" as const, control: "erase" as const } },
+        { key, input: { kind: "event" as const, value: reused } },
+      ];
+      await stage.prepare?.(chunk);
+      for (const { key: k, input } of chunk) await stage.handle(k, input, undefined);
+      const [row] = await s.graph.getTurns("acme", [{ conversation: "c1", turnId: T1.turnId }]);
+      assert.equal(row?.text, reused.text, "the reused id's turn is written after the erase");
+      assert.equal(await s.vectors.count("acme"), 1);
+    });
+  });
+
+  it("its writes are urgent work of the process's gate: the records consumer's next step waits for them", async () => {
+    await withStores(async (s) => {
+      const gate = new FreshnessGate(60_000);
+      const stage = rawTurnStage({
+        input: jsonCodec("memory.sensory.v1", SensoryTurnSchema),
+        output: jsonCodec("memory.update-queue.v1", UpdateCandidatesEventSchema),
+        ...s,
+        gate,
+      });
+      const value = sensoryOf(T1);
+      const writing = stage.prepare?.([{ key: keyOf("acme", "c1"), input: { kind: "event", value } }]);
+      // Without the gate this would run at once, before the turn's vector and row exist.
+      await gate.idle();
+      assert.equal(await s.vectors.count("acme"), 1, "the raw turn was written before the records step ran");
+      assert.equal((await s.graph.getTurns("acme", [{ conversation: "c1", turnId: "t1" }])).length, 1);
+      await writing;
+    });
+  });
+
+  it("chunks of two partitions in flight at once: each turn is embedded and written once, by its chunk's prepare", async () => {
+    await withStores(async (s) => {
+      const stage = rawTurnStage({
+        input: jsonCodec("memory.sensory.v1", SensoryTurnSchema),
+        output: jsonCodec("memory.update-queue.v1", UpdateCandidatesEventSchema),
+        ...s,
+        partitionsAtOnce: 2,
+      });
+      assert.equal(stage.partitionsAtOnce, 2);
+      const chunkOf = (turns: SensoryTurn[]) =>
+        turns.map((value) => ({
+          key: keyOf(value.tenant, value.conversation),
+          input: { kind: "event" as const, value },
+        }));
+      const a = chunkOf([sensoryOf(T1, "acme", "c1"), sensoryOf(T2, "acme", "c1")]);
+      const b = chunkOf([sensoryOf(T1, "acme", "c2")]);
+      // Partition A's prepare, then B's, before either chunk's handles (as two partitions in flight do).
+      await stage.prepare?.(a);
+      await stage.prepare?.(b);
+      const texts = s.embedder.stats().texts;
+      for (const { key, input } of [...b, ...a]) await stage.handle(key, input, undefined);
+      assert.equal(s.embedder.stats().texts, texts, "no turn embedded again by handle()");
+      assert.equal(await s.vectors.count("acme"), 3);
+      const rows = await s.graph.getTurns("acme", [
+        { conversation: "c1", turnId: "t1" },
+        { conversation: "c1", turnId: "t2" },
+        { conversation: "c2", turnId: "t1" },
+      ]);
+      assert.equal(rows.length, 3);
+    });
+  });
+
   it("a turn is found by both raw-turn routes before its segment closes", async () => {
     await withStores(async (s) => {
       await feed(stageOf(s), [sensoryOf(T1), sensoryOf(T2)]);

@@ -110,6 +110,12 @@ export interface StageHandler<I, O, S> {
   tick?(states: ReadonlyMap<string, S>, nowMs: number): { key: string; input: StageInput<I> }[];
   /** Optional: true while downstream is saturated; the runtime pauses its partitions meanwhile. */
   pressure?(): boolean;
+  /**
+   * Input partitions whose chunks are handled at the same time (default 1: one after another).
+   * Only for a handler whose prepare() and handle() keep nothing per chunk that another
+   * partition's chunk could disturb; each partition still has its own transactions, in order.
+   */
+  partitionsAtOnce?: number;
 }
 
 export interface StageObserver {
@@ -290,7 +296,7 @@ export class StageRuntime<I, O, S> {
     await this.consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1,
+      partitionsConsumedConcurrently: Math.max(1, this.handler.partitionsAtOnce ?? 1),
       eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale, pause }) => {
         const lostUntil = this.lost.get(batch.partition);
         if (lostUntil !== undefined) {

@@ -384,6 +384,19 @@ export interface RecordIndexes {
     conversation?: string,
     validAt?: number,
   ): Promise<ScoredId[]>;
+  /**
+   * How many of the records recordsByEntities / recordsByTopics would return for this one key,
+   * counted up to `cap` (min(matches, cap)): a selectivity test whose cost is bounded by the cap,
+   * not by how often the key occurs in the tenant.
+   */
+  countRecordsByKey(
+    tenant: string,
+    index: "entity" | "topic",
+    key: string,
+    cap: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<number>;
   recordsInTime(
     tenant: string,
     window: TimeWindow,

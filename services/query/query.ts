@@ -65,11 +65,12 @@ export const SELECTIVE_SHARE = 0.3;
  */
 const selectiveKeys = async (
   keys: readonly string[],
-  find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,
+  count: (key: string, cap: number) => Promise<number>,
   total: number,
 ): Promise<string[]> => {
   const limit = Math.max(1, Math.floor(total * SELECTIVE_SHARE));
-  const counts = await Promise.all(keys.map(async (key) => (await find([key], limit + 1)).length));
+  // Counted up to limit + 1 only: a common key's every match need not be read to know it is common.
+  const counts = await Promise.all(keys.map((key) => count(key, limit + 1)));
   return keys.filter((_, i) => (counts[i] as number) <= limit);
 };
 
@@ -142,7 +143,11 @@ export const runQuery = async (
   const plan = planned.plan;
   const findByEntities = (keys: readonly string[], k: number) =>
     deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf);
-  const selectiveEntities = await selectiveKeys(plan.entities, findByEntities, totalRecords);
+  const countKey =
+    (index: "entity" | "topic") =>
+    (key: string, cap: number): Promise<number> =>
+      deps.graph.countRecordsByKey(tenant, index, key, cap, conversation, asOf);
+  const selectiveEntities = await selectiveKeys(plan.entities, countKey("entity"), totalRecords);
   // A question that collects mentions of a person (a list, a count, a trait) is matched once more
   // without the names found in nearly every record (name-free.ts).
   const commonNames = plan.entities.filter((e) => !selectiveEntities.includes(e));
@@ -178,8 +183,12 @@ export const runQuery = async (
       timed("dense", async () => deps.vectors.search(tenant, cvec, depth, { ...scope, kind: "record" })),
       timed("raw-dense", async () => deps.vectors.search(tenant, cvec, depth, { ...scope, kind: "turn" })),
     );
-  const lookup = (keys: readonly string[], find: (keys: readonly string[], k: number) => Promise<ScoredId[]>) =>
-    selectiveKeys(keys, find, totalRecords).then(async (selective) =>
+  const lookup = (
+    keys: readonly string[],
+    index: "entity" | "topic",
+    find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,
+  ) =>
+    selectiveKeys(keys, countKey(index), totalRecords).then(async (selective) =>
       selective.length === 0 ? [] : rerankBySimilarity(deps, tenant, await find(selective, depth * 5), qvec, depth),
     );
   if (selectiveEntities.length > 0)
@@ -191,7 +200,7 @@ export const runQuery = async (
   if (plan.topics.length > 0)
     jobs.push(
       timed("topic", () =>
-        lookup(plan.topics, (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation, asOf)),
+        lookup(plan.topics, "topic", (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation, asOf)),
       ),
     );
   if (plan.timeWindow) {

@@ -362,6 +362,13 @@ export const runGraphStoreContract = (
       assert.deepEqual(ids(await store.searchRecordsLexical(C, "moon news", 5)), [newId]);
       assert.deepEqual(ids(await store.recordsByEntities(C, ["moon"], 5)), [newId]);
       assert.deepEqual(ids(await store.recordsByTopics(C, ["space"], 5)), [newId]);
+      // Counted like the routes read: the current version only, or the one valid as of a moment.
+      assert.equal(await store.countRecordsByKey(C, "entity", "moon", 5), 1);
+      assert.equal(await store.countRecordsByKey(C, "topic", "space", 5, "c9"), 1);
+      const january = Date.parse("2023-01-15T00:00:00.000Z");
+      assert.deepEqual(ids(await store.recordsByEntities(C, ["moon"], 5, undefined, january)), [oldId]);
+      assert.equal(await store.countRecordsByKey(C, "entity", "moon", 5, undefined, january), 1);
+      assert.equal(await store.countRecordsByKey(C, "topic", "space", 5, "c9", Date.parse("2022-12-01")), 0);
       assert.equal(await store.countRecords(C, "c9"), 2);
       await store.deleteTenant(C);
       assert.equal(await store.countRecords(C), 0);
@@ -486,6 +493,31 @@ export const runGraphStoreContract = (
       ]);
       // "Travel" (r1) and "travel" (r4) are one topic key; the tie goes to the newer r4.
       assert.deepEqual(ids(await store.recordsByTopics(A, ["travel"], 1)), [R4(A)]);
+    });
+
+    it("countRecordsByKey counts one key's records up to the cap, as many as recordsBy* returns", async () => {
+      assert.equal(await store.countRecordsByKey(A, "entity", "CAROLINE", 10), 2);
+      assert.equal(await store.countRecordsByKey(A, "entity", "caro", 10), 2);
+      assert.equal(await store.countRecordsByKey(A, "entity", "Paris", 10, "c2"), 1);
+      assert.equal(await store.countRecordsByKey(A, "topic", "Travel", 10), 2);
+      assert.equal(await store.countRecordsByKey(A, "topic", "travel", 1), 1);
+      assert.equal(await store.countRecordsByKey(A, "topic", "work", 10), 0);
+      assert.equal(await store.countRecordsByKey(B, "topic", "work", 10), 1);
+      assert.equal(await store.countRecordsByKey(A, "entity", "  ", 10), 0);
+      assert.equal(await store.countRecordsByKey(A, "entity", "caroline", 0), 0);
+      const keys = { entity: ["Caroline", "Caro", "Paris", "Melanie", "Bob"], topic: ["travel", "moving", "painting"] };
+      for (const [index, find] of [
+        ["entity", store.recordsByEntities.bind(store)],
+        ["topic", store.recordsByTopics.bind(store)],
+      ] as const)
+        for (const key of keys[index])
+          for (const conversation of [undefined, "c1", "c2"])
+            for (const cap of [1, 2, 3])
+              assert.equal(
+                await store.countRecordsByKey(A, index, key, cap, conversation),
+                (await find(A, [key], cap, conversation)).length,
+                `${index} ${key} ${conversation} cap ${cap}`,
+              );
     });
 
     it("recordsInTime returns overlapping records, tighter spans first", async () => {

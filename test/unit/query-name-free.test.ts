@@ -119,6 +119,42 @@ describe("runQuery: the similarity routes once more without common names", () =>
     assert.match(r.context, /Paris/);
   });
 
+  it("tests a key's selectivity by a count capped at the threshold + 1, not by reading its matches", async () => {
+    const graph = deps.graph;
+    const caps: [string, string, number][] = [];
+    const entityReads: number[] = [];
+    const counting: QueryDeps = {
+      ...deps,
+      graph: Object.assign(Object.create(graph) as typeof graph, {
+        countRecordsByKey: (...a: Parameters<typeof graph.countRecordsByKey>) => {
+          caps.push([a[1], a[2], a[3]]);
+          return graph.countRecordsByKey(...a);
+        },
+        recordsByEntities: (...a: Parameters<typeof graph.recordsByEntities>) => {
+          entityReads.push(a[2]);
+          return graph.recordsByEntities(...a);
+        },
+      }),
+    };
+    const r = await runQuery(
+      counting,
+      "t",
+      { question: "When did Caroline go to Paris?", conversation: "c1", budget: 500, explain: true },
+      settings,
+    );
+    // Three records in c1: a key in more than max(1, floor(3 * 0.3)) = 1 of them is common.
+    assert.deepEqual(caps.filter(([index]) => index === "entity").sort(), [
+      ["entity", "Caroline", 2],
+      ["entity", "Paris", 2],
+    ]);
+    // The entity route reads by the selective key (Paris) alone, at the route's depth.
+    assert.deepEqual(entityReads, [DEFAULT_QUERY_SETTINGS.routeDepth * 5]);
+    assert.equal(
+      r.explain?.routes.some((l) => l.route === "entity"),
+      true,
+    );
+  });
+
   it("asks once when the name is no known entity (nothing to leave out)", async () => {
     const r = await runQuery(
       deps,

@@ -883,6 +883,35 @@ export class Neo4jGraphStore implements GraphStore {
   }
 
   /**
+   * Matches of one entity / topic key, counted up to the cap: `WITH DISTINCT r LIMIT` stops the
+   * expansion at `cap` records, where recordsBy* aggregates and sorts every match first.
+   */
+  async countRecordsByKey(
+    tenant: string,
+    index: "entity" | "topic",
+    key: string,
+    cap: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<number> {
+    const k = normaliseKey(key);
+    const limit = Math.floor(cap);
+    if (!k || !(limit > 0)) return 0;
+    const pattern =
+      index === "entity"
+        ? "(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})"
+        : "(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})";
+    const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
+    return this.count(`MATCH ${pattern} WHERE true${conv} WITH DISTINCT r LIMIT $limit RETURN count(r) AS n`, {
+      tenant,
+      key: k,
+      conversation: conversation ?? null,
+      validAt: validAtParam(validAt),
+      limit: int(limit),
+    });
+  }
+
+  /**
    * Current records whose time overlaps the window (records without a time of their own use the
    * time they were said). score = w / (1 + span in days), w = 1 for a record's own time and 0.5 for
    * the said-at fallback: tighter, explicit times rank first.

@@ -751,6 +751,40 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
+   * Matches of one entity / topic key, counted up to the cap: the LIMIT inside stops the index
+   * walk at `cap` valid rows (a record holds a key at most once: the tables' primary key), where
+   * recordsBy* groups and sorts every match before its LIMIT. The key's index is named: without
+   * statistics the planner walks the primary key's (tenant, record_id, …) prefix, every row of the
+   * tenant, for a tenant-wide count.
+   */
+  async countRecordsByKey(
+    tenant: string,
+    index: "entity" | "topic",
+    key: string,
+    cap: number,
+    conversation?: string,
+    validAt?: number,
+  ): Promise<number> {
+    const k = normaliseKey(key);
+    const limit = Math.floor(cap);
+    if (!k || !(limit > 0)) return 0;
+    const [table, column] = index === "entity" ? ["record_entities", "entity"] : ["record_topics", "topic"];
+    // (tenant, entity|topic) tenant-wide; (tenant, conversation, entity|topic, …) in a conversation.
+    const byKey = `${table}_${conversation === undefined ? column : "conv"}`;
+    const valid = validity(validAt);
+    const params: Param[] = [tenant, k];
+    if (conversation !== undefined) params.push(conversation);
+    params.push(...valid.params, limit);
+    return this.count(
+      `SELECT COUNT(*) AS n FROM (
+         SELECT 1 FROM ${table} x INDEXED BY ${byKey} JOIN records r ON r.tenant = x.tenant AND r.id = x.record_id
+         WHERE x.tenant = ? AND x.${column} = ?${conversation === undefined ? "" : " AND x.conversation = ?"}${valid.sql}
+         LIMIT ?)`,
+      ...params,
+    );
+  }
+
+  /**
    * Current records whose time overlaps the window (records without a time of their own use the
    * time they were said). score = w / (1 + span in days), w = 1 for a record's own time and 0.5 for
    * the said-at fallback: tighter, explicit times rank first.

@@ -1,11 +1,16 @@
 /**
  * A bounded least-recently-used map: a Map keeps insertion order, so re-inserting on every hit
- * keeps the oldest entry first and eviction is O(1). Used for memoised pure results (token counts).
+ * keeps the oldest entry first and eviction is O(1). Used for memoised pure results (token counts,
+ * vectors, attention shares) and for the embedded runtime's per-conversation stage states, whose
+ * owner acts on what is dropped through `onEvict`.
  */
 export class LruCache<K, V> {
   private readonly entries = new Map<K, V>();
 
-  constructor(readonly capacity: number) {
+  constructor(
+    readonly capacity: number,
+    private readonly onEvict?: (key: K, value: V) => void,
+  ) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new Error(`LRU capacity must be >= 1, got ${capacity}`);
   }
 
@@ -24,6 +29,23 @@ export class LruCache<K, V> {
   set(key: K, value: V): void {
     this.entries.delete(key);
     this.entries.set(key, value);
-    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as K);
+    if (this.entries.size <= this.capacity) return;
+    const [oldest, dropped] = this.entries.entries().next().value as [K, V];
+    this.entries.delete(oldest);
+    this.onEvict?.(oldest, dropped);
+  }
+
+  delete(key: K): void {
+    this.entries.delete(key);
+  }
+
+  /** The keys, least recently used first (without touching them). */
+  keys(): K[] {
+    return [...this.entries.keys()];
+  }
+
+  /** The values, least recently used first (without touching them). */
+  values(): V[] {
+    return [...this.entries.values()];
   }
 }

@@ -13,6 +13,7 @@ import type {
 } from "../consolidator/types.ts";
 import type { ConversationPage, ExplorerPage, ExplorerReader, Timeline } from "../core/explorer.ts";
 import { parseConversationKey } from "../core/keys.ts";
+import { LruCache } from "../core/lru-cache.ts";
 import type { Health, IngestResult, MemoryService } from "../core/memory-service.ts";
 import {
   type Compressor,
@@ -60,7 +61,6 @@ import {
 } from "../segmenter/segment-state.ts";
 import { compressTurn } from "../sensory/compress-turn.ts";
 import { BoundedQueue } from "./bounded-queue.ts";
-import { BoundedStates } from "./bounded-states.ts";
 import { withinBudget } from "./budget.ts";
 import type { DurableLog, InboxEntry } from "./durable-log.ts";
 
@@ -176,9 +176,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * Segmenter states of the conversations holding turns (open segment or buffer), bounded: the idle
    * check reads them. The others are in the state store only, read when their next turn comes.
    */
-  private readonly segStates: BoundedStates<KeyedSegmenterState>;
+  private readonly segStates: LruCache<string, KeyedSegmenterState>;
   /** Encoder states (disambiguation contexts) of recent conversations, bounded; all are in the state store. */
-  private readonly encStates: BoundedStates<KeyedEncoderState>;
+  private readonly encStates: LruCache<string, KeyedEncoderState>;
   /**
    * The segmenter states the inbox batch in flight has changed and not yet written to the state
    * store: read before segStates, so dropping one from segStates mid-batch loses nothing.
@@ -218,8 +218,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   ) {
     this.queue = new BoundedQueue(settings.queueCapacity);
     const conversations = settings.conversationStates ?? DEFAULT_CONVERSATION_STATES;
-    this.segStates = new BoundedStates(conversations, (_key, s) => this.evicted(s));
-    this.encStates = new BoundedStates(conversations);
+    this.segStates = new LruCache(conversations, (_key, s) => this.evicted(s));
+    this.encStates = new LruCache(conversations);
     this.clock = settings.clock ?? Date.now;
     this.lastActivityMs = this.clock();
     const boundaries = settings.segmenter.boundaries ?? "gate";

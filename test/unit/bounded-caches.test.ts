@@ -11,7 +11,7 @@ import { after, afterEach, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { CachingEmbedder, DEFAULT_EMBEDDING_CACHE_ENTRIES } from "../../services/core/caching-embedder.ts";
 import { CONFIG_DEFAULTS, loadConfig } from "../../services/core/config.ts";
-import { BoundedStates } from "../../services/embedded/bounded-states.ts";
+import { LruCache } from "../../services/core/lru-cache.ts";
 import { engineSettingsFrom, openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { AttentionScorer } from "../../services/segmenter/attention-scorer.ts";
 import { Closer } from "../helpers/closer.ts";
@@ -102,10 +102,10 @@ describe("AttentionScorer memo", () => {
   });
 });
 
-describe("BoundedStates", () => {
+describe("LruCache with onEvict (the embedded runtime's per-conversation states)", () => {
   it("drops the least recently used beyond its capacity and says which", () => {
     const dropped: string[] = [];
-    const states = new BoundedStates<number>(2, (k) => dropped.push(k));
+    const states = new LruCache<string, number>(2, (k) => dropped.push(k));
     states.set("a", 1);
     states.set("b", 2);
     states.get("a");

@@ -16,6 +16,16 @@ const R1 = (t: string) => recordId(t, "Caroline moved to Paris in May 2023.");
 const R3 = (t: string) => recordId(t, "Caroline prefers tea over coffee.");
 const R4 = (t: string) => recordId(t, "Melanie plans a trip to Paris from 2023-07-01 to 2023-07-14.");
 
+/** Rolls back migration 7 (conversation on the entity and topic rows, their indexes): for the older-store tests. */
+const UNDO_MIGRATION_7 = `
+  DROP INDEX record_entities_conv;
+  DROP INDEX record_entities_names;
+  DROP INDEX record_topics_conv;
+  DROP INDEX record_topics_names;
+  ALTER TABLE record_entities DROP COLUMN conversation;
+  ALTER TABLE record_topics DROP COLUMN conversation;
+`;
+
 describe("SqliteGraphStore (SQLite only)", () => {
   let dir: string;
   let db: SqliteDatabase;
@@ -137,12 +147,7 @@ describe("SqliteGraphStore persistence", () => {
       const expected = await read(a);
       // Back to what version 6 wrote.
       a.db.exec(`
-        DROP INDEX record_entities_conv;
-        DROP INDEX record_entities_names;
-        DROP INDEX record_topics_conv;
-        DROP INDEX record_topics_names;
-        ALTER TABLE record_entities DROP COLUMN conversation;
-        ALTER TABLE record_topics DROP COLUMN conversation;
+        ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE t6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
         INSERT INTO r6 (rowid, lex, tenant, conversation) SELECT rowid, lex, tenant, conversation FROM records_fts;
@@ -181,12 +186,7 @@ describe("SqliteGraphStore persistence", () => {
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
       a.db.exec(`
-        DROP INDEX record_entities_conv;
-        DROP INDEX record_entities_names;
-        DROP INDEX record_topics_conv;
-        DROP INDEX record_topics_names;
-        ALTER TABLE record_entities DROP COLUMN conversation;
-        ALTER TABLE record_topics DROP COLUMN conversation;
+        ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;
         DROP INDEX turns_lex_scope;
         ALTER TABLE records DROP COLUMN lex_len;

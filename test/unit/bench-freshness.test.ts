@@ -24,18 +24,21 @@ const result = (over: Partial<FreshnessResult> = {}): FreshnessResult => ({
   ...over,
 });
 
+/** 419 turns in 100 s distributed against 80 s embedded: a ratio of 0.80. */
+const throughput = {
+  turns: 419,
+  distributedSeconds: 100,
+  embeddedSeconds: 80,
+  distributedTurnsPerSecond: 4.19,
+  embeddedTurnsPerSecond: 5.2375,
+  ratio: 0.8,
+};
+
 describe("bench freshness report", () => {
   it("tabulates both latencies and the throughput ratio", () => {
     const md = freshnessMarkdown(
       result({
-        throughput: {
-          turns: 419,
-          distributedSeconds: 100,
-          embeddedSeconds: 80,
-          distributedTurnsPerSecond: 4.19,
-          embeddedTurnsPerSecond: 5.2375,
-          ratio: 0.8,
-        },
+        throughput,
       }),
     );
     assert.match(md, /80 turns at 4\/s; 2 CPUs, load 1\.0 2\.0 3\.0/);
@@ -53,12 +56,7 @@ describe("bench freshness report", () => {
       result({
         rawTurnStages: { sensoryWritten: l(40), sensoryVisible: l(60), indexed: l(300) },
         throughput: {
-          turns: 419,
-          distributedSeconds: 100,
-          embeddedSeconds: 80,
-          distributedTurnsPerSecond: 4.19,
-          embeddedTurnsPerSecond: 5.2375,
-          ratio: 0.8,
+          ...throughput,
           stageCpuSeconds: { sensory: 5, segmenter: 30, encoder: 10, indexer: 55 },
           embeddedCpuSeconds: 70,
         },

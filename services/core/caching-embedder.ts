@@ -1,5 +1,4 @@
-import { createHash } from "node:crypto";
-import { LruCache } from "./lru-cache.ts";
+import { compactKey, LruCache } from "./lru-cache.ts";
 import type { Embedder, EmbedderStats } from "./ports.ts";
 
 /** Entries the cache keeps by default (config cache.embeddingEntries, MEMORY_EMBEDDING_CACHE_ENTRIES). */
@@ -12,8 +11,7 @@ export const DEFAULT_EMBEDDING_CACHE_ENTRIES = 4096;
  */
 const DIGEST_KEY_CHARS = 256;
 
-const keyOf = (text: string): string =>
-  text.length > DIGEST_KEY_CHARS ? `#${createHash("sha256").update(text).digest("base64")}` : `=${text}`;
+const keyOf = (text: string): string => compactKey(text, DIGEST_KEY_CHARS);
 
 /**
  * An LRU cache in front of an embedder, shared by every tenant of a process. Within a stage the

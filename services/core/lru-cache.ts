@@ -1,3 +1,13 @@
+import { createHash } from "node:crypto";
+
+/**
+ * A cache key of bounded size for a text: the text itself when it has at most `maxChars`
+ * characters, else its SHA-256. A long text (a turn of tens of KB) would otherwise be held as a key
+ * beside a small value; the prefixes keep the two kinds of key apart.
+ */
+export const compactKey = (text: string, maxChars: number): string =>
+  text.length > maxChars ? `#${createHash("sha256").update(text).digest("base64")}` : `=${text}`;
+
 /**
  * A bounded least-recently-used map: a Map keeps insertion order, so re-inserting on every hit
  * keeps the oldest entry first and eviction is O(1). Used for memoised pure results (token counts,

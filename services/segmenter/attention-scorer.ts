@@ -9,8 +9,7 @@
  * memo, and computes only a pair nobody prepared (the first turn of a Kafka chunk, whose
  * predecessor is in the stored state).
  */
-import { createHash } from "node:crypto";
-import { LruCache } from "../core/lru-cache.ts";
+import { compactKey, LruCache } from "../core/lru-cache.ts";
 import type { TurnAttention } from "../core/ports.ts";
 import { previousSpanAttention } from "./attention-boundaries.ts";
 
@@ -29,10 +28,8 @@ export const DEFAULT_ATTENTION_MEMO_ENTRIES = 4096;
 /** Pairs longer than this are keyed by a digest, so a memo entry stays small with long turns. */
 const DIGEST_KEY_CHARS = 512;
 
-const keyOf = (p: TurnPair): string => {
-  const plain = `${p.previous.length}:${p.previous}\u0000${p.current}`;
-  return plain.length > DIGEST_KEY_CHARS ? `#${createHash("sha256").update(plain).digest("base64")}` : plain;
-};
+const keyOf = (p: TurnPair): string =>
+  compactKey(`${p.previous.length}:${p.previous}\u0000${p.current}`, DIGEST_KEY_CHARS);
 
 export class AttentionScorer {
   private readonly memo: LruCache<string, number>;

@@ -6,7 +6,6 @@
  * so a second run finds nothing to do; crash-safe: a crash leaves whole decisions only, and a
  * rerun resumes with what is still pending.
  */
-
 import { mapLimit } from "../core/map-limit.ts";
 import type { GraphTransactions, RecordRelation, RecordStore, VersionStore } from "../core/ports.ts";
 import type { MemoryRecord, UpdateCandidate } from "../core/types.ts";
@@ -47,8 +46,6 @@ export interface ConsolidateOptions {
 const DEFAULT_CONCURRENCY = 4;
 const DEFAULT_RECORDS_PER_PASS = 5000;
 const MAX_CHAIN = 64;
-
-export { mapLimit };
 
 /**
  * Partitions candidate rows into groups of connected records (pairs, plus existing SUPERSEDES /

@@ -1,6 +1,5 @@
 import { sha256, turnRowId } from "../core/ids.ts";
 import type { IndexBatch, VectorItem } from "../core/ports.ts";
-import { recordEmbeddingText } from "../core/text/record-text.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
 import type { MemoryRecord, Segment } from "../core/types.ts";
 
@@ -40,13 +39,13 @@ export const deriveIndexBatch = (segment: Segment, records: readonly MemoryRecor
 
 const timeOf = (r: MemoryRecord): number => Date.parse(r.time.at ?? r.time.from ?? r.source.saidAt);
 
-/** What the indexer embeds: every record (its text without the date), and every raw turn for the fallback route. */
+/** What the indexer embeds: every record text, and every raw turn for the fallback route. */
 export const vectorTexts = (
   batch: IndexBatch,
 ): { id: string; text: string; payload: Omit<VectorItem, "vector" | "id">["payload"] }[] => [
   ...batch.records.map((r) => ({
     id: r.id,
-    text: recordEmbeddingText(r.text),
+    text: r.text,
     payload: {
       tenant: batch.tenant,
       conversation: batch.conversation,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { recordEmbeddingText, recordPrefix, recordText, statementText } from "../../services/core/text/record-text.ts";
+import { recordPrefix, recordText, statementText } from "../../services/core/text/record-text.ts";
 
 describe("record text format: one writer, one reader", () => {
   it("writes the speaker and day, and the asker's question when there is one", () => {
@@ -25,21 +25,5 @@ describe("record text format: one writer, one reader", () => {
   it("leaves a text without the prefix as it is, trimmed (LLM encoder records)", () => {
     assert.equal(statementText("  Ana lives in Boston (since 2020).  "), "Ana lives in Boston (since 2020).");
     assert.equal(statementText("Ana (2024-01-02) moved: to Boston."), "Ana (2024-01-02) moved: to Boston.");
-  });
-
-  it("embeds a record without its date: speaker, the asker's question, the statement", () => {
-    assert.equal(
-      recordEmbeddingText(recordText("Mary Ann", "2023-12-31", "I paint (mostly oils).")),
-      "Mary Ann: I paint (mostly oils).",
-    );
-    assert.equal(
-      recordEmbeddingText(
-        recordText("Jon", "2023-01-20", "Yes!", { speaker: "Gina", question: "Did Jon go (finally)?" }),
-      ),
-      'Jon, asked by Gina "Did Jon go (finally)?": Yes!',
-    );
-    // Not in the recordText form (LLM encoder records): embedded as it is.
-    assert.equal(recordEmbeddingText("Ana (2024-01-02) moved: to Boston."), "Ana (2024-01-02) moved: to Boston.");
-    assert.equal(recordEmbeddingText("Ana lives in Boston."), "Ana lives in Boston.");
   });
 });

@@ -36,22 +36,3 @@ const PREFIX = /^[^\n(]{1,120}?\s\(\d{4}-\d{2}-\d{2}\)(?:,\s*asked by [^":]{1,12
 
 /** The statement of a record: its text without the prefix recordPrefix writes, trimmed. */
 export const statementText = (text: string): string => text.replace(PREFIX, "").trim();
-
-// PREFIX with its parts captured: speaker, asker, question (the day is matched and dropped).
-const PREFIX_PARTS =
-  /^([^\n(]{1,120}?)\s\(\d{4}-\d{2}-\d{2}\)(?:,\s*asked by ([^":]{1,120}?)\s*"((?:[^"\\]|\\.){0,2000})")?:\s*/;
-
-/**
- * What a record is embedded as (issue 18): its text without the date, "<Speaker>: <statement>" or
- * "<Speaker>, asked by <Asker> "<question>": <statement>". The date cost ~6 WordPiece tokens of
- * every record for nothing the dense routes use (dates are matched by the time routes, not by
- * MiniLM). The stored text keeps the date, and the record's id is unchanged. A text not in the
- * recordText form (the LLM encoder's) is embedded as it is.
- */
-export const recordEmbeddingText = (text: string): string => {
-  const m = PREFIX_PARTS.exec(text);
-  if (!m) return text;
-  const [whole, speaker, asker, question] = m;
-  const statement = text.slice(whole.length).trim();
-  return asker === undefined ? `${speaker}: ${statement}` : `${speaker}, asked by ${asker} "${question}": ${statement}`;
-};

@@ -1,11 +1,7 @@
 // Misspelling tolerance and place containment (issue 15): the pure parts (edit budget, candidate
-// choice, region names, containment, the weighted merge) and the SQLite store's vocabulary reads.
+// choice, region names, containment, the weighted merge); the stores' reads: test/contract/lexical-vocabulary.test.ts.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
+import { describe, it } from "node:test";
 import { lexicalTerms } from "../../services/core/lexical.ts";
 import type { LexicalVocabulary, ScoredId } from "../../services/core/ports.ts";
 import type { QueryPlan } from "../../services/core/query-types.ts";
@@ -24,7 +20,6 @@ import {
   prefixEnd,
 } from "../../services/core/text/fuzzy-terms.ts";
 import { placesWithin, regionsNamed } from "../../services/core/text/places.ts";
-import type { SegmentTurn } from "../../services/core/types.ts";
 import {
   closestName,
   findNearMatches,
@@ -258,49 +253,5 @@ describe("near matches: merge and guards", () => {
     assert.ok(MAX_CHECKED_TERMS >= MAX_FUZZED_TERMS);
     assert.deepEqual(near, NO_NEAR_MATCHES);
     assert.ok(performance.now() - started < 2_000);
-  });
-});
-
-describe("SQLite vocabulary reads (scoped: tenant, conversation)", () => {
-  let dir: string;
-  let store: SqliteGraphStore;
-  const turn = (turnId: string, text: string): SegmentTurn => ({
-    turnId,
-    speaker: "Caroline",
-    role: "user",
-    text,
-    compressed: text,
-    timestamp: "2024-05-06T10:00:00.000Z",
-    sessionId: "s1",
-  });
-
-  before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "memory-vocab-"));
-    store = SqliteGraphStore.open(dir);
-    await store.writeTurns("a", "c1", [turn("t1", "Caroline went to Seattle for a conference.")]);
-    await store.writeTurns("a", "c2", [turn("t2", "The marathon was exhausting.")]);
-    await store.writeTurns("b", "c1", [turn("t3", "Carolyn bought a marathoner's watch in Seattle.")]);
-  });
-  after(async () => {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  it("says which terms the tenant or conversation holds", async () => {
-    assert.deepEqual(await store.lexicalTermsPresent("a", ["carolin", "seattl", "carolyn", "marathon"]), [
-      "carolin",
-      "seattl",
-      "marathon",
-    ]);
-    assert.deepEqual(await store.lexicalTermsPresent("a", ["carolin", "marathon"], "c1"), ["carolin"]);
-    assert.deepEqual(await store.lexicalTermsPresent("b", ["carolin", "carolyn"]), ["carolyn"]);
-  });
-
-  it("finds the closest terms of the scope, never another tenant's", async () => {
-    assert.deepEqual(await store.lexicalNeighbours("a", "carolyn", 1), [{ term: "carolin", distance: 1 }]);
-    assert.deepEqual(await store.lexicalNeighbours("b", "carolin", 1), [{ term: "carolyn", distance: 1 }]);
-    assert.deepEqual(await store.lexicalNeighbours("a", "marathn", 1, "c1"), [], "the other conversation's term");
-    assert.deepEqual(await store.lexicalNeighbours("a", "marathn", 1, "c2"), [{ term: "marathon", distance: 1 }]);
-    assert.deepEqual(await store.lexicalNeighbours("a", "seatle", 0), []);
   });
 });

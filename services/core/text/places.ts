@@ -50,16 +50,21 @@ export interface Region {
   stateCode?: string;
 }
 
+const PLAIN = /^[A-Za-z .-]*$/;
+
 /** Names compared without case, diacritics or extra spaces ("Liège" = "liege"). */
 export const placeKey = (name: string): string =>
-  name
-    .normalize("NFD")
-    .replace(/\p{M}+/gu, "")
-    .toLowerCase()
-    .replace(/[’`]/g, "'")
-    .replace(/'s$/, "")
-    .replace(/\s+/g, " ")
-    .trim();
+  // Most gazetteer names are plain ASCII: lower-casing is all they need (a country's cities are tens of thousands).
+  PLAIN.test(name) && !name.includes("  ")
+    ? name.toLowerCase().trim()
+    : name
+        .normalize("NFD")
+        .replace(/\p{M}+/gu, "")
+        .toLowerCase()
+        .replace(/[’`]/g, "'")
+        .replace(/'s$/, "")
+        .replace(/\s+/g, " ")
+        .trim();
 
 let regionIndex: Map<string, Region[]> | undefined;
 

@@ -13,13 +13,13 @@
  *   brings in the entity keys of places inside it, for the entity route and as lexical text.
  */
 
-import { distance } from "fastest-levenshtein";
 import { lexicalTerms } from "../core/lexical.ts";
 import type { LexicalVocabulary, ScoredId } from "../core/ports.ts";
 import type { QueryPlan } from "../core/query-types.ts";
 import {
   correctionWeight,
   editBudget,
+  editDistance,
   isFuzzable,
   MAX_FUZZED_TERMS,
   misspellingCandidates,
@@ -102,7 +102,7 @@ export const closestName = (word: string, names: readonly string[]): string | un
   for (const name of names) {
     const candidate = nameStem(name);
     if (candidate === undefined || Math.abs(candidate.length - stem.length) > budget) continue;
-    const d = distance(stem, candidate);
+    const d = editDistance(stem, candidate);
     if (d > budget) continue;
     if (!best || d < best.d) {
       best = { name, stem: candidate, d };

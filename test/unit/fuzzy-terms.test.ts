@@ -9,6 +9,7 @@ import {
   candidatePrefixes,
   correctionWeight,
   editBudget,
+  editDistance,
   FUZZY_MAX_LENGTH,
   isFamiliarWord,
   isFuzzable,
@@ -59,6 +60,14 @@ describe("fuzzy terms: which terms, how far, which candidates", () => {
       ["grandmothr"],
       "giant words are skipped",
     );
+  });
+
+  it("counts a swap of two adjacent letters as one edit", () => {
+    assert.equal(editDistance("caorlin", "carolin"), 1);
+    assert.equal(editDistance("carolin", "carolin"), 0);
+    assert.equal(editDistance("carolni", "carolin"), 1);
+    assert.equal(editDistance("craloin", "carolin"), 3, "not a single swap: Levenshtein");
+    assert.deepEqual(neighboursWithin("caorlin", ["carolin"], 1), [{ term: "carolin", distance: 1 }]);
   });
 
   it("reads the buckets of the first and the second letter", () => {

@@ -94,6 +94,20 @@ export const prefixEnd = (prefix: string): string => {
   return chars.join("") + String.fromCodePoint((last.codePointAt(0) as number) + 1);
 };
 
+/** Whether b is a with two adjacent letters swapped ("caorlin" / "carolin"), the commonest typing slip. */
+const isTransposition = (a: string, b: string): boolean => {
+  if (a.length !== b.length) return false;
+  let i = 0;
+  while (i < a.length && a[i] === b[i]) i++;
+  return i + 1 < a.length && a[i] === b[i + 1] && a[i + 1] === b[i] && a.slice(i + 2) === b.slice(i + 2);
+};
+
+/**
+ * Edits between two terms: Levenshtein (fastest-levenshtein), except that a swap of two adjacent
+ * letters counts as one edit, not two (the restricted Damerau-Levenshtein distance of that case).
+ */
+export const editDistance = (a: string, b: string): number => (isTransposition(a, b) ? 1 : distance(a, b));
+
 export interface Neighbour {
   term: string;
   /** Edits from the question's term. */
@@ -116,7 +130,7 @@ export const neighboursWithin = (
   const found = new Map<string, number>();
   for (const c of candidates) {
     if (c === term || found.has(c) || Math.abs([...c].length - length) > maxDistance) continue;
-    const d = distance(term, c);
+    const d = editDistance(term, c);
     if (d <= maxDistance && LATIN_WORD.test(c) && isStableTerm(c)) found.set(c, d);
   }
   return [...found]

@@ -24,7 +24,7 @@ import {
   MAX_FUZZED_TERMS,
   misspellingCandidates,
 } from "../core/text/fuzzy-terms.ts";
-import { nameKey } from "../core/text/names.ts";
+import { nameKey, namePattern } from "../core/text/names.ts";
 import { placesWithin, regionsNamed } from "../core/text/places.ts";
 
 /** How much a place inside a named region counts in the lexical route beside an exact term. */
@@ -175,6 +175,17 @@ export const findNearMatches = async (
   return names.length === 0 && places.length === 0 && lexical.length === 0
     ? NO_NEAR_MATCHES
     : { names, places, lexical };
+};
+
+/**
+ * The question with each corrected name as the entity key spells it (where the misspelling stands
+ * as a whole word): what the dense routes embed when a name was corrected; the question itself
+ * otherwise. Terms are not re-spelt: a correction is a stem ("creat"), not a word to embed.
+ */
+export const correctedQuestion = (question: string, near: NearMatches): string => {
+  let out = question;
+  for (const { asked, known } of near.names) out = out.replace(namePattern(asked, "giu"), known);
+  return out;
 };
 
 /**

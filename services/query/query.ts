@@ -8,7 +8,7 @@ import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
 import { contentQuestion, withoutNames } from "./name-free.ts";
-import { findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
+import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
 import { type PackInput, packContext } from "./pack.ts";
 import { collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
@@ -163,9 +163,11 @@ export const runQuery = async (
   const commonNames = plan.entities.filter((e) => !selectiveEntities.includes(e));
   // A misspelled common name is blanked as written too.
   for (const n of near.names) if (commonNames.includes(n.known)) commonNames.push(n.asked);
-  const content = collectsMentions(req.question) ? contentQuestion(req.question, commonNames) : undefined;
+  // A question with a misspelt name is embedded with the name corrected (one more embedding; none without).
+  const asked = correctedQuestion(req.question, near);
+  const content = collectsMentions(req.question) ? contentQuestion(asked, commonNames) : undefined;
   const [[qv], contentVectors] = await Promise.all([
-    questionVector,
+    asked === req.question ? questionVector : deps.embedder.embed([asked]),
     content === undefined ? Promise.resolve(undefined) : deps.embedder.embed([content]),
   ]);
   const qvec = qv as Float32Array;
@@ -305,7 +307,7 @@ export const runQuery = async (
     items: packed.items,
     plan,
     cost: {
-      embeddingCalls: cvec ? 2 : 1,
+      embeddingCalls: (cvec ? 2 : 1) + (asked === req.question ? 0 : 1),
       ...planned.cost,
       ms: performance.now() - started,
       routeMs,

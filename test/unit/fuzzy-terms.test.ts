@@ -84,10 +84,20 @@ describe("fuzzy terms: which terms, how far, which candidates", () => {
     assert.deepEqual(found, [
       { term: "carolin", distance: 1 },
       { term: "karolyn", distance: 1 },
+      { term: "carol", distance: 1, ending: true },
     ]);
     assert.deepEqual(neighboursWithin("carolyn", ["carolin"], 0), [], "no budget, no candidates");
     // "caring" stems to "care": it could not stand in a query text as itself.
     assert.deepEqual(neighboursWithin("carinh", ["caring"], 1), []);
+  });
+
+  it("matches a stem to the start of a misspelt word whose ending the stemmer could not strip", () => {
+    assert.deepEqual(lexicalTerms("paintng"), ["paintng"], "a misspelt word keeps its ending");
+    assert.deepEqual(neighboursWithin("paintng", ["paint", "pain", "print"], 1), [
+      { term: "paint", distance: 1, ending: true },
+    ]);
+    assert.deepEqual(neighboursWithin("accdient", ["accid"], 2), [{ term: "accid", distance: 2, ending: true }]);
+    assert.deepEqual(neighboursWithin("paintingsxyzw", ["paint"], 2), [], "at most 4 letters of ending");
   });
 
   it("corrects to the closest candidates the scope holds, at the smallest distance present", async () => {
@@ -100,6 +110,12 @@ describe("fuzzy terms: which terms, how far, which candidates", () => {
     assert.deepEqual(await nearestPresent(neighbours, async () => ["alphas", "alphax"]), neighbours.slice(2));
     assert.deepEqual(await nearestPresent(neighbours, async () => ["alphax", "alpho"]), [neighbours[1]]);
     assert.deepEqual(await nearestPresent(neighbours, async () => []), []);
+    const endings = [
+      { term: "carolin", distance: 1 },
+      { term: "carol", distance: 1, ending: true as const },
+    ];
+    assert.deepEqual(await nearestPresent(endings, async (t) => t), [endings[0]], "a whole match first");
+    assert.deepEqual(await nearestPresent(endings, async () => ["carol"]), [endings[1]]);
     assert.ok(correctionWeight(1) > correctionWeight(2) && correctionWeight(2) > 0);
   });
 });

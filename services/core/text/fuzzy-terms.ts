@@ -110,14 +110,39 @@ export const editDistance = (a: string, b: string): number => (isTransposition(a
 
 export interface Neighbour {
   term: string;
-  /** Edits from the question's term. */
+  /** Edits from the question's term (an ending match counts one more: see neighboursWithin). */
   distance: number;
+  /** Matched as the stem of the word's start, the rest taken for a misspelt ending. */
+  ending?: true;
 }
+
+/** Longest rest of a word taken for its (misspelt) ending when a stem matches its start. */
+export const MAX_ENDING = 4;
+
+/**
+ * Edits between a stem and the start of a word whose rest (1 to MAX_ENDING letters) is taken for
+ * an ending, or undefined when the word is not that much longer. A misspelt word does not stem
+ * like its right spelling: "paintng" keeps its ending where "painting" stems to "paint", so the
+ * whole words are 2 edits apart but "paint" matches the start of "paintng" exactly.
+ */
+const endingDistance = (word: string, stem: string): number | undefined => {
+  if (stem.length < FUZZY_MIN_LENGTH || word.length - stem.length < 1) return undefined;
+  let best: number | undefined;
+  for (let j = stem.length - 1; j <= stem.length + 1; j++) {
+    const rest = word.length - j;
+    if (rest < 1 || rest > MAX_ENDING) continue;
+    const d = editDistance(word.slice(0, j), stem);
+    if (best === undefined || d < best) best = d;
+  }
+  return best;
+};
 
 /**
  * The candidates within `maxDistance` edits of the term (not the term itself, stable terms only),
- * closest first, then by term, at most `limit`. Lengths are compared first: a candidate more than
- * `maxDistance` letters longer or shorter cannot be that close.
+ * closest first, then by term, at most `limit`; and the stems that match the term's start, the
+ * rest being an ending (endingDistance), at that distance plus one (within `maxDistance` too) and
+ * after whole matches of the same distance. Lengths are compared first: a candidate more than `maxDistance`
+ * letters longer, or shorter by more than that and MAX_ENDING, cannot be that close.
  */
 export const neighboursWithin = (
   term: string,
@@ -127,22 +152,34 @@ export const neighboursWithin = (
 ): Neighbour[] => {
   if (maxDistance < 1) return [];
   const length = [...term].length;
-  const found = new Map<string, number>();
+  const found = new Map<string, Neighbour>();
   for (const c of candidates) {
-    if (c === term || found.has(c) || Math.abs([...c].length - length) > maxDistance) continue;
-    const d = editDistance(term, c);
-    if (d <= maxDistance && LATIN_WORD.test(c) && isStableTerm(c)) found.set(c, d);
+    const cLength = [...c].length;
+    if (c === term || found.has(c) || cLength - length > maxDistance || length - cLength > maxDistance + MAX_ENDING)
+      continue;
+    if (!LATIN_WORD.test(c)) continue;
+    const d = Math.abs(cLength - length) <= maxDistance ? editDistance(term, c) : Number.POSITIVE_INFINITY;
+    if (d <= maxDistance) {
+      if (isStableTerm(c)) found.set(c, { term: c, distance: d });
+      continue;
+    }
+    const e = endingDistance(term, c);
+    if (e !== undefined && e + 1 <= maxDistance && isStableTerm(c)) found.set(c, { term: c, distance: e + 1, ending: true });
   }
-  return [...found]
-    .map(([t, d]) => ({ term: t, distance: d }))
-    .sort((a, b) => a.distance - b.distance || (a.term < b.term ? -1 : a.term > b.term ? 1 : 0))
+  return [...found.values()]
+    .sort(
+      (a, b) =>
+        a.distance - b.distance ||
+        Number(a.ending ?? false) - Number(b.ending ?? false) ||
+        (a.term < b.term ? -1 : a.term > b.term ? 1 : 0),
+    )
     .slice(0, limit);
 };
 
 /**
  * The corrections of a term: of its neighbours (closest first), those present in the scope at the
- * smallest distance any of them is present at, at most MAX_CORRECTIONS_PER_TERM. `present` answers
- * which of the terms it is given occur in the scope.
+ * smallest distance any of them is present at (whole matches only, when one is), at most
+ * MAX_CORRECTIONS_PER_TERM. `present` answers which of the terms it is given occur in the scope.
  */
 export const nearestPresent = async (
   neighbours: readonly Neighbour[],
@@ -151,6 +188,9 @@ export const nearestPresent = async (
   if (neighbours.length === 0) return [];
   const there = new Set(await present(neighbours.map((n) => n.term)));
   const kept = neighbours.filter((n) => there.has(n.term));
-  const best = kept[0]?.distance;
-  return kept.filter((n) => n.distance === best).slice(0, MAX_CORRECTIONS_PER_TERM);
+  const best = kept[0];
+  if (!best) return [];
+  return kept
+    .filter((n) => n.distance === best.distance && (n.ending ?? false) === (best.ending ?? false))
+    .slice(0, MAX_CORRECTIONS_PER_TERM);
 };

@@ -2,7 +2,8 @@
  * The lexical vocabulary of the Neo4j store (LexicalVocabulary in core/ports.ts), for the
  * misspelling tolerance of core/text/fuzzy-terms.ts. Lucene has no cheap term list to read here,
  * but it has fuzzy term queries: `term~n` finds the items holding a term within n edits (at most
- * 2). The items found in scope are read (at most NEIGHBOUR_ITEMS per index, best Lucene score
+ * 2), and a prefix query `abcd*` the stems that may match its start (a misspelt ending,
+ * neighboursWithin). The items found in scope are read (at most NEIGHBOUR_ITEMS per index, best Lucene score
  * first, which favours the closer terms), and their terms within the distance are the neighbours:
  * found in scope, so present there.
  */
@@ -63,7 +64,8 @@ export const termNeighbours = async (
        WHERE ${scopeFilter(conversation)} RETURN node.lex AS lex ORDER BY score DESC LIMIT $limit`,
       {
         index,
-        match: `${term}~${edits}`,
+        // The fuzzy term, or a term starting as it does (a stem matching its start: neighboursWithin).
+        match: `${term}~${edits} OR ${term.slice(0, 4)}*`,
         tenant,
         conversation: conversation ?? null,
         limit: int(NEIGHBOUR_ITEMS),

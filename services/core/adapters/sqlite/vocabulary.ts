@@ -13,6 +13,7 @@ import { anyTermQuery } from "../../lexical.ts";
 import {
   candidatePrefixes,
   FUZZY_MAX_LENGTH,
+  MAX_ENDING,
   type Neighbour,
   nearestPresent,
   neighboursWithin,
@@ -71,7 +72,7 @@ export class SqliteVocabulary {
           prefix,
           prefixEnd(prefix),
           VOCABULARY_SCAN_LIMIT,
-          Math.max(1, length - maxDistance),
+          Math.max(1, length - maxDistance - MAX_ENDING),
           Math.min(FUZZY_MAX_LENGTH + maxDistance, length + maxDistance),
         ))
           candidates.add(row.term);

@@ -23,6 +23,7 @@ import {
 import { placesWithin, regionsNamed } from "../../services/core/text/places.ts";
 import {
   closestName,
+  correctedQuestion,
   findNearMatches,
   mergeWeighted,
   NO_NEAR_MATCHES,
@@ -193,6 +194,13 @@ describe("near matches: merge and guards", () => {
       { id: "c", score: 1 },
     ]);
     assert.equal(mergeWeighted([{ id: "a", score: 1 }], [{ hits: [{ id: "c", score: 9 }], weight: 1 }], 1)[0]?.id, "c");
+  });
+
+  it("embeds a question with a corrected name as the key spells it, and no other question differently", () => {
+    const near = { names: [{ asked: "Carolyn", known: "Caroline" }], places: [], lexical: [] };
+    assert.equal(correctedQuestion("What did Carolyn's friend say?", near), "What did Caroline's friend say?");
+    assert.equal(correctedQuestion("Who is Carolynne?", near), "Who is Carolynne?", "whole words only");
+    assert.equal(correctedQuestion("Who is Carolyn?", NO_NEAR_MATCHES), "Who is Carolyn?");
   });
 
   it("corrects a name only to a single closest single-word key", () => {

@@ -164,7 +164,8 @@ export const neighboursWithin = (
       continue;
     }
     const e = endingDistance(term, c);
-    if (e !== undefined && e + 1 <= maxDistance && isStableTerm(c)) found.set(c, { term: c, distance: e + 1, ending: true });
+    if (e !== undefined && e + 1 <= maxDistance && isStableTerm(c))
+      found.set(c, { term: c, distance: e + 1, ending: true });
   }
   return [...found.values()]
     .sort(

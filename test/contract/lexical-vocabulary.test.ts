@@ -37,7 +37,7 @@ const vocabularyContract = (
     before(async () => {
       ({ store, close } = await open());
       await store.writeTurns(a, "c1", [turn("t1", "Caroline went to Seattle for a conference.")]);
-      await store.writeTurns(a, "c2", [turn("t2", "The marathon was exhausting.")]);
+      await store.writeTurns(a, "c2", [turn("t2", "The marathon was exhausting."), turn("t4", "I love painting.")]);
       await store.writeTurns(b, "c1", [turn("t3", "Carolyn bought a marathoner's watch in Seattle.")]);
     });
     after(async () => {
@@ -62,6 +62,11 @@ const vocabularyContract = (
       assert.deepEqual(await store.lexicalNeighbours(a, "marathn", 1, "c1"), []);
       assert.deepEqual(await store.lexicalNeighbours(a, "marathn", 1, "c2"), [{ term: "marathon", distance: 1 }]);
       assert.deepEqual(await store.lexicalNeighbours(a, "seatle", 0), [], "no edits allowed, none found");
+      assert.deepEqual(
+        await store.lexicalNeighbours(a, "paintng", 1),
+        [{ term: "paint", distance: 1, ending: true }],
+        "a stem matching the start of a misspelt word",
+      );
     });
   });
 

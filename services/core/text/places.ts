@@ -7,9 +7,10 @@
  * Loading is lazy and in two steps: the countries and states (about 0.6 MB of JSON) when a text
  * is first searched for region names, the cities (8 MB) only when a region was named. The cities
  * are read as the package stores them (rows of name, country code, state code, latitude,
- * longitude): its City API first turns all 148,000 rows into objects, which took three times as
- * long as the parse itself.
+ * longitude) and kept as name keys per state: its City API turns all 148,000 rows into objects
+ * (three times as long as the parse) and keeps them.
  */
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { ICountry, IState } from "country-state-city/lib/cjs/interface.js";
 import { LruCache } from "../lru-cache.ts";
@@ -135,34 +136,48 @@ export const regionsNamed = (text: string): Region[] => {
 /** A row of the package's city file: name, country code, state code, latitude, longitude. */
 type CityRow = readonly [string, string, string, ...unknown[]];
 
-let cityRows: readonly CityRow[] | undefined;
-/** Name keys of the cities of a region, by region: a few regions recur, and a country's are many. */
-const citiesByRegion = new LruCache<string, ReadonlySet<string>>(64);
+/**
+ * Name keys of the cities of each state ("US:WA"), built once from the city file. The file is read
+ * and parsed here, not required: the parsed rows (about 50 MB of arrays with coordinates) are
+ * dropped once the index (the names only) is built.
+ */
+let citiesByState: Map<string, Set<string>> | undefined;
+/** Name keys of the cities of a country (the union of its states'), by country, as asked. */
+const citiesByCountry = new LruCache<string, ReadonlySet<string>>(16);
 
-/** The package's compact city rows, parsed on first use and checked for their shape. */
-const allCities = (): readonly CityRow[] => {
-  if (cityRows) return cityRows;
-  const rows = require("country-state-city/lib/assets/city.json") as unknown;
+const cityIndex = (): Map<string, Set<string>> => {
+  if (citiesByState) return citiesByState;
+  const rows = JSON.parse(readFileSync(require.resolve("country-state-city/lib/assets/city.json"), "utf8")) as unknown;
   const valid =
     Array.isArray(rows) &&
     rows.length > 0 &&
     Array.isArray(rows[0]) &&
     (rows[0] as unknown[]).slice(0, 3).every((v) => typeof v === "string");
   if (!valid) throw new Error("country-state-city: city.json is not rows of [name, countryCode, stateCode, …]");
-  cityRows = rows as CityRow[];
-  return cityRows;
+  const index = new Map<string, Set<string>>();
+  for (const [name, countryCode, stateCode] of rows as CityRow[]) {
+    const id = `${countryCode}:${stateCode}`;
+    let keys = index.get(id);
+    if (!keys) {
+      keys = new Set();
+      index.set(id, keys);
+    }
+    keys.add(placeKey(name));
+  }
+  citiesByState = index;
+  return index;
 };
 
-/** Name keys of the cities inside a region (one pass over the rows, then cached). */
+/** Name keys of the cities inside a region: a state's from the index, a country's as the union of its states'. */
 const citiesIn = (region: Region): ReadonlySet<string> => {
-  const id = `${region.countryCode}:${region.stateCode ?? ""}`;
-  const cached = citiesByRegion.get(id);
+  const index = cityIndex();
+  if (region.stateCode !== undefined) return index.get(`${region.countryCode}:${region.stateCode}`) ?? new Set();
+  const cached = citiesByCountry.get(region.countryCode);
   if (cached) return cached;
   const keys = new Set<string>();
-  for (const [name, countryCode, stateCode] of allCities())
-    if (countryCode === region.countryCode && (region.stateCode === undefined || stateCode === region.stateCode))
-      keys.add(placeKey(name));
-  citiesByRegion.set(id, keys);
+  const prefix = `${region.countryCode}:`;
+  for (const [id, names] of index) if (id.startsWith(prefix)) for (const k of names) keys.add(k);
+  citiesByCountry.set(region.countryCode, keys);
   return keys;
 };
 

@@ -14,7 +14,7 @@
  */
 
 import { lexicalTerms } from "../core/lexical.ts";
-import type { LexicalVocabulary, ScoredId } from "../core/ports.ts";
+import type { GraphStore, LexicalVocabulary, ScoredId } from "../core/ports.ts";
 import type { QueryPlan } from "../core/query-types.ts";
 import {
   correctionWeight,
@@ -112,15 +112,39 @@ export const closestName = (word: string, names: readonly string[]): string | un
   return best && !tied ? best.name : undefined;
 };
 
+/** What the near matches read: the vocabulary where the store has it, and the records naming a place. */
+export type NearMatchStore = Partial<LexicalVocabulary> & Pick<GraphStore, "recordsByEntities" | "getRecords">;
+
+/** Records read per place name to tell a place from a person of the same name (Charlotte, Oliver). */
+const MENTIONS_PER_PLACE = 5;
+
 /**
- * The near matches of a question. `vocabulary` is the graph store when it can read its lexical
- * vocabulary; without it there are no term corrections, and names are corrected when they are no
- * word of any known entity.
+ * The names no record of the scope types as a person: a city's name is often a person's too, and
+ * the gazetteer knows places only. One read of a few records naming any of them.
  */
-export const findNearMatches = async (
-  vocabulary: Partial<LexicalVocabulary>,
-  input: NearMatchInput,
-): Promise<NearMatches> => {
+const withoutPersons = async (
+  store: NearMatchStore,
+  tenant: string,
+  names: readonly string[],
+  conversation?: string,
+): Promise<string[]> => {
+  const hits = await store.recordsByEntities(tenant, names, MENTIONS_PER_PLACE * names.length, conversation);
+  const records = await store.getRecords(
+    tenant,
+    hits.map((h) => h.id),
+  );
+  const persons = new Set(
+    records.flatMap((r) => r.entities.filter((e) => e.kind === "person").map((e) => nameKey(e.name))),
+  );
+  return names.filter((n) => !persons.has(nameKey(n)));
+};
+
+/**
+ * The near matches of a question. `store` is the graph store; without its lexical vocabulary there
+ * are no term corrections, and names are corrected when they are no word of any known entity.
+ */
+export const findNearMatches = async (store: NearMatchStore, input: NearMatchInput): Promise<NearMatches> => {
+  const vocabulary: Partial<LexicalVocabulary> = store;
   const { tenant, conversation } = input;
   const canRead = vocabulary.lexicalTermsPresent !== undefined && vocabulary.lexicalNeighbours !== undefined;
   // Terms: words that may be misspelt; names: capitalised words in no known entity.
@@ -166,10 +190,11 @@ export const findNearMatches = async (
   // Places: regions named in the question that match no entity key exactly.
   const knownKeys = new Set(input.knownEntities.map(nameKey));
   const regions = regionsNamed(input.question).filter((r) => !knownKeys.has(nameKey(r.name)));
-  const places = placesWithin(
+  const inside = placesWithin(
     regions,
     input.knownEntities.filter((e) => !plannedKeys.has(nameKey(e)) && !names.some((n) => n.known === e)),
   );
+  const places = inside.length === 0 ? [] : await withoutPersons(store, tenant, inside, conversation);
   if (places.length > 0) lexical.push({ text: places.join(" "), weight: PLACE_WEIGHT });
 
   return names.length === 0 && places.length === 0 && lexical.length === 0

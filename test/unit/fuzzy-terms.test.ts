@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { lexicalTerms } from "../../services/core/lexical.ts";
-import type { LexicalVocabulary, ScoredId } from "../../services/core/ports.ts";
+import type { ScoredId } from "../../services/core/ports.ts";
 import type { QueryPlan } from "../../services/core/query-types.ts";
 import {
   candidatePrefixes,
@@ -21,11 +21,13 @@ import {
   prefixEnd,
 } from "../../services/core/text/fuzzy-terms.ts";
 import { placesWithin, regionsNamed } from "../../services/core/text/places.ts";
+import type { MemoryRecord } from "../../services/core/types.ts";
 import {
   closestName,
   correctedQuestion,
   findNearMatches,
   mergeWeighted,
+  type NearMatchStore,
   NO_NEAR_MATCHES,
   searchWithNearMatches,
   withNearMatches,
@@ -210,10 +212,13 @@ describe("near matches: merge and guards", () => {
     assert.equal(closestName("Marla", ["Carla", "Maria"]), undefined, "a tie is no evidence");
   });
 
-  /** A vocabulary with a fixed term list that counts its reads. */
-  const fakeVocabulary = (terms: readonly string[]) => {
+  /**
+   * A store with a fixed term list that counts its vocabulary reads, and one record per entity
+   * typed as `kinds` says (a place by default).
+   */
+  const fakeVocabulary = (terms: readonly string[], kinds: Record<string, "person" | "place"> = {}) => {
     const reads = { present: 0, neighbours: [] as string[] };
-    const vocabulary: LexicalVocabulary = {
+    const vocabulary: NearMatchStore = {
       async lexicalTermsPresent(_tenant, asked) {
         reads.present++;
         return asked.filter((t) => terms.includes(t));
@@ -222,6 +227,15 @@ describe("near matches: merge and guards", () => {
         reads.neighbours.push(term);
         return nearestPresent(neighboursWithin(term, terms, maxDistance), async (ts) =>
           ts.filter((t) => terms.includes(t)),
+        );
+      },
+      async recordsByEntities(_tenant, entities) {
+        return entities.map((e) => ({ id: e, score: 1 }));
+      },
+      async getRecords(_tenant, ids) {
+        return ids.map(
+          (id) =>
+            ({ id, entities: [{ name: id, kind: kinds[id] ?? "place", aliases: [] }] }) as unknown as MemoryRecord,
         );
       },
     };
@@ -259,6 +273,19 @@ describe("near matches: merge and guards", () => {
     ]);
     assert.deepEqual(withNearMatches({ ...plan, entities: [] }, near).entities, ["Caroline", "Seattle"]);
     assert.ok(withNearMatches({ ...plan, entities: [] }, near).routes.includes("entity"));
+  });
+
+  it("leaves out a name inside the region that the records type as a person", async () => {
+    const { vocabulary } = fakeVocabulary([], { Charlotte: "person" });
+    const question = "What did Jon do in North Carolina?";
+    const near = await findNearMatches(vocabulary, {
+      tenant: "t",
+      question,
+      lexicalText: question,
+      planned: ["Jon"],
+      knownEntities: ["Jon", "Charlotte", "Raleigh"],
+    });
+    assert.deepEqual(near.places, ["Raleigh"]);
   });
 
   it("bounds the work on pathological questions: many unknown words, very long words, CJK, emoji", async () => {

@@ -4,13 +4,16 @@
  * where the exact match finds nothing, so a question whose terms and names are all known gets no
  * near matches, and its plan and routes are exactly those of the exact search.
  *
- * - Terms: a question term (core/lexical.ts) of 5–24 Latin letters that no record or raw turn of
- *   the scope holds is replaced by the closest terms the scope holds (core/text/fuzzy-terms.ts),
- *   searched as an extra lexical text whose BM25 is weighted down by the edits.
+ * - Terms: a question word of 5–24 Latin letters that is no whole o200k token (a real word is) and
+ *   whose term (core/lexical.ts) no record or raw turn of the scope holds is replaced by the
+ *   closest terms the scope holds (core/text/fuzzy-terms.ts), searched as an extra lexical text
+ *   whose BM25 is weighted down by the edits.
  * - Names: a capitalised question word that is in no known entity and that the scope never uses is
- *   matched to the closest single-word entity key within the same edit budget.
+ *   matched to the closest single-word entity key within the same edit budget; the question is
+ *   embedded with the name corrected.
  * - Places: a region the question names (core/text/places.ts) that is no entity key of the scope
- *   brings in the entity keys of places inside it, for the entity route and as lexical text.
+ *   brings in the entity keys of places inside it (not of persons), for the entity route and as
+ *   lexical text.
  */
 
 import { lexicalTerms } from "../core/lexical.ts";

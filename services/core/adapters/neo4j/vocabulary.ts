@@ -22,29 +22,27 @@ const INDEXES = [RECORD_TEXT_INDEX, TURN_TEXT_INDEX] as const;
 const scopeFilter = (conversation: string | undefined): string =>
   `node.tenant = $tenant${conversation === undefined ? "" : " AND node.conversation = $conversation"}`;
 
-/** Of these terms, those an item of the scope holds: one query per term and index, stopping at the first item. */
+/** Of these terms, those an item of the scope holds: one query per term and index (terms in parallel), stopping at the first item. */
 export const termsPresent = async (
   query: Query,
   tenant: string,
   terms: readonly string[],
   conversation?: string,
 ): Promise<string[]> => {
-  const found: string[] = [];
-  for (const term of new Set(terms)) {
-    if (!/^[\p{L}\p{N}]+$/u.test(term)) continue;
+  const holds = async (term: string): Promise<boolean> => {
     for (const index of INDEXES) {
       const rows = await query<{ one: unknown }>(
         `CALL db.index.fulltext.queryNodes($index, $match) YIELD node
          WHERE ${scopeFilter(conversation)} RETURN 1 AS one LIMIT 1`,
         { index, match: anyTermQuery([term]), tenant, conversation: conversation ?? null },
       );
-      if (rows.length > 0) {
-        found.push(term);
-        break;
-      }
+      if (rows.length > 0) return true;
     }
-  }
-  return found;
+    return false;
+  };
+  const asked = [...new Set(terms)].filter((t) => /^[\p{L}\p{N}]+$/u.test(t));
+  const found = await Promise.all(asked.map(holds));
+  return asked.filter((_, i) => found[i]);
 };
 
 /** The scope's terms within `maxDistance` (1 or 2) edits of a letters-only term, closest first. */
@@ -58,21 +56,24 @@ export const termNeighbours = async (
   const edits = Math.min(2, Math.floor(maxDistance));
   if (edits < 1 || !/^\p{L}+$/u.test(term)) return [];
   const words = new Set<string>();
-  for (const index of INDEXES) {
-    const rows = await query<{ lex: string | null }>(
-      `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
-       WHERE ${scopeFilter(conversation)} RETURN node.lex AS lex ORDER BY score DESC LIMIT $limit`,
-      {
-        index,
-        // The fuzzy term, or a term starting as it does (a stem matching its start: neighboursWithin).
-        match: `${term}~${edits} OR ${term.slice(0, 4)}*`,
-        tenant,
-        conversation: conversation ?? null,
-        limit: int(NEIGHBOUR_ITEMS),
-      },
-    );
+  const lists = await Promise.all(
+    INDEXES.map((index) =>
+      query<{ lex: string | null }>(
+        `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
+         WHERE ${scopeFilter(conversation)} RETURN node.lex AS lex ORDER BY score DESC LIMIT $limit`,
+        {
+          index,
+          // The fuzzy term, or a term starting as it does (a stem matching its start: neighboursWithin).
+          match: `${term}~${edits} OR ${term.slice(0, 4)}*`,
+          tenant,
+          conversation: conversation ?? null,
+          limit: int(NEIGHBOUR_ITEMS),
+        },
+      ),
+    ),
+  );
+  for (const rows of lists)
     for (const r of rows) for (const w of (r.lex ?? "").split(" ")) if (w.length > 0) words.add(w);
-  }
   // Every word read is in the scope: the items were filtered to it.
   return nearestPresent(neighboursWithin(term, words, edits), async (terms) => terms);
 };

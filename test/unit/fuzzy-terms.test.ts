@@ -20,7 +20,7 @@ import {
   neighboursWithin,
   prefixEnd,
 } from "../../services/core/text/fuzzy-terms.ts";
-import { placesWithin, regionsNamed } from "../../services/core/text/places.ts";
+import { cityIndex, placesWithin, regionsNamed } from "../../services/core/text/places.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import {
   closestName,
@@ -144,6 +144,26 @@ describe("places: regions named and places inside them", () => {
       "Seattle",
     ]);
     assert.deepEqual(placesWithin([], ["Seattle"]), []);
+  });
+
+  it("contains cities in states only where GeoNames' admin1 codes are the region codes", () => {
+    const { statesComparable } = cityIndex();
+    assert.ok(statesComparable.has("US") && statesComparable.has("CH"), "letter codes that agree (WA, ZH)");
+    assert.ok(!statesComparable.has("CA"), "Canada: GeoNames 01, region code AB");
+    assert.ok(!statesComparable.has("JP"), "Japan: numbered in another order (Akita is 05 in ISO, 02 in GeoNames)");
+    assert.deepEqual(placesWithin(regionsNamed("in Zurich"), ["Winterthur", "Geneva"]), ["Winterthur"]);
+    assert.deepEqual(placesWithin(regionsNamed("in Alberta"), ["Calgary"]), [], "a state of Canada expands to nothing");
+    assert.deepEqual(placesWithin(regionsNamed("in Canada"), ["Calgary", "Alberta", "Seattle"]), [
+      "Calgary",
+      "Alberta",
+    ]);
+    assert.deepEqual(
+      regionsNamed("from South Korea or Russia")
+        .map((r) => r.countryCode)
+        .sort(),
+      ["KR", "RU"],
+      "common names of countries the gazetteer spells otherwise",
+    );
   });
 });
 

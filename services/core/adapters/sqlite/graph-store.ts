@@ -21,12 +21,14 @@ import type {
 } from "../../ports.ts";
 import { OPEN_SEGMENT_ID } from "../../ports.ts";
 import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } from "../../record-index.ts";
+import type { Neighbour } from "../../text/fuzzy-terms.ts";
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
+import { SqliteVocabulary } from "./vocabulary.ts";
 
 type Statement = BetterSqlite3.Statement<Param[], unknown>;
 
@@ -145,6 +147,8 @@ export class SqliteGraphStore implements GraphStore {
     run: (sql, ...params) => this.run(sql, ...params),
   };
   private closed = false;
+  /** The lexical vocabulary reads (vocabulary.ts) on this store's cached statements. */
+  private readonly vocabulary = new SqliteVocabulary(this.sql, (ddl) => this.db.exec(ddl));
 
   constructor(db: SqliteDatabase, options: SqliteGraphStoreOptions = {}) {
     this.db = db;
@@ -907,6 +911,21 @@ export class SqliteGraphStore implements GraphStore {
       tenant,
       tenant,
     ).map((r) => r.name);
+  }
+
+  /** LexicalVocabulary (core/ports.ts): which terms the scope holds (vocabulary.ts). */
+  async lexicalTermsPresent(tenant: string, terms: readonly string[], conversation?: string): Promise<string[]> {
+    return this.vocabulary.present(tenant, terms, conversation);
+  }
+
+  /** LexicalVocabulary (core/ports.ts): the scope's terms closest to a misspelled one (vocabulary.ts). */
+  async lexicalNeighbours(
+    tenant: string,
+    term: string,
+    maxDistance: number,
+    conversation?: string,
+  ): Promise<Neighbour[]> {
+    return this.vocabulary.neighbours(tenant, term, maxDistance, conversation);
   }
 
   async close(): Promise<void> {

@@ -30,7 +30,13 @@ await runStageProcess({
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
-    const embedder = stageEmbedder(model, undefined, config.cache.embeddingEntries);
+    // Its model calls are counted (memory_embedded_texts_total) like the segmenter's: the bench says
+    // which stage embeds what.
+    const embedder = stageEmbedder(
+      model,
+      (calls, texts) => metrics.embedding(calls, texts),
+      config.cache.embeddingEntries,
+    );
     // The records consumer embeds in slices, so that an arriving raw turn waits for one slice of
     // a segment's record texts at most, not all of them (sliced-embedder.ts). Without the
     // raw-turn consumer there is nobody to let in between: one call, as before.

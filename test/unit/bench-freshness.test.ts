@@ -74,6 +74,23 @@ describe("bench freshness report", () => {
     );
   });
 
+  it("states the texts each stage's model embedded next to the embedded runtime's", () => {
+    const md = freshnessMarkdown(
+      result({
+        throughput: {
+          ...throughput,
+          stageEmbeddedTexts: { sensory: 419, segmenter: 0, encoder: 0, indexer: 1203 },
+          embeddedTexts: 1622,
+        },
+      }),
+    );
+    assert.match(
+      md,
+      /Texts embedded in the throughput run: sensory 419, segmenter 0, encoder 0, indexer 1203 \(stage processes 1622\); embedded runtime 1622\./,
+    );
+    assert.doesNotMatch(freshnessMarkdown(result({ throughput })), /Texts embedded/, "no line without the figures");
+  });
+
   it("says how many raw turns were never seen, and leaves out the throughput table when not run", () => {
     const md = freshnessMarkdown(result({ rawTurnMissing: 3, rawTurn: { n: 77, p50: 1, p95: 2, max: 3 } }));
     assert.match(md, /3 raw turns were never seen/);

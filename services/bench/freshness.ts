@@ -75,9 +75,10 @@ export interface FreshnessResult {
   /**
    * Where the raw-turn latency goes, per turn (a probe consumer reads the sensory topic as the
    * indexer's raw-turn consumer does, read_committed): produce → the sensory stage wrote the turn
-   * (its record's timestamp: fetch + compress), written → committed and fetched by a
+   * (its record's timestamp: fetch + compress + embed), written → committed and fetched by a
    * read_committed consumer (the sensory transaction, the fetch), fetched → raw turn queryable
-   * (the raw-turn consumer's fetch, embedding, store writes, and the bench's poll).
+   * (the raw-turn consumer's fetch and store writes, and the bench's poll; it embeds only a turn
+   * that came without its model's vector).
    */
   rawTurnStages?: {
     sensoryWritten: LatencySummary;
@@ -588,9 +589,9 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
       markdownTable(
         ["step", "n", "p50 ms", "p95 ms", "max ms"],
         [
-          row("produce → sensory wrote the turn (fetch, compress)", s.sensoryWritten),
+          row("produce → sensory wrote the turn (fetch, compress, embed)", s.sensoryWritten),
           row("written → read_committed consumer has it (transaction, fetch)", s.sensoryVisible),
-          row("consumer has it → raw turn queryable (embed, store writes, poll)", s.indexed),
+          row("consumer has it → raw turn queryable (store writes, poll)", s.indexed),
         ],
       ),
     );

@@ -62,12 +62,9 @@ describe("bench freshness report", () => {
         },
       }),
     );
-    assert.match(md, /\| produce → sensory wrote the turn \(fetch, compress\) \| 80 \| 40 \| 80 \| 120 \|/);
+    assert.match(md, /\| produce → sensory wrote the turn \(fetch, compress, embed\) \| 80 \| 40 \| 80 \| 120 \|/);
     assert.match(md, /\| written → read_committed consumer has it \(transaction, fetch\) \| 80 \| 60 \| 120 \| 180 \|/);
-    assert.match(
-      md,
-      /\| consumer has it → raw turn queryable \(embed, store writes, poll\) \| 80 \| 300 \| 600 \| 900 \|/,
-    );
+    assert.match(md, /\| consumer has it → raw turn queryable \(store writes, poll\) \| 80 \| 300 \| 600 \| 900 \|/);
     assert.match(
       md,
       /CPU seconds in the throughput run: sensory 5\.0, segmenter 30\.0, encoder 10\.0, indexer 55\.0 \(stage processes 100\.0, without Kafka and Neo4j\); embedded runtime 70\.0\./,

@@ -75,9 +75,10 @@ export interface FreshnessResult {
   /**
    * Where the raw-turn latency goes, per turn (a probe consumer reads the sensory topic as the
    * indexer's raw-turn consumer does, read_committed): produce → the sensory stage wrote the turn
-   * (its record's timestamp: fetch + compress), written → committed and fetched by a
+   * (its record's timestamp: fetch + compress + embed), written → committed and fetched by a
    * read_committed consumer (the sensory transaction, the fetch), fetched → raw turn queryable
-   * (the raw-turn consumer's fetch, embedding, store writes, and the bench's poll).
+   * (the raw-turn consumer's fetch and store writes, and the bench's poll; it embeds only a turn
+   * that came without its model's vector).
    */
   rawTurnStages?: {
     sensoryWritten: LatencySummary;
@@ -101,6 +102,13 @@ export interface FreshnessResult {
      */
     stageCpuSeconds?: Record<string, number>;
     embeddedCpuSeconds?: number;
+    /**
+     * Texts each stage process gave its embedding model in the distributed run (its
+     * memory_embedded_texts_total, read from its /metrics before and after; embedding-cache hits
+     * not counted), and the embedded runtime's model in its run: where a text is embedded twice.
+     */
+    stageEmbeddedTexts?: Record<string, number>;
+    embeddedTexts?: number;
   };
 }
 
@@ -139,6 +147,8 @@ interface Child {
   child: ChildProcess;
   started: Promise<void>;
   tail: string[];
+  /** The process's /metrics server (from its "started" log line). */
+  metricsUrl?: string;
 }
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
@@ -152,6 +162,31 @@ const cpuSecondsOf = (pid: number | undefined): number | undefined => {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+};
+
+/** Texts a stage process has given its embedding model so far (its /metrics); undefined when unknown. */
+const embeddedTextsOf = async (metricsUrl: string | undefined): Promise<number | undefined> => {
+  if (metricsUrl === undefined) return undefined;
+  try {
+    const body = await (await fetch(`${metricsUrl}/metrics`)).text();
+    // A process that never embeds has the counter at 0 (prom-client lists it without a sample).
+    let n = 0;
+    for (const line of body.split("\n"))
+      if (line.startsWith("memory_embedded_texts_total")) n += Number(line.slice(line.lastIndexOf(" ") + 1)) || 0;
+    return n;
+  } catch {
+    return undefined;
+  }
+};
+
+/** The metrics URL of a stage's "started" log line (JSON), if it has one. */
+const metricsUrlOf = (line: string): string | undefined => {
+  try {
+    const url = (JSON.parse(line) as { metrics?: unknown }).metrics;
+    return typeof url === "string" ? url : undefined;
   } catch {
     return undefined;
   }
@@ -171,7 +206,8 @@ const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string, nodeA
     child.on("exit", () => file?.end());
   }
   const tail: string[] = [];
-  const started = new Promise<void>((ok, fail) => {
+  const handle: Child = { name, child, started: Promise.resolve(), tail };
+  handle.started = new Promise<void>((ok, fail) => {
     let buf = "";
     child.stdout?.on("data", (chunk: Buffer) => {
       buf += chunk.toString();
@@ -180,13 +216,17 @@ const startStage = (name: string, env: NodeJS.ProcessEnv, logDir?: string, nodeA
         buf = buf.slice(i + 1);
         tail.push(line);
         if (tail.length > 20) tail.shift();
-        if (line.includes('"msg":"started"')) ok();
+        if (line.includes('"msg":"started"')) {
+          const url = metricsUrlOf(line);
+          if (url !== undefined) handle.metricsUrl = url;
+          ok();
+        }
       }
     });
     child.stderr?.on("data", (chunk: Buffer) => tail.push(chunk.toString()));
     child.on("exit", (code) => fail(new Error(`${name} exited (${code}) before it started:\n${tail.join("\n")}`)));
   });
-  return { name, child, started, tail };
+  return handle;
 };
 
 const stopStage = async (c: Child): Promise<void> => {
@@ -395,6 +435,7 @@ export const runFreshnessBench = async (
       const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
       const cpuBefore = children.map((c) => cpuSecondsOf(c.child.pid));
+      const textsBefore = await Promise.all(children.map((c) => embeddedTextsOf(c.metricsUrl)));
       const t0 = Date.now();
       const encoded = await Promise.all(
         turns.map(async (t) => ({ key: keyOf(t.tenant, t.conversation), value: await codecs.turns.encode(t) })),
@@ -416,6 +457,12 @@ export const runFreshnessBench = async (
         const [before, after] = [cpuBefore[i], cpuSecondsOf(c.child.pid)];
         if (before !== undefined && after !== undefined) stageCpuSeconds[c.name] = after - before;
       });
+      const textsAfter = await Promise.all(children.map((c) => embeddedTextsOf(c.metricsUrl)));
+      const stageEmbeddedTexts: Record<string, number> = {};
+      children.forEach((c, i) => {
+        const [before, after] = [textsBefore[i], textsAfter[i]];
+        if (before !== undefined && after !== undefined) stageEmbeddedTexts[c.name] = after - before;
+      });
       for (const c of children) await stopStage(c);
       log(`throughput: the same turns through the embedded runtime`);
       const dataDir = mkdtempSync(join(tmpdir(), "bench-fresh-"));
@@ -424,6 +471,7 @@ export const runFreshnessBench = async (
         try {
           const e0 = Date.now();
           const cpu0 = process.cpuUsage();
+          const texts0 = opened.embedder.stats().texts;
           for (const c of picked) {
             await opened.engine.ingest(throughputTenant, c.id, c.turns);
             await opened.engine.flush(throughputTenant, c.id);
@@ -432,6 +480,7 @@ export const runFreshnessBench = async (
           const embeddedSeconds = (Date.now() - e0) / 1000;
           const cpu = process.cpuUsage(cpu0);
           const embeddedCpuSeconds = (cpu.user + cpu.system) / 1e6;
+          const embeddedTexts = opened.embedder.stats().texts - texts0;
           throughput = {
             turns: turns.length,
             distributedSeconds,
@@ -441,6 +490,8 @@ export const runFreshnessBench = async (
             ratio: embeddedSeconds / distributedSeconds,
             stageCpuSeconds,
             embeddedCpuSeconds,
+            stageEmbeddedTexts,
+            embeddedTexts,
           };
         } finally {
           await opened.close();
@@ -538,9 +589,9 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
       markdownTable(
         ["step", "n", "p50 ms", "p95 ms", "max ms"],
         [
-          row("produce → sensory wrote the turn (fetch, compress)", s.sensoryWritten),
+          row("produce → sensory wrote the turn (fetch, compress, embed)", s.sensoryWritten),
           row("written → read_committed consumer has it (transaction, fetch)", s.sensoryVisible),
-          row("consumer has it → raw turn queryable (embed, store writes, poll)", s.indexed),
+          row("consumer has it → raw turn queryable (store writes, poll)", s.indexed),
         ],
       ),
     );
@@ -570,6 +621,14 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
       lines.push(
         "",
         `CPU seconds in the throughput run: ${stages.map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ")} (stage processes ${fmt(total, 1)}, without Kafka and Neo4j)${t.embeddedCpuSeconds !== undefined ? `; embedded runtime ${fmt(t.embeddedCpuSeconds, 1)}` : ""}.`,
+      );
+    }
+    if (t.stageEmbeddedTexts && Object.keys(t.stageEmbeddedTexts).length > 0) {
+      const stages = Object.entries(t.stageEmbeddedTexts);
+      const total = stages.reduce((n, [, v]) => n + v, 0);
+      lines.push(
+        "",
+        `Texts embedded in the throughput run: ${stages.map(([k, v]) => `${k} ${v}`).join(", ")} (stage processes ${total})${t.embeddedTexts !== undefined ? `; embedded runtime ${t.embeddedTexts}` : ""}.`,
       );
     }
   }

@@ -9,6 +9,7 @@ import { isErasure } from "../core/adapters/kafka/topics.ts";
 import { eraseConversation, tenantRecordIds } from "../core/erasure.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
+import type { ErasedRecordsHandOff } from "./erase-handoff.ts";
 
 export interface IndexerErasure {
   tenant: string;
@@ -22,6 +23,11 @@ export interface EraseDeps {
   vectors: VectorStore;
   /** What an erase control erased again (records and raw turns), for metrics and logs. */
   onErased?(erasure: IndexerErasure): void;
+  /**
+   * The process's hand-off between its two consumers (erase-handoff.ts): the raw-turn consumer
+   * gives the records it erased, the records consumer tombstones them too.
+   */
+  handOff?: { role: "give" | "take"; ids: ErasedRecordsHandOff };
 }
 
 /** The stores' side of an erase control; returns the erased record ids (for their tombstones). */
@@ -77,6 +83,9 @@ export const eraseControl = async (
   });
   // The records this erasure removed again, and those the stores' erasure removed before the
   // control (its ids travel on it): every candidate set written for them is ahead of the tombstone.
-  const ids = [...new Set([...erased.records, ...(input.erasedIds ?? [])])];
+  const handOff = deps.handOff;
+  if (handOff?.role === "give") handOff.ids.give(parsed.tenant, conversation, erased.records);
+  const handedOver = handOff?.role === "take" ? handOff.ids.erasedBy(parsed.tenant, conversation) : [];
+  const ids = [...new Set([...erased.records, ...(input.erasedIds ?? []), ...handedOver])];
   return ids.map((recordId) => ({ key: recordId, control: "erase" }));
 };

@@ -14,6 +14,7 @@ import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
+import { ErasedRecordsHandOff } from "./erase-handoff.ts";
 import { FreshnessGate } from "./freshness-gate.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
@@ -30,7 +31,13 @@ await runStageProcess({
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
-    const embedder = stageEmbedder(model, undefined, config.cache.embeddingEntries);
+    // Its model calls are counted (memory_embedded_texts_total) like the segmenter's: the bench says
+    // which stage embeds what.
+    const embedder = stageEmbedder(
+      model,
+      (calls, texts) => metrics.embedding(calls, texts),
+      config.cache.embeddingEntries,
+    );
     // The records consumer embeds in slices, so that an arriving raw turn waits for one slice of
     // a segment's record texts at most, not all of them (sliced-embedder.ts). Without the
     // raw-turn consumer there is nobody to let in between: one call, as before.
@@ -39,6 +46,9 @@ await runStageProcess({
     const yieldTo = gate ? () => gate.idle() : undefined;
     const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
+    // Records the raw-turn consumer erases before the records consumer gets to the same erase
+    // control are tombstoned by that one too, after its candidate sets (erase-handoff.ts).
+    const erased = new ErasedRecordsHandOff();
     return {
       handler: indexerStage({
         input: codecs.records,
@@ -50,6 +60,7 @@ await runStageProcess({
         ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,
+        ...(config.kafka.rawTurnsAtOnce ? { handOff: { role: "take" as const, ids: erased } } : {}),
       }),
       companions: config.kafka.rawTurnsAtOnce
         ? [
@@ -60,6 +71,7 @@ await runStageProcess({
               vectors: stores.vectors,
               embedder,
               onErased,
+              handOff: { role: "give", ids: erased },
               partitionsAtOnce: config.kafka.rawTurnPartitionsAtOnce,
               ...(gate ? { gate } : {}),
             }),

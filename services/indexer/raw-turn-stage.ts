@@ -10,13 +10,16 @@
  * rewrites the same rows. Erase controls reach this consumer too (sensory forwards them in partition
  * order), after every turn produced before them: it erases again what it wrote since the caller's
  * immediate erasure, with the indexer's own rule and tombstones (erase-in-stores.ts).
+ *
+ * A turn arrives with the vector the sensory stage computed (turn-embedding.ts): it is stored as it
+ * is, not embedded again. Only a turn without one, or with another model's, is embedded here.
  */
 import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
+import { carriedVector, type SensoryEvent } from "../core/adapters/kafka/turn-embedding.ts";
 import { turnRowId } from "../core/ids.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
-import type { SensoryTurn } from "../core/types.ts";
 import { type EraseDeps, eraseControl } from "./erase-in-stores.ts";
 import type { FreshnessGate } from "./freshness-gate.ts";
 import { indexRawTurns } from "./raw-turns.ts";
@@ -25,11 +28,14 @@ import { indexRawTurns } from "./raw-turns.ts";
 export const RAW_TURN_STAGE = "indexer-raw-turns";
 
 export interface RawTurnStageDeps extends EraseDeps {
-  input: TopicCodec<SensoryTurn>;
+  input: TopicCodec<SensoryEvent>;
   output: TopicCodec<UpdateCandidatesEvent>;
   graph: GraphStore;
   vectors: VectorStore;
-  /** A caching embedder: shared with the records consumer, which then finds these turns' texts. */
+  /**
+   * A caching embedder, shared with the records consumer: embeds the turns that carry no vector of
+   * its model (the records consumer then reads their stored vectors at segment close).
+   */
   embedder: Embedder;
   onIndexed?(turns: number): void;
   /**
@@ -42,7 +48,7 @@ export interface RawTurnStageDeps extends EraseDeps {
   gate?: FreshnessGate;
 }
 
-export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, UpdateCandidatesEvent, never> => {
+export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryEvent, UpdateCandidatesEvent, never> => {
   /**
    * Row ids prepare() wrote whose handle() has not run yet: handle() has nothing left to do for
    * them. Not cleared as a whole per chunk: chunks of other partitions run at the same time (a
@@ -54,10 +60,16 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
   const written = new Set<string>();
   /** Ids kept at most (chunks abandoned for good leave theirs behind): beyond it all are forgotten. */
   const WRITTEN_MAX = 10_000;
-  const rowIdOf = (t: SensoryTurn): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
-  const write = (turns: SensoryTurn[]): Promise<number> =>
-    deps.gate ? deps.gate.urgent(() => indexRawTurns(deps, turns)) : indexRawTurns(deps, turns);
-  const keyMatches = (key: string, t: SensoryTurn): boolean => {
+  const rowIdOf = (t: SensoryEvent): string => `${t.tenant}\u0000${turnRowId(t.conversation, t.turnId)}`;
+  const index = (turns: SensoryEvent[]): Promise<number> =>
+    indexRawTurns(
+      deps,
+      turns,
+      turns.map((t) => carriedVector(t, deps.embedder)),
+    );
+  const write = (turns: SensoryEvent[]): Promise<number> =>
+    deps.gate ? deps.gate.urgent(() => index(turns)) : index(turns);
+  const keyMatches = (key: string, t: SensoryEvent): boolean => {
     const parsed = parseConversationKey(key);
     return parsed !== undefined && parsed.tenant === t.tenant && parsed.conversation === t.conversation;
   };
@@ -75,7 +87,7 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryTurn, 
     async prepare(inputs) {
       if (written.size > WRITTEN_MAX) written.clear();
       for (const { input } of inputs) if (input.kind === "event") written.delete(rowIdOf(input.value));
-      const turns: SensoryTurn[] = [];
+      const turns: SensoryEvent[] = [];
       for (const { key, input } of inputs) {
         if (input.kind === "control") break;
         if (keyMatches(key, input.value)) turns.push(input.value);

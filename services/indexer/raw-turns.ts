@@ -25,18 +25,37 @@ export interface RawTurnDeps {
 /** The text a raw turn's vector is computed from (the boundary gate embeds the same string). */
 export const rawTurnText = (t: Pick<SegmentTurn, "speaker" | "text">): string => turnEmbeddingText(t.speaker, t.text);
 
+/** Every turn's vector: the given ones as they are, the missing ones embedded in one call. */
+const completeVectors = async (
+  embedder: Embedder,
+  turns: readonly ArrivingTurn[],
+  given: readonly (Float32Array | undefined)[] = [],
+): Promise<Float32Array[]> => {
+  const missing: number[] = [];
+  for (let i = 0; i < turns.length; i++) if (given[i] === undefined) missing.push(i);
+  if (missing.length === 0) return given as Float32Array[];
+  const fresh = await embedder.embed(missing.map((i) => rawTurnText(turns[i] as ArrivingTurn)));
+  const out = [...given];
+  missing.forEach((turn, j) => {
+    out[turn] = fresh[j];
+  });
+  return out as Float32Array[];
+};
+
 /**
  * Writes the turns' vectors, then their rows (a turn is only listed once its vector exists, as in
  * indexSegment), one write of each per tenant and conversation. `vectors` (same order as `turns`)
- * skips the embedding where the caller has it already (the embedded runtime's boundary gate).
+ * skips the embedding where the caller has a turn's vector already (the embedded runtime's boundary
+ * gate; in Kafka, the vector the sensory stage sent with the turn); the turns without one (an
+ * undefined entry) are embedded, in one call.
  */
 export const indexRawTurns = async (
   deps: RawTurnDeps,
   turns: readonly ArrivingTurn[],
-  vectors?: readonly Float32Array[],
+  vectors?: readonly (Float32Array | undefined)[],
 ): Promise<number> => {
   if (turns.length === 0) return 0;
-  const embedded = vectors ?? (await deps.embedder.embed(turns.map(rawTurnText)));
+  const embedded = await completeVectors(deps.embedder, turns, vectors);
   const groups = new Map<string, { tenant: string; conversation: string; items: VectorItem[]; rows: SegmentTurn[] }>();
   turns.forEach((t, i) => {
     const key = `${t.tenant}\u0000${t.conversation}`;

@@ -4,14 +4,19 @@
  * changelog). Control messages flush; the runtime's tick flushes idle keys through the same
  * transactional path. An erase control drops the state of its conversation (or of every
  * conversation of its tenant) without releasing the open segment or buffer, and travels on.
+ *
+ * A turn arriving with its embedding (the sensory stage's, same model: turn-embedding.ts) is not
+ * embedded again; one without (an older producer, another model) is embedded here, as before. The
+ * state keeps no turn vector either way (segmentTurnOf), so the changelog format is unchanged.
  */
 import type { TopicCodec } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageHandler, type StageInput } from "../core/adapters/kafka/stage-runtime.ts";
 import { erasedKeys, isErasure } from "../core/adapters/kafka/topics.ts";
+import { carriedVector, type SensoryEvent } from "../core/adapters/kafka/turn-embedding.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder } from "../core/ports.ts";
 import { turnEmbeddingText } from "../core/turn-text.ts";
-import { keyOf, type Segment, type SensoryTurn } from "../core/types.ts";
+import { keyOf, type Segment } from "../core/types.ts";
 import type { AttentionScorer, TurnPair } from "./attention-scorer.ts";
 import {
   initialSegmenterState,
@@ -37,10 +42,13 @@ export const migrateSegmenterState = (fromVersion: number, json: string): Segmen
 };
 
 export interface SegmenterStageDeps {
-  input: TopicCodec<SensoryTurn>;
+  input: TopicCodec<SensoryEvent>;
   output: TopicCodec<Segment>;
   stateCodec: StageStateCodec;
-  /** A caching embedder: prepare() embeds a chunk's turns in one call, handle() hits the cache. */
+  /**
+   * A caching embedder: prepare() embeds a chunk's turns in one call, handle() hits the cache.
+   * Turns that carry its model's vector are not embedded.
+   */
   embedder: Embedder;
   cfg: SegmenterConfig;
   /** Attention shares (cfg.boundaries attention / both); prepare() computes a chunk's pairs in one call. */
@@ -48,7 +56,7 @@ export interface SegmenterStageDeps {
   clock?: () => number;
 }
 
-type StageStateCodec = NonNullable<StageHandler<SensoryTurn, Segment, SegmenterState>["state"]>["codec"];
+type StageStateCodec = NonNullable<StageHandler<SensoryEvent, Segment, SegmenterState>["state"]>["codec"];
 
 const splitKey = (key: string): { tenant: string; conversation: string } => {
   const parsed = parseConversationKey(key);
@@ -56,9 +64,9 @@ const splitKey = (key: string): { tenant: string; conversation: string } => {
   return parsed;
 };
 
-const textOf = (t: SensoryTurn): string => turnEmbeddingText(t.speaker, t.text);
+const textOf = (t: SensoryEvent): string => turnEmbeddingText(t.speaker, t.text);
 
-export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTurn, Segment, SegmenterState> => {
+export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryEvent, Segment, SegmenterState> => {
   const clock = deps.clock ?? Date.now;
   const usesAttention = (deps.cfg.boundaries ?? "gate") !== "gate";
   if (usesAttention && !deps.attention)
@@ -70,7 +78,9 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
     output: deps.output,
     state: { version: SEGMENTER_STATE_VERSION, codec: deps.stateCodec, migrate: migrateSegmenterState },
     async prepare(inputs) {
-      const texts = inputs.flatMap(({ input }) => (input.kind === "event" ? [textOf(input.value)] : []));
+      const texts = inputs.flatMap(({ input }) =>
+        input.kind === "event" && !carriedVector(input.value, deps.embedder) ? [textOf(input.value)] : [],
+      );
       if (texts.length > 0) await deps.embedder.embed(texts);
       if (usesAttention && deps.attention) {
         // Consecutive turns of one key in the chunk; a key's first turn pairs with its stored
@@ -90,7 +100,7 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
         if (pairs.length > 0) await deps.attention.prepare(pairs);
       }
     },
-    async handle(key, input: StageInput<SensoryTurn>, state) {
+    async handle(key, input: StageInput<SensoryEvent>, state) {
       const nowMs = clock();
       if (input.kind === "control") {
         if (isErasure(input.control)) {
@@ -112,7 +122,7 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
       const { tenant, conversation } = splitKey(key);
       if (tenant !== turn.tenant || conversation !== turn.conversation)
         throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
-      const [embedding] = await deps.embedder.embed([textOf(turn)]);
+      const embedding = carriedVector(turn, deps.embedder) ?? (await deps.embedder.embed([textOf(turn)]))[0];
       if (!embedding) throw new Error("embedder returned no vector");
       const current = state ?? initialSegmenterState(tenant, conversation);
       const previous = current.open?.turns.at(-1);
@@ -128,7 +138,7 @@ export const segmenterStage = (deps: SegmenterStageDeps): StageHandler<SensoryTu
       return { outputs: out(r.segments), state: r.state };
     },
     tick(states, nowMs) {
-      const due: { key: string; input: StageInput<SensoryTurn> }[] = [];
+      const due: { key: string; input: StageInput<SensoryEvent> }[] = [];
       for (const [key, s] of states)
         if (isIdle(s, nowMs, deps.cfg)) due.push({ key, input: { kind: "control", control: "idle" } });
       return due;

@@ -62,16 +62,30 @@ describe("bench freshness report", () => {
         },
       }),
     );
-    assert.match(md, /\| produce → sensory wrote the turn \(fetch, compress\) \| 80 \| 40 \| 80 \| 120 \|/);
+    assert.match(md, /\| produce → sensory wrote the turn \(fetch, compress, embed\) \| 80 \| 40 \| 80 \| 120 \|/);
     assert.match(md, /\| written → read_committed consumer has it \(transaction, fetch\) \| 80 \| 60 \| 120 \| 180 \|/);
-    assert.match(
-      md,
-      /\| consumer has it → raw turn queryable \(embed, store writes, poll\) \| 80 \| 300 \| 600 \| 900 \|/,
-    );
+    assert.match(md, /\| consumer has it → raw turn queryable \(store writes, poll\) \| 80 \| 300 \| 600 \| 900 \|/);
     assert.match(
       md,
       /CPU seconds in the throughput run: sensory 5\.0, segmenter 30\.0, encoder 10\.0, indexer 55\.0 \(stage processes 100\.0, without Kafka and Neo4j\); embedded runtime 70\.0\./,
     );
+  });
+
+  it("states the texts each stage's model embedded next to the embedded runtime's", () => {
+    const md = freshnessMarkdown(
+      result({
+        throughput: {
+          ...throughput,
+          stageEmbeddedTexts: { sensory: 419, segmenter: 0, encoder: 0, indexer: 1203 },
+          embeddedTexts: 1622,
+        },
+      }),
+    );
+    assert.match(
+      md,
+      /Texts embedded in the throughput run: sensory 419, segmenter 0, encoder 0, indexer 1203 \(stage processes 1622\); embedded runtime 1622\./,
+    );
+    assert.doesNotMatch(freshnessMarkdown(result({ throughput })), /Texts embedded/, "no line without the figures");
   });
 
   it("says how many raw turns were never seen, and leaves out the throughput table when not run", () => {

@@ -27,16 +27,17 @@ import {
   readShaped,
 } from "./reference.ts";
 
-export type StageName = "segmenter" | "encoder" | "indexer";
+export type StageName = "sensory" | "segmenter" | "encoder" | "indexer";
 export const PIPE: readonly StageName[] = ["segmenter", "encoder", "indexer"];
-const INPUT_OF: Record<StageName, keyof Pick<TopicNames, "sensory" | "segments" | "records">> = {
+const INPUT_OF: Record<StageName, keyof Pick<TopicNames, "turns" | "sensory" | "segments" | "records">> = {
+  sensory: "turns",
   segmenter: "sensory",
   encoder: "segments",
   indexer: "records",
 };
-const MAX_CHUNK: Record<StageName, number> = { segmenter: 4, encoder: 1, indexer: 1 };
+const MAX_CHUNK: Record<StageName, number> = { sensory: 4, segmenter: 4, encoder: 1, indexer: 1 };
 /** Commits of an instance before it may be the zombie (so that it has state and offsets behind it). */
-export const ZOMBIE_AFTER: Record<StageName, number> = { segmenter: 6, encoder: 2, indexer: 2 };
+export const ZOMBIE_AFTER: Record<StageName, number> = { sensory: 2, segmenter: 6, encoder: 2, indexer: 2 };
 const CONVERSATIONS = 6;
 
 export interface Instance {

@@ -21,16 +21,10 @@ import {
   SerdeType,
 } from "@confluentinc/schemaregistry";
 import { z } from "zod";
-import {
-  DeadLetterSchema,
-  RecordsEventSchema,
-  SegmentSchema,
-  SensoryTurnSchema,
-  TurnSchema,
-  UpdateCandidateSchema,
-} from "../../types.ts";
+import { DeadLetterSchema, RecordsEventSchema, SegmentSchema, TurnSchema, UpdateCandidateSchema } from "../../types.ts";
 import { classifyError } from "./error-class.ts";
 import type { TopicNames } from "./topics.ts";
+import { SensoryEventSchema } from "./turn-embedding.ts";
 
 export const SCHEMA_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "schemas", "avro");
 
@@ -184,7 +178,8 @@ export class RegistrySerdes {
 /** The codecs of every data topic (registered at start-up). */
 export interface PipelineCodecs {
   turns: TopicCodec<z.output<typeof TurnSchema>>;
-  sensory: TopicCodec<z.output<typeof SensoryTurnSchema>>;
+  /** Sensory turns, each with its embedding when the sensory stage computed one (turn-embedding.ts). */
+  sensory: TopicCodec<z.output<typeof SensoryEventSchema>>;
   segments: TopicCodec<z.output<typeof SegmentSchema>>;
   records: TopicCodec<z.output<typeof RecordsEventSchema>>;
   updateQueue: TopicCodec<UpdateCandidatesEvent>;
@@ -193,7 +188,7 @@ export interface PipelineCodecs {
 
 export const openPipelineCodecs = async (serdes: RegistrySerdes, topics: TopicNames): Promise<PipelineCodecs> => ({
   turns: await serdes.codec(topics.turns, SCHEMA_FILES.turns, TurnSchema),
-  sensory: await serdes.codec(topics.sensory, SCHEMA_FILES.sensory, SensoryTurnSchema),
+  sensory: await serdes.codec(topics.sensory, SCHEMA_FILES.sensory, SensoryEventSchema),
   segments: await serdes.codec(topics.segments, SCHEMA_FILES.segments, SegmentSchema),
   records: await serdes.codec(topics.records, SCHEMA_FILES.records, RecordsEventSchema),
   updateQueue: await serdes.codec(topics.updateQueue, SCHEMA_FILES.updateQueue, UpdateCandidatesEventSchema),

@@ -74,3 +74,28 @@ export const applySchema = async (
   }
   await driver.executeQuery(`CALL db.awaitIndexes(${Math.max(1, Math.floor(awaitSeconds))})`, {}, config);
 };
+
+/** Attempts of an auto-commit statement that fails transiently (deadlock, leader switch). */
+const AUTO_COMMIT_ATTEMPTS = 5;
+
+/**
+ * Runs an idempotent auto-commit statement (one that `CALL … IN TRANSACTIONS` needs, which
+ * executeWrite cannot run) again when it fails transiently. Unlike executeWrite, the driver does
+ * not retry these itself: a tenant erase racing the indexer's own erase can hit a deadlock, and
+ * that must not reach the caller as a 500. Backoff 50, 100, 200, 400 ms.
+ */
+export const runAutoCommitRetrying = async (
+  session: { run(cypher: string, params?: Record<string, unknown>): Promise<unknown> },
+  cypher: string,
+  params?: Record<string, unknown>,
+): Promise<void> => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await session.run(cypher, params);
+      return;
+    } catch (error) {
+      if (attempt >= AUTO_COMMIT_ATTEMPTS || !neo4j.isRetryableError(error as Error)) throw error;
+      await new Promise((done) => setTimeout(done, 50 * 2 ** (attempt - 1)));
+    }
+  }
+};

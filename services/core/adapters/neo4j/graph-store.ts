@@ -24,7 +24,16 @@ import { DAY_MS, entityKeys, normaliseKey, recordSpan, spanBuckets, topicKeys } 
 import type { Neighbour } from "../../text/fuzzy-terms.ts";
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
-import { applySchema, int, type Neo4jConnectionOptions, nextSeq, num, openDriver, rows } from "./driver.ts";
+import {
+  applySchema,
+  int,
+  type Neo4jConnectionOptions,
+  nextSeq,
+  num,
+  openDriver,
+  rows,
+  runAutoCommitRetrying,
+} from "./driver.ts";
 import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
 import { termNeighbours, termsPresent } from "./vocabulary.ts";
@@ -601,7 +610,8 @@ export class Neo4jGraphStore implements GraphStore {
     const session = this.session();
     try {
       for (const label of GRAPH_LABELS) {
-        await session.run(
+        await runAutoCommitRetrying(
+          session,
           `MATCH (n:${label} {tenant: $tenant})
            CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS`,
           { tenant },

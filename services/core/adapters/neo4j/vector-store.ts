@@ -2,7 +2,15 @@ import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
 import type { VectorFilter, VectorHit, VectorItem, VectorKind, VectorPayload, VectorStore } from "../../ports.ts";
 import type { RecordType } from "../../types.ts";
 import { compileFilter, entityKey } from "../../vector-filter.ts";
-import { applySchema, int, type Neo4jConnectionOptions, num, openDriver, rows } from "./driver.ts";
+import {
+  applySchema,
+  int,
+  type Neo4jConnectionOptions,
+  num,
+  openDriver,
+  rows,
+  runAutoCommitRetrying,
+} from "./driver.ts";
 
 export interface Neo4jVectorStoreOptions extends Neo4jConnectionOptions {
   /** Node label of the vectors (default "Vector"); one label, one vector index. */
@@ -335,7 +343,8 @@ export class Neo4jVectorStore implements VectorStore {
   async deleteTenant(tenant: string): Promise<void> {
     const session = this.session();
     try {
-      await session.run(
+      await runAutoCommitRetrying(
+        session,
         `MATCH (v:${this.label} {tenant: $tenant}) CALL (v) { DETACH DELETE v } IN TRANSACTIONS OF 5000 ROWS`,
         { tenant },
       );

@@ -6,7 +6,7 @@ import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
 import { registerFreshnessCommand } from "./freshness.ts";
 import { runLoadBench } from "./load.ts";
 import { DEFAULT_BUDGETS, parseBudgets, runBench, writeReportFiles } from "./run.ts";
-import { DEFAULT_SCALE_SIZES, runScaleBench } from "./scale.ts";
+import { DEFAULT_SCALE_SIZES, runScaleBench, SCALE_STORES, type ScaleStore } from "./scale.ts";
 import { renderSegmentationMarkdown, runSegmentationBench } from "./segmentation.ts";
 import type { DatasetSpec } from "./types.ts";
 
@@ -178,7 +178,7 @@ const runLoad = async (config: Config, o: LoadFlags): Promise<void> => {
 interface ScaleFlags {
   data: string;
   records: number[];
-  store: "embedded";
+  store: ScaleStore;
   queries: number;
   tenants: number;
   keepStore?: string;
@@ -306,7 +306,14 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
         .argParser(sizesArg)
         .default(DEFAULT_SCALE_SIZES, DEFAULT_SCALE_SIZES.join(",")),
     )
-    .addOption(new Option("--store <kind>", "store kind").choices(["embedded"]).default("embedded"))
+    .addOption(
+      new Option(
+        "--store <kind>",
+        "store kind (neo4j: the configured server, tenants of a run prefix, erased at the end)",
+      )
+        .choices(SCALE_STORES)
+        .default("embedded"),
+    )
     .option("--queries <n>", "questions of each scope (conversation, tenant-wide) at each size", positive, 100)
     .option("--tenants <n>", "tenants the conversation copies are spread over", positive, 10)
     .option("--keep-store <dir>", "build the store in this (empty) folder and keep it, to profile or inspect it")

@@ -4,19 +4,20 @@
  * own write path (indexSegment: vectors, graph batch, update candidates) over many tenants, and
  * measured at each requested size: query latency (conversation-scoped and tenant-wide, total and
  * per route) next to the question embedding's own time in the same run, write throughput, resident
- * memory, bytes on disk per record and cold start (open + every tenant's index loaded).
+ * memory, bytes on disk per record and cold start (open + every tenant's index loaded). `--store neo4j`
+ * grows the Neo4j runtime's stores the same way (tenants of a run prefix, erased at the end).
  *
  * Vectors: the first copy of each dev conversation gets real embeddings (the sample); every later
  * copy gets, per text, the real vector of the same position in the first copy perturbed
  * (scale-data.ts perturb), so the neighbourhood structure is that of real data.
  */
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { SingleBar } from "cli-progress";
 import { openEmbedder, querySettingsFrom } from "../composition/parts.ts";
-import { type OpenedSqliteStores, openSqliteStores } from "../composition/stores.ts";
+import { type OpenedStores, openSqliteStores, openStores } from "../composition/stores.ts";
 import type { Config } from "../core/config.ts";
 import { type LocomoConversation, loadLocomo } from "../core/datasets/locomo.ts";
 import type { Embedder, EmbedderStats } from "../core/ports.ts";
@@ -32,6 +33,10 @@ import { fmt, fmtInt, markdownTable } from "./table.ts";
 
 export const DEFAULT_SCALE_SIZES = [10_000, 50_000];
 
+/** Where the bench grows its store: the embedded stores (SQLite + HNSW) or the Neo4j runtime's. */
+export const SCALE_STORES = ["embedded", "neo4j"] as const;
+export type ScaleStore = (typeof SCALE_STORES)[number];
+
 /** Queries of each kind before the measured ones (JIT, statement caches, page cache). */
 const WARM_UP_QUERIES = 5;
 
@@ -42,7 +47,13 @@ export interface ScaleBenchOptions {
   data: string;
   /** Sizes in memory records (raw turns are stored besides), ascending. */
   sizes: readonly number[];
-  store?: "embedded";
+  /**
+   * embedded (default): SQLite graph + HNSW vectors in a fresh folder. neo4j: the stores of the
+   * Neo4j runtime composition (Neo4j graph, and the vectors the configuration puts with it: Neo4j's
+   * vector index, or Qdrant), on the configured server, under tenants of a prefix unique to the
+   * run, erased at the end.
+   */
+  store?: ScaleStore;
   /** Questions of each kind (conversation-scoped, tenant-wide) at each size (default 100). */
   queries?: number;
   /** Tenants the conversation copies are spread over, round-robin (default 10). */
@@ -89,15 +100,21 @@ export interface ScaleSizeResult {
   /** Query p95 over question-embedding p95 (same run). */
   p95OverEmbedding: { conversation: number | undefined; tenant: number | undefined };
   memory: { rssBytes: number; heapUsedBytes: number; externalBytes: number };
-  disk: { bytes: number; bytesPerRecord: number };
-  /** Opening the stores and loading every tenant's vector index from its file. */
+  /** The store folder's size (embedded); null for a server store (its files are the server's). */
+  disk: { bytes: number; bytesPerRecord: number } | null;
+  /**
+   * Opening the stores and one vector search per tenant: embedded, every tenant's index loaded from
+   * its file; neo4j, a new driver, the schema check and a first query per tenant.
+   */
   coldStartMs: number;
 }
 
 export interface ScaleBenchReport {
   config: {
     bench: "scale";
-    store: "embedded";
+    store: ScaleStore;
+    /** The tenants' names are this prefix + t<i> (neo4j: unique to the run, erased at the end). */
+    tenantPrefix: string;
     dataFile: string;
     dataSha256: string;
     sizes: number[];
@@ -183,13 +200,25 @@ export const runScaleBench = async (
   const dev = loadLocomo(dataFile);
   if (dev.length === 0) throw new Error(`no conversations in ${dataFile}`);
 
+  const store: ScaleStore = options.store ?? "embedded";
+  if (store === "neo4j" && options.keepStore) throw new Error("bench scale: --keep-store is for the embedded store");
+  // Tenants of a Neo4j run carry a prefix of their own: the server is shared (tests, other runs),
+  // and the cleanup at the end erases exactly these tenants.
+  const tenantPrefix = store === "neo4j" ? `scale-${randomUUID().slice(0, 8)}-` : "scale-";
+
   const embedder = options.embedder ?? (await openEmbedder(options.config));
   const dataDir = options.keepStore ? resolve(options.keepStore) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
   if (options.keepStore) {
     mkdirSync(dataDir, { recursive: true });
     if (readdirSync(dataDir).length > 0) throw new Error(`bench scale: --keep-store folder ${dataDir} is not empty`);
   }
-  const config: Config = { ...options.config, dataDir };
+  const config: Config = {
+    ...options.config,
+    dataDir,
+    ...(store === "neo4j" ? { store: { ...options.config.store, kind: "neo4j" as const } } : {}),
+  };
+  const openScaleStores = async (): Promise<OpenedStores> =>
+    store === "neo4j" ? openStores(config, "neo4j") : openSqliteStores(config);
   const settings = querySettingsFrom(config);
   const rnd = seededRandom(seed);
   const bar = options.progress
@@ -202,10 +231,13 @@ export const runScaleBench = async (
     : undefined;
   bar?.start(sizes[sizes.length - 1] as number, 0, { phase: "build" });
 
-  let stores: OpenedSqliteStores = openSqliteStores(config);
+  let stores: OpenedStores = await openScaleStores();
+  log(`scale: store ${stores.label}${store === "neo4j" ? `, tenants ${tenantPrefix}*` : ""}`);
   const results: ScaleSizeResult[] = [];
   const built: BuiltConversation[] = [];
   const recordsPerTenant = new Map<string, number>();
+  /** Every tenant written to (the Neo4j cleanup's list: a tenant counts from its first write). */
+  const touched = new Set<string>();
   /** Real vectors of the first copy by conversation / segment index / text index. */
   const realVectors = new Map<string, Float32Array>();
   const realPool: Float32Array[] = [];
@@ -221,7 +253,8 @@ export const runScaleBench = async (
     const report: ScaleBenchReport = {
       config: {
         bench: "scale",
-        store: "embedded",
+        store,
+        tenantPrefix,
         dataFile,
         dataSha256: createHash("sha256").update(bytes).digest("hex"),
         sizes,
@@ -248,7 +281,8 @@ export const runScaleBench = async (
     await embedder.embed(["warm-up"]);
     const prepared = new PreparedEmbedder(embedder.dimension);
     const buildOne = async (source: LocomoConversation, c: number): Promise<{ seconds: number; vectors: number }> => {
-      const tenant = `scale-t${built.length % tenantCount}`;
+      const tenant = `${tenantPrefix}t${built.length % tenantCount}`;
+      touched.add(tenant);
       const conversation = `${source.id}-c${c}`;
       const disguise = disguiseOf(source, c);
       const segments = fixedSegments(tenant, conversation, disguiseTurns(source, disguise), segmentTurns);
@@ -357,9 +391,9 @@ export const runScaleBench = async (
 
       // Cold start: close, reopen, load every tenant's index from its file.
       await stores.close();
-      const disk = diskBytes(dataDir);
+      const disk = store === "embedded" ? diskBytes(dataDir) : undefined;
       const c0 = performance.now();
-      stores = openSqliteStores(config);
+      stores = await openScaleStores();
       const probe = new Float32Array(embedder.dimension);
       probe[0] = 1;
       for (const tenant of recordsPerTenant.keys()) await stores.vectors.search(tenant, probe, 1);
@@ -382,7 +416,7 @@ export const runScaleBench = async (
         questionEmbedding: embedLatency,
         p95OverEmbedding: { conversation: ratio(queryConv.p95), tenant: ratio(queryWide.p95) },
         memory: { rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, externalBytes: mem.external },
-        disk: { bytes: disk, bytesPerRecord: disk / records },
+        disk: disk === undefined ? null : { bytes: disk, bytesPerRecord: disk / records },
         coldStartMs,
       });
       const last = results[results.length - 1] as ScaleSizeResult;
@@ -394,6 +428,17 @@ export const runScaleBench = async (
     }
   } finally {
     bar?.stop();
+    if (store === "neo4j") {
+      // Erase the run's tenants (graph and vectors); a failure is reported with the prefix to erase by hand.
+      try {
+        for (const tenant of touched) {
+          await stores.graph.deleteTenant(tenant);
+          await stores.vectors.deleteTenant(tenant);
+        }
+      } catch (err) {
+        log(`scale: cleanup of tenants ${tenantPrefix}* failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
     await stores.close().catch(() => {});
     if (!options.embedder) await embedder.close?.();
     if (!options.keepStore) rmSync(dataDir, { recursive: true, force: true });
@@ -431,7 +476,7 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
       `${fmt(s.p95OverEmbedding.conversation, 2)}, ${fmt(s.p95OverEmbedding.tenant, 2)}`,
       fmt(s.write.recordsPerSecond, 0),
       mb(s.memory.rssBytes),
-      fmtInt(s.disk.bytesPerRecord),
+      s.disk ? fmtInt(s.disk.bytesPerRecord) : "–",
       fmt(s.coldStartMs, 0),
     ]),
   );

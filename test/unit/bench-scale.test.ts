@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import { runScaleBench, type ScaleBenchReport } from "../../services/bench/scale.ts";
 import { disguiseOf, disguiseTurns, fixedSegments, perturb, seededRandom } from "../../services/bench/scale-data.ts";
+import { openStores } from "../../services/composition/stores.ts";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { loadLocomo } from "../../services/core/datasets/locomo.ts";
@@ -102,12 +103,49 @@ describe("bench scale", () => {
       assert.equal(s.questionEmbedding.n, 12);
       assert.ok((s.p95OverEmbedding.conversation as number) > 0);
       assert.ok(s.write.recordsPerSecond > 0 && s.write.vectorsPerSecond > 0);
-      assert.ok(s.memory.rssBytes > 0 && s.disk.bytesPerRecord > 0 && s.coldStartMs > 0);
+      assert.ok(s.memory.rssBytes > 0 && (s.disk?.bytesPerRecord ?? 0) > 0 && s.coldStartMs > 0);
     }
     assert.match(markdown, /# bench scale \(embedded\)/);
     assert.match(markdown, /## Per route/);
     assert.equal(files.length, 2);
     const json = JSON.parse(readFileSync(files.find((f) => f.endsWith(".json")) as string, "utf8")) as ScaleBenchReport;
     assert.equal(json.sizes.length, 2);
+  });
+
+  it("--store neo4j: grows the Neo4j runtime's stores under a run prefix and erases them at the end", {
+    skip: process.env.NEO4J_URI ? false : "NEO4J_URI not set",
+  }, async () => {
+    const config = loadConfig({}, process.env);
+    const { report, markdown } = await runScaleBench({
+      config: { ...config, modelDir: join(dir, "no-models") },
+      data: locomoFile(),
+      sizes: [120],
+      store: "neo4j",
+      queries: 4,
+      tenants: 2,
+      // The shared server's vector index has the real embedder's dimension.
+      embedder: new HashingEmbedder(384),
+      out: null,
+      progress: false,
+    });
+    const [s] = report.sizes;
+    assert.ok(s && s.records >= 120 && s.tenants === 2);
+    assert.equal(report.config.store, "neo4j");
+    assert.match(report.config.tenantPrefix, /^scale-[0-9a-f]{8}-$/);
+    assert.equal(s.disk, null);
+    assert.equal(s.query.conversation.n, 4);
+    assert.ok(s.write.recordsPerSecond > 0 && s.coldStartMs > 0);
+    assert.match(markdown, /# bench scale \(neo4j\)/);
+    // The run's tenants are gone from the graph and the vectors.
+    const stores = await openStores(config, "neo4j");
+    try {
+      for (const t of ["t0", "t1"]) {
+        const tenant = `${report.config.tenantPrefix}${t}`;
+        assert.equal(await stores.graph.countRecords(tenant), 0, tenant);
+        assert.equal(await stores.vectors.count(tenant), 0, tenant);
+      }
+    } finally {
+      await stores.close();
+    }
   });
 });

@@ -255,9 +255,45 @@ export class VectorBlock {
       for (let i = 0; i < dim; i++) s += (query[i] as number) * (data[base + i] as number);
       scores[j] = s;
     }
-    const order = Array.from({ length: slots.length }, (_, j) => j);
     const labelOf = (j: number): number => this.labels[slots[j] as number] as number;
-    order.sort((a, b) => (scores[b] as number) - (scores[a] as number) || labelOf(a) - labelOf(b));
-    return order.slice(0, k).map((j) => ({ label: labelOf(j), score: scores[j] as number }));
+    return bestK(scores, labelOf, k).map((j) => ({ label: labelOf(j), score: scores[j] as number }));
   }
 }
+
+/**
+ * The indexes of the best k scores, best first, ties by label ascending: the first k of a full sort
+ * in that order, found by keeping only the best k seen so far (most items lose against the k-th at
+ * once), so a search for a few neighbours among thousands of candidates sorts k items, not all.
+ */
+export const bestK = (scores: Float64Array, labelOf: (j: number) => number, k: number): number[] => {
+  const n = scores.length;
+  const size = Math.max(0, Math.min(Math.floor(k), n));
+  if (size === 0) return [];
+  // a before b in the result order.
+  const before = (a: number, b: number): boolean => {
+    const sa = scores[a] as number;
+    const sb = scores[b] as number;
+    return sa > sb || (sa === sb && labelOf(a) < labelOf(b));
+  };
+  if (size * 4 > n) {
+    // Most of the items are kept anyway: one sort.
+    const order = Array.from({ length: n }, (_, j) => j);
+    order.sort((a, b) => (scores[b] as number) - (scores[a] as number) || labelOf(a) - labelOf(b));
+    return order.slice(0, size);
+  }
+  const top: number[] = [];
+  for (let j = 0; j < n; j++) {
+    if (top.length === size && !before(j, top[size - 1] as number)) continue;
+    // Insert j in order (binary search for the first item it goes before).
+    let lo = 0;
+    let hi = top.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (before(top[mid] as number, j)) lo = mid + 1;
+      else hi = mid;
+    }
+    top.splice(lo, 0, j);
+    if (top.length > size) top.pop();
+  }
+  return top;
+};

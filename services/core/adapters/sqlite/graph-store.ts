@@ -745,9 +745,12 @@ export class SqliteGraphStore implements GraphStore {
     const params: Param[] = [tenant, jsonList(keys)];
     if (conversation !== undefined) params.push(conversation);
     params.push(...valid.params, limit);
+    // Tenant-wide, the topic index is named: without statistics the planner walks the primary
+    // key's (tenant, record_id, …) prefix, every topic row of the tenant, for each lookup.
+    const byTopic = conversation === undefined ? " INDEXED BY record_topics_topic" : "";
     return this.all<ScoreRow>(
       `SELECT r.id AS id, COUNT(DISTINCT t.topic) AS score
-       FROM record_topics t JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
+       FROM record_topics t${byTopic} JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
        WHERE t.tenant = ? AND t.topic IN (SELECT value FROM json_each(?))${conv}
        GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
       ...params,

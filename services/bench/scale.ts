@@ -59,6 +59,12 @@ export interface ScaleBenchOptions {
    * profile or inspect it (default: a temporary folder, removed at the end).
    */
   keepStore?: string;
+  /**
+   * Measure a store this bench built and kept earlier (`keepStore`) without building anything:
+   * it is opened (migrating it if this code's schema is newer), its conversations are read back,
+   * and one size (the store's own) is measured; `sizes` is ignored.
+   */
+  reuseStore?: string;
   /** Output folder; null writes nothing. */
   out: string | null;
   progress?: boolean;
@@ -183,8 +189,10 @@ export const runScaleBench = async (
   const dev = loadLocomo(dataFile);
   if (dev.length === 0) throw new Error(`no conversations in ${dataFile}`);
 
+  if (options.keepStore && options.reuseStore) throw new Error("bench scale: --keep-store or --reuse-store, not both");
   const embedder = options.embedder ?? (await openEmbedder(options.config));
-  const dataDir = options.keepStore ? resolve(options.keepStore) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
+  const kept = options.keepStore ?? options.reuseStore;
+  const dataDir = kept ? resolve(kept) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
   if (options.keepStore) {
     mkdirSync(dataDir, { recursive: true });
     if (readdirSync(dataDir).length > 0) throw new Error(`bench scale: --keep-store folder ${dataDir} is not empty`);
@@ -294,6 +302,29 @@ export const runScaleBench = async (
       return { seconds, vectors };
     };
 
+    if (options.reuseStore) {
+      // The kept store's conversations, in the order the build made them (copy, then dev order).
+      const order = new Map(dev.map((d, i) => [d.id, i]));
+      const rows = stores.db
+        .prepare<[], { tenant: string; conversation: string; n: number }>(
+          "SELECT tenant, conversation, COUNT(*) AS n FROM records GROUP BY tenant, conversation",
+        )
+        .all()
+        .map((r) => {
+          const at = r.conversation.lastIndexOf("-c");
+          const source = dev.find((d) => d.id === r.conversation.slice(0, at));
+          if (!source) throw new Error(`bench scale: --reuse-store: ${r.conversation} is no copy of ${dataFile}`);
+          return { ...r, source, copy: Number(r.conversation.slice(at + 2)) };
+        })
+        .sort((a, b) => a.copy - b.copy || (order.get(a.source.id) ?? 0) - (order.get(b.source.id) ?? 0));
+      for (const r of rows) {
+        built.push({ tenant: r.tenant, conversation: r.conversation, source: r.source, copy: r.copy });
+        recordsPerTenant.set(r.tenant, (recordsPerTenant.get(r.tenant) ?? 0) + r.n);
+        records += r.n;
+      }
+      turns = stores.db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM turns").get()?.n ?? 0;
+      sizes.splice(0, sizes.length, records);
+    }
     for (const size of sizes) {
       let writeSeconds = 0;
       let writeVectors = 0;
@@ -396,7 +427,7 @@ export const runScaleBench = async (
     bar?.stop();
     await stores.close().catch(() => {});
     if (!options.embedder) await embedder.close?.();
-    if (!options.keepStore) rmSync(dataDir, { recursive: true, force: true });
+    if (!kept) rmSync(dataDir, { recursive: true, force: true });
   }
 
   const { report, markdown, files } = writeReport();

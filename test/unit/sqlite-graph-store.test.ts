@@ -26,6 +26,13 @@ const UNDO_MIGRATION_7 = `
   ALTER TABLE record_topics DROP COLUMN conversation;
 `;
 
+/** Rolls back migration 9 (the kept counts' tables): for the older-store tests. */
+const UNDO_MIGRATION_9 = `
+  DROP TABLE lexical_terms;
+  DROP TABLE lexical_scopes;
+  DROP TABLE key_counts;
+`;
+
 describe("SqliteGraphStore (SQLite only)", () => {
   let dir: string;
   let db: SqliteDatabase;
@@ -147,6 +154,7 @@ describe("SqliteGraphStore persistence", () => {
       const expected = await read(a);
       // Back to what version 6 wrote.
       a.db.exec(`
+        ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE t6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
@@ -174,6 +182,47 @@ describe("SqliteGraphStore persistence", () => {
     }
   });
 
+  it("migrates a version-8 store (no kept counts): the backfill equals the counts kept by the writes, reads the same", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-v8-"));
+    try {
+      const a = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t, t === "B")) await a.writeBatch(b);
+      assert.equal(await a.supersede("A", R3("A"), R1("A"), "2023-06-01T00:00:00.000Z"), true);
+      const questions = ["Caroline painting Paris tea", "coffee plans trip sunrise", "Melanie Paris"];
+      const read = async (s: SqliteGraphStore) => {
+        const out: unknown[] = [];
+        for (const conversation of [undefined, "c1", "c2"]) {
+          for (const q of questions) {
+            out.push(await s.searchRecordsLexical("A", q, 5, conversation));
+            out.push(await s.searchTurnsLexical("A", q, 5, conversation));
+          }
+          for (const key of ["Caroline", "Caro", "Paris", "Melanie"])
+            out.push(await s.countRecordsByKey("A", "entity", key, 10, conversation));
+          for (const key of ["travel", "moving", "painting", "tea"])
+            out.push(await s.countRecordsByKey("A", "topic", key, 10, conversation));
+        }
+        return out;
+      };
+      const kept = (s: SqliteGraphStore) =>
+        ["lexical_terms", "lexical_scopes", "key_counts"].map((t) =>
+          s.db.prepare(`SELECT * FROM ${t} ORDER BY 1, 2, 3, 4`).all(),
+        );
+      const expected = await read(a);
+      const keptByWrites = kept(a);
+      assert.ok((keptByWrites[0] as unknown[]).length > 0 && (keptByWrites[2] as unknown[]).length > 0);
+      // Back to what version 8 wrote.
+      a.db.exec(`${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`);
+      await a.close();
+      const b = SqliteGraphStore.open(dir);
+      assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
+      assert.deepEqual(kept(b), keptByWrites);
+      assert.deepEqual(await read(b), expected);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("migrates a version-2 store (FTS over raw text) to the shared lexical terms", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-v2-"));
     try {
@@ -186,6 +235,7 @@ describe("SqliteGraphStore persistence", () => {
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
       a.db.exec(`
+        ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;
         DROP INDEX turns_lex_scope;

@@ -3,7 +3,15 @@ import { CursorCodec } from "../../cursor.ts";
 import type { ConversationSummary, SegmentKey } from "../../explorer.ts";
 import { turnRowId } from "../../ids.ts";
 import { parseConversationKey } from "../../keys.ts";
-import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
+import {
+  anyTermQuery,
+  LEXICAL_POOL_LIMIT,
+  type LexicalHit,
+  type LexicalScope,
+  lexicalText,
+  searchLexical,
+  searchLexicalTopK,
+} from "../../lexical.ts";
 import type {
   ApplyHooks,
   GraphStore,
@@ -27,6 +35,14 @@ import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
+import {
+  adjustCurrentRecord,
+  adjustLexical,
+  deleteTenantCounts,
+  isCurrent,
+  readKeyCount,
+  readLexicalStatistics,
+} from "./scope-counts.ts";
 
 type Statement = BetterSqlite3.Statement<Param[], unknown>;
 
@@ -98,6 +114,16 @@ const validity = (validAt: number | undefined): { sql: string; params: Param[] }
 const poolOf = <T>(read: (ordered: boolean, limit: number) => T[]): T[] => {
   const all = read(false, LEXICAL_POOL_LIMIT + 1);
   return all.length <= LEXICAL_POOL_LIMIT ? all : read(true, LEXICAL_POOL_LIMIT);
+};
+
+/**
+ * The MATCH of one term's postings in a scope, without the items holding any term in `without`
+ * (read already by the top-k ranking).
+ */
+const termMatch = (term: string, without: readonly string[], tenant: string, conversation?: string): string => {
+  const scoped = scopedMatch(anyTermQuery([term]) as string, tenant, conversation);
+  const read = anyTermQuery(without);
+  return read === undefined ? scoped : `(${scoped}) NOT lex : (${read})`;
 };
 
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
@@ -262,6 +288,7 @@ export class SqliteGraphStore implements GraphStore {
       conversation,
       ftsScopeText(tenant, conversation),
     );
+    adjustLexical(this.sql, tenant, "turn", conversation, lex.lex, lex.length, 1);
     return true;
   }
 
@@ -328,6 +355,7 @@ export class SqliteGraphStore implements GraphStore {
         b.month,
       );
     }
+    if ((record.valid.supersededBy ?? null) === null) adjustCurrentRecord(this.sql, tenant, record.id, 1);
   }
 
   /**
@@ -340,6 +368,7 @@ export class SqliteGraphStore implements GraphStore {
       const row = this.all<JsonRow>("SELECT id, json FROM records WHERE tenant = ? AND id = ?", tenant, recordId)[0];
       if (!row) return false;
       const record = JSON.parse(row.json) as MemoryRecord;
+      if (isCurrent(this.sql, tenant, recordId)) adjustCurrentRecord(this.sql, tenant, recordId, -1);
       const to = validTo ?? record.valid.to ?? new Date().toISOString();
       record.valid = { ...record.valid, to, supersededBy };
       this.run(
@@ -479,6 +508,7 @@ export class SqliteGraphStore implements GraphStore {
       this.run("DELETE FROM records_fts WHERE tenant = ?", tenant);
       this.run("DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ?)", tenant);
       this.run("DELETE FROM turns_fts WHERE tenant = ?", tenant);
+      deleteTenantCounts(this.sql, tenant);
       for (const table of [
         "records",
         "record_entities",
@@ -641,9 +671,12 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * BM25 (services/core/lexical.ts) over current records' terms; FTS5 finds the records of the
-   * scope (tenant or conversation: fts-scope.ts) holding any query term, the shared scorer ranks
-   * them (ties: newer said-at, then id).
+   * BM25 (services/core/lexical.ts) over current records' terms, ties: newer said-at, then id.
+   * Current records: MaxScore top k (searchLexicalTopK) over the document frequencies and scope
+   * counts kept with the writes (scope-counts.ts), FTS5 reading one term's records of the scope
+   * (tenant or conversation: fts-scope.ts) at a time. As of `validAt` (those counts are of current
+   * records only): FTS5 finds every record of the scope holding any query term and the shared
+   * scorer counts over them (searchLexical).
    */
   async searchRecordsLexical(
     tenant: string,
@@ -659,17 +692,23 @@ export class SqliteGraphStore implements GraphStore {
       ...(conversation === undefined ? [] : [conversation]),
       ...valid.params,
     ];
+    const read = (match: string, ordered: boolean, limit: number): LexicalHit[] =>
+      this.all<LexicalHit>(
+        `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
+         FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
+         ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
+        ...scoped(match, tenant, tenant),
+        limit,
+      );
+    if (validAt === undefined) {
+      return searchLexicalTopK(text, k, {
+        statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", conversation, terms),
+        postings: async (term, without) => read(termMatch(term, without, tenant, conversation), false, -1),
+      });
+    }
     return searchLexical(text, k, async (match) => ({
-      hits: poolOf((ordered, limit) =>
-        this.all<LexicalHit>(
-          `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
-           FROM records_fts JOIN records r ON r.seq = records_fts.rowid
-           WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
-           ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
-          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
-          limit,
-        ),
-      ),
+      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
          FROM records r WHERE r.tenant = ?${conv}`,
@@ -678,26 +717,25 @@ export class SqliteGraphStore implements GraphStore {
     }));
   }
 
-  /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
+  /**
+   * BM25 (services/core/lexical.ts) over raw turns' terms, ids turnRowId(conversation, turnId):
+   * MaxScore top k over the kept counts, as searchRecordsLexical for current records.
+   */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
-    const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
-    return searchLexical(text, k, async (match) => ({
-      hits: poolOf((ordered, limit) =>
+    return searchLexicalTopK(text, k, {
+      statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", conversation, terms),
+      postings: async (term, without) =>
         this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
           `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
            FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
-           WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
-           ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
-          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
-          limit,
-        ),
-      ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
-      scope: this.all<LexicalScope>(
-        `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
-        ...scoped(tenant),
-      )[0] as LexicalScope,
-    }));
+           WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}`,
+          termMatch(term, without, tenant, conversation),
+          tenant,
+          tenant,
+          ...(conversation === undefined ? [] : [conversation]),
+        ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
+    });
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */
@@ -751,7 +789,8 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * Matches of one entity / topic key, counted up to the cap: the LIMIT inside stops the index
+   * Matches of one entity / topic key, counted up to the cap. Current records: the kept count. As
+   * of `validAt`: the LIMIT inside stops the index
    * walk at `cap` valid rows (a record holds a key at most once: the tables' primary key), where
    * recordsBy* groups and sorts every match before its LIMIT. The key's index is named: without
    * statistics the planner walks the primary key's (tenant, record_id, …) prefix, every row of the
@@ -768,6 +807,9 @@ export class SqliteGraphStore implements GraphStore {
     const k = normaliseKey(key);
     const limit = Math.floor(cap);
     if (!k || !(limit > 0)) return 0;
+    // Current records: the count kept with the writes (scope-counts.ts), one indexed read. As of a
+    // moment the kept counts (of current records) do not apply: the capped count below.
+    if (validAt === undefined) return Math.min(readKeyCount(this.sql, tenant, index, k, conversation), limit);
     const [table, column] = index === "entity" ? ["record_entities", "entity"] : ["record_topics", "topic"];
     // (tenant, entity|topic) tenant-wide; (tenant, conversation, entity|topic, …) in a conversation.
     const byKey = `${table}_${conversation === undefined ? column : "conv"}`;

@@ -186,15 +186,27 @@ export const rankBm25 = (
   return scored.slice(0, limit).map(({ id, score }) => ({ id, score }));
 };
 
+/** What a store keeps of one term in a scope. */
+export interface TermStatistics {
+  /** Items in scope holding the term. */
+  df: number;
+  /**
+   * At least the largest count of the term in one item of the scope, and at most the length of the
+   * shortest item holding it: they bound the term's contribution to a score. Stale values that are
+   * only looser (kept after deletes) are allowed.
+   */
+  maxTf: number;
+  minLength: number;
+}
+
 /**
- * What a store keeps for the top-k ranking: the scope's counts and each term's document frequency
- * in it (items in scope holding the term), maintained with the writes, so that no query has to
- * count them over its hits.
+ * What a store keeps for the top-k ranking: the scope's counts and its terms' statistics,
+ * maintained with the writes, so that no query has to count them over its hits.
  */
 export interface LexicalStatistics {
   scope: LexicalScope;
-  /** Document frequency by term; a term absent from the map occurs in no item of the scope. */
-  df: ReadonlyMap<string, number>;
+  /** By term; a term absent from the map occurs in no item of the scope. */
+  terms: ReadonlyMap<string, TermStatistics>;
 }
 
 /** A store's side of the top-k ranking. */
@@ -212,9 +224,10 @@ const BOUND_SLACK = 1e-9;
  * order, ties included), reading fewer items: MaxScore over the terms' postings. Terms are taken
  * rarest first and each one's postings read whole (only the items not read already); every item
  * read is scored exactly from its stored terms. An item not read yet holds none of the terms read
- * so far, so its score is below the sum of the remaining terms' bounds (IDF·(k1 + 1), which a term's
- * contribution approaches but never reaches); once the k-th best score read is above that sum, no
- * unread item can enter the top k and the common terms' postings are never read.
+ * so far, so its score is at most the sum of the remaining terms' bounds (each term's contribution
+ * at its largest count in an item and the shortest item holding it: TermStatistics); once the k-th
+ * best score read is above that sum, no unread item can enter the top k (not even by a tie) and the
+ * common terms' postings are never read.
  */
 export const rankBm25TopK = async (
   terms: readonly string[],
@@ -223,18 +236,24 @@ export const rankBm25TopK = async (
 ): Promise<ScoredHit[]> => {
   const limit = Math.floor(k);
   if (terms.length === 0 || !(limit > 0)) return [];
-  const { scope, df } = await store.statistics(terms);
+  const { scope, terms: kept } = await store.statistics(terms);
   const n = scope.items;
   const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
-  const idf = new Map(terms.map((t) => [t, idfOf(n, df.get(t) ?? 0)]));
+  const df = (t: string): number => kept.get(t)?.df ?? 0;
+  const idf = new Map(terms.map((t) => [t, idfOf(n, df(t))]));
   const wanted = new Set(terms);
   // Rarest first (query order among equals); a term in no item has no postings to read.
   const order = terms
-    .map((t, i) => ({ t, i, df: df.get(t) ?? 0 }))
+    .map((t, i) => ({ t, i, df: df(t) }))
     .filter((x) => x.df > 0)
     .sort((a, b) => a.df - b.df || a.i - b.i)
     .map((x) => x.t);
-  const bound = order.map((t) => (idf.get(t) as number) * (BM25.k1 + 1));
+  // A term's contribution grows with its count in the item and falls with the item's length.
+  const bound = order.map((t) => {
+    const { maxTf, minLength } = kept.get(t) as TermStatistics;
+    const norm = BM25.k1 * (1 - BM25.b + (BM25.b * minLength) / avgLength);
+    return ((idf.get(t) as number) * (maxTf * (BM25.k1 + 1))) / (maxTf + norm);
+  });
   const remaining: number[] = new Array(order.length + 1).fill(0);
   for (let i = order.length - 1; i >= 0; i--) remaining[i] = (remaining[i + 1] as number) + (bound[i] as number);
   const top: Ranked[] = [];

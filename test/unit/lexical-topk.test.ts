@@ -6,6 +6,7 @@ import {
   rankBm25,
   rankBm25TopK,
   searchLexicalTopK,
+  type TermStatistics,
 } from "../../services/core/lexical.ts";
 import { seededRandom } from "../helpers/seeded.ts";
 
@@ -14,17 +15,26 @@ import { seededRandom } from "../helpers/seeded.ts";
  * counts as a store keeps them, postings with the `without` exclusion, and a count of the items it
  * handed out (to show that common terms' postings are skipped).
  */
-const memoryStore = (corpus: readonly LexicalHit[]): LexicalPostings & { read: number } => {
+const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPostings & { read: number } => {
   const words = (h: LexicalHit): string[] => (h.lex.length === 0 ? [] : h.lex.split(" "));
-  const df = new Map<string, number>();
-  for (const h of corpus) for (const t of new Set(words(h))) df.set(t, (df.get(t) ?? 0) + 1);
+  const kept = new Map<string, TermStatistics>();
+  for (const h of corpus) {
+    const tf = new Map<string, number>();
+    for (const w of words(h)) tf.set(w, (tf.get(w) ?? 0) + 1);
+    for (const [t, f] of tf) {
+      const k = kept.get(t) ?? { df: 0, maxTf: 0, minLength: Number.POSITIVE_INFINITY };
+      kept.set(t, { df: k.df + 1, maxTf: Math.max(k.maxTf, f), minLength: Math.min(k.minLength, words(h).length) });
+    }
+  }
+  // Looser bounds, as a store keeps them after deletes: still a valid ranking, read more.
+  if (loose) for (const [t, k] of kept) kept.set(t, { ...k, maxTf: k.maxTf + 2, minLength: 1 });
   const totalLength = corpus.reduce((sum, h) => sum + words(h).length, 0);
   const store = {
     read: 0,
     async statistics(terms: readonly string[]) {
       return {
         scope: { items: corpus.length, totalLength },
-        df: new Map(terms.filter((t) => df.has(t)).map((t) => [t, df.get(t) as number])),
+        terms: new Map(terms.filter((t) => kept.has(t)).map((t) => [t, kept.get(t) as TermStatistics])),
       };
     },
     async postings(term: string, without: readonly string[]) {
@@ -78,7 +88,7 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
     let pruned = 0;
     for (let seed = 1; seed <= 24; seed++) {
       const corpus = corpusOf(seed, 300 + seed * 10, 400);
-      const store = memoryStore(corpus);
+      const store = memoryStore(corpus, seed % 2 === 0);
       const rnd = seededRandom(1000 + seed);
       for (let q = 0; q < 10; q++) {
         const terms = [

@@ -4,8 +4,10 @@
  * instead of counting the tenant's rows (issue 18):
  *
  * - `lexical_terms` / `lexical_scopes`: for the lexical routes' BM25 (core/lexical.ts
- *   rankBm25TopK), each term's document frequency and the items and total length of the items a
- *   route admits: current records (not superseded) and raw turns.
+ *   rankBm25TopK), each term's document frequency, largest count in one item and shortest item
+ *   holding it (the score bounds; a delete leaves these two as they were: still valid bounds, only
+ *   looser), and the items and total length of the items a route admits: current records (not
+ *   superseded) and raw turns.
  * - `key_counts`: how many current records hold each entity / topic key, for the planner's
  *   selectivity test (countRecordsByKey without validAt).
  *
@@ -14,6 +16,7 @@
  * erasure) calls the adjust functions below; rows that reach zero are deleted, so an erased term
  * leaves no row behind.
  */
+import type { LexicalScope, LexicalStatistics, TermStatistics } from "../../lexical.ts";
 import type { SqliteDatabase } from "../sqlite-db.ts";
 
 type Param = string | number | bigint | null;
@@ -39,6 +42,8 @@ CREATE TABLE lexical_terms (
   scope TEXT NOT NULL,
   term TEXT NOT NULL,
   df INTEGER NOT NULL,
+  max_tf INTEGER NOT NULL,
+  min_len INTEGER NOT NULL,
   PRIMARY KEY (tenant, kind, scope, term)
 ) WITHOUT ROWID;
 CREATE TABLE lexical_scopes (
@@ -59,11 +64,16 @@ CREATE TABLE key_counts (
 ) WITHOUT ROWID;
 `;
 
-const distinctTerms = (lex: string): string[] => (lex.length === 0 ? [] : [...new Set(lex.split(" "))]);
+/** The distinct terms of a stored term string with their counts. */
+const termCounts = (lex: string): Map<string, number> => {
+  const tf = new Map<string, number>();
+  if (lex.length > 0) for (const t of lex.split(" ")) tf.set(t, (tf.get(t) ?? 0) + 1);
+  return tf;
+};
 
 /**
  * One item entering (+1) or leaving (-1) what a lexical route admits in its tenant and its
- * conversation: its distinct terms' document frequencies, the scope's items and total length.
+ * conversation: its distinct terms' statistics, the scope's items and total length.
  */
 export const adjustLexical = (
   sql: SqlRunner,
@@ -74,18 +84,30 @@ export const adjustLexical = (
   length: number,
   sign: 1 | -1,
 ): void => {
-  const terms = distinctTerms(lex);
+  const tf = termCounts(lex);
   for (const scope of [TENANT_SCOPE, conversationScope(conversation)]) {
-    for (const term of terms) {
-      sql.run(
-        `INSERT INTO lexical_terms (tenant, kind, scope, term, df) VALUES (?, ?, ?, ?, ?)
-         ON CONFLICT (tenant, kind, scope, term) DO UPDATE SET df = df + excluded.df`,
-        tenant,
-        kind,
-        scope,
-        term,
-        sign,
-      );
+    for (const [term, f] of tf) {
+      if (sign > 0) {
+        sql.run(
+          `INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len) VALUES (?, ?, ?, ?, 1, ?, ?)
+           ON CONFLICT (tenant, kind, scope, term) DO UPDATE SET df = df + 1,
+             max_tf = MAX(max_tf, excluded.max_tf), min_len = MIN(min_len, excluded.min_len)`,
+          tenant,
+          kind,
+          scope,
+          term,
+          f,
+          length,
+        );
+      } else {
+        sql.run(
+          "UPDATE lexical_terms SET df = df - 1 WHERE tenant = ? AND kind = ? AND scope = ? AND term = ?",
+          tenant,
+          kind,
+          scope,
+          term,
+        );
+      }
     }
     sql.run(
       `INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length) VALUES (?, ?, ?, ?, ?)
@@ -98,14 +120,14 @@ export const adjustLexical = (
       sign * length,
     );
     if (sign < 0) {
-      if (terms.length > 0) {
+      if (tf.size > 0) {
         sql.run(
           `DELETE FROM lexical_terms WHERE tenant = ? AND kind = ? AND scope = ?
            AND term IN (SELECT value FROM json_each(?)) AND df <= 0`,
           tenant,
           kind,
           scope,
-          JSON.stringify(terms),
+          JSON.stringify([...tf.keys()]),
         );
       }
       sql.run(
@@ -182,34 +204,30 @@ export const deleteTenantCounts = (sql: SqlRunner, tenant: string): void => {
   }
 };
 
-/** The kept statistics a lexical search reads: its scope's counts and its terms' document frequencies. */
+/** The kept statistics a lexical search reads: its scope's counts and its terms' statistics. */
 export const readLexicalStatistics = (
   sql: SqlRunner,
   tenant: string,
   kind: LexicalKind,
   conversation: string | undefined,
   terms: readonly string[],
-): { scope: { items: number; totalLength: number }; df: Map<string, number> } => {
+): LexicalStatistics => {
   const scope = scopeOf(conversation);
-  const counts = sql.all<{ items: number; totalLength: number }>(
+  const counts = sql.all<LexicalScope>(
     "SELECT items, total_length AS totalLength FROM lexical_scopes WHERE tenant = ? AND kind = ? AND scope = ?",
     tenant,
     kind,
     scope,
   )[0] ?? { items: 0, totalLength: 0 };
-  const df = new Map(
-    sql
-      .all<{ term: string; df: number }>(
-        `SELECT term, df FROM lexical_terms WHERE tenant = ? AND kind = ? AND scope = ?
-         AND term IN (SELECT value FROM json_each(?))`,
-        tenant,
-        kind,
-        scope,
-        JSON.stringify(terms),
-      )
-      .map((r) => [r.term, r.df]),
+  const rows = sql.all<{ term: string; df: number; maxTf: number; minLength: number }>(
+    `SELECT term, df, max_tf AS maxTf, min_len AS minLength FROM lexical_terms
+     WHERE tenant = ? AND kind = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))`,
+    tenant,
+    kind,
+    scope,
+    JSON.stringify(terms),
   );
-  return { scope: counts, df };
+  return { scope: counts, terms: new Map(rows.map(({ term, ...stats }) => [term, stats])) };
 };
 
 /** Current records holding one key in the scope (0 when none). */
@@ -237,32 +255,40 @@ export const backfillScopeCounts = (db: SqliteDatabase): void => {
   for (const kind of ["record", "turn"] as const) {
     const read =
       kind === "record"
-        ? `SELECT r.tenant AS tenant, r.conversation AS conversation, f.lex AS lex
+        ? `SELECT r.tenant AS tenant, r.conversation AS conversation, f.lex AS lex, r.lex_len AS length
            FROM records r JOIN records_fts f ON f.rowid = r.seq WHERE r.superseded_by IS NULL`
-        : `SELECT t.tenant AS tenant, t.conversation AS conversation, f.lex AS lex
+        : `SELECT t.tenant AS tenant, t.conversation AS conversation, f.lex AS lex, t.lex_len AS length
            FROM turns t JOIN turns_fts f ON f.rowid = t.seq`;
-    const df = new Map<string, Map<string, number>>();
-    const bump = (tenant: string, scope: string, term: string): void => {
+    const kept = new Map<string, Map<string, TermStatistics>>();
+    const bump = (tenant: string, scope: string, term: string, f: number, length: number): void => {
       const key = `${tenant}\u0000${scope}`;
-      let terms = df.get(key);
+      let terms = kept.get(key);
       if (!terms) {
         terms = new Map();
-        df.set(key, terms);
+        kept.set(key, terms);
       }
-      terms.set(term, (terms.get(term) ?? 0) + 1);
+      const k = terms.get(term);
+      terms.set(
+        term,
+        k
+          ? { df: k.df + 1, maxTf: Math.max(k.maxTf, f), minLength: Math.min(k.minLength, length) }
+          : { df: 1, maxTf: f, minLength: length },
+      );
     };
-    for (const row of db.prepare<[], { tenant: string; conversation: string; lex: string }>(read).iterate()) {
-      for (const term of distinctTerms(row.lex)) {
-        bump(row.tenant, TENANT_SCOPE, term);
-        bump(row.tenant, conversationScope(row.conversation), term);
+    for (const row of db
+      .prepare<[], { tenant: string; conversation: string; lex: string; length: number }>(read)
+      .iterate()) {
+      for (const [term, f] of termCounts(row.lex)) {
+        bump(row.tenant, TENANT_SCOPE, term, f, row.length);
+        bump(row.tenant, conversationScope(row.conversation), term, f, row.length);
       }
     }
-    const insert = db.prepare<[string, string, string, string, number]>(
-      "INSERT INTO lexical_terms (tenant, kind, scope, term, df) VALUES (?, ?, ?, ?, ?)",
+    const insert = db.prepare<[string, string, string, string, number, number, number]>(
+      "INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
-    for (const [key, terms] of df) {
+    for (const [key, terms] of kept) {
       const [tenant, scope] = key.split("\u0000") as [string, string];
-      for (const [term, n] of terms) insert.run(tenant, kind, scope, term, n);
+      for (const [term, k] of terms) insert.run(tenant, kind, scope, term, k.df, k.maxTf, k.minLength);
     }
   }
   const conv = (c: string): string => `'${conversationScope("")}' || ${c}`;

@@ -191,12 +191,12 @@ export interface TermStatistics {
   /** Items in scope holding the term. */
   df: number;
   /**
-   * At least the largest count of the term in one item of the scope, and at most the length of the
-   * shortest item holding it: they bound the term's contribution to a score. Stale values that are
-   * only looser (kept after deletes) are allowed.
+   * At least the largest count of the term in one item of the scope, and at most the smallest
+   * ratio of an item's length to the term's count in it: they bound the term's contribution to a
+   * score. Stale values that are only looser (kept after deletes) are allowed.
    */
   maxTf: number;
-  minLength: number;
+  minLengthPerTf: number;
 }
 
 /**
@@ -225,7 +225,7 @@ const BOUND_SLACK = 1e-9;
  * rarest first and each one's postings read whole (only the items not read already); every item
  * read is scored exactly from its stored terms. An item not read yet holds none of the terms read
  * so far, so its score is at most the sum of the remaining terms' bounds (each term's contribution
- * at its largest count in an item and the shortest item holding it: TermStatistics); once the k-th
+ * at its largest count in an item and smallest length per count: TermStatistics); once the k-th
  * best score read is above that sum, no unread item can enter the top k (not even by a tie) and the
  * common terms' postings are never read.
  */
@@ -248,11 +248,13 @@ export const rankBm25TopK = async (
     .filter((x) => x.df > 0)
     .sort((a, b) => a.df - b.df || a.i - b.i)
     .map((x) => x.t);
-  // A term's contribution grows with its count in the item and falls with the item's length.
+  // A term's contribution idf·f·(k1 + 1) / (f + k1·(1 - b) + k1·b·length / avgLength) equals
+  // idf·(k1 + 1) / (1 + k1·(1 - b) / f + (k1·b / avgLength)·(length / f)): at most its value at the
+  // largest f and the smallest length / f.
   const bound = order.map((t) => {
-    const { maxTf, minLength } = kept.get(t) as TermStatistics;
-    const norm = BM25.k1 * (1 - BM25.b + (BM25.b * minLength) / avgLength);
-    return ((idf.get(t) as number) * (maxTf * (BM25.k1 + 1))) / (maxTf + norm);
+    const { maxTf, minLengthPerTf } = kept.get(t) as TermStatistics;
+    const rest = (BM25.k1 * (1 - BM25.b)) / maxTf + ((BM25.k1 * BM25.b) / avgLength) * minLengthPerTf;
+    return ((idf.get(t) as number) * (BM25.k1 + 1)) / (1 + rest);
   });
   const remaining: number[] = new Array(order.length + 1).fill(0);
   for (let i = order.length - 1; i >= 0; i--) remaining[i] = (remaining[i + 1] as number) + (bound[i] as number);

@@ -22,12 +22,16 @@ const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPosti
     const tf = new Map<string, number>();
     for (const w of words(h)) tf.set(w, (tf.get(w) ?? 0) + 1);
     for (const [t, f] of tf) {
-      const k = kept.get(t) ?? { df: 0, maxTf: 0, minLength: Number.POSITIVE_INFINITY };
-      kept.set(t, { df: k.df + 1, maxTf: Math.max(k.maxTf, f), minLength: Math.min(k.minLength, words(h).length) });
+      const k = kept.get(t) ?? { df: 0, maxTf: 0, minLengthPerTf: Number.POSITIVE_INFINITY };
+      kept.set(t, {
+        df: k.df + 1,
+        maxTf: Math.max(k.maxTf, f),
+        minLengthPerTf: Math.min(k.minLengthPerTf, words(h).length / f),
+      });
     }
   }
   // Looser bounds, as a store keeps them after deletes: still a valid ranking, read more.
-  if (loose) for (const [t, k] of kept) kept.set(t, { ...k, maxTf: k.maxTf + 2, minLength: 1 });
+  if (loose) for (const [t, k] of kept) kept.set(t, { ...k, maxTf: k.maxTf + 2, minLengthPerTf: k.minLengthPerTf / 2 });
   const totalLength = corpus.reduce((sum, h) => sum + words(h).length, 0);
   const store = {
     read: 0,

@@ -4,9 +4,9 @@
  * instead of counting the tenant's rows (issue 18):
  *
  * - `lexical_terms` / `lexical_scopes`: for the lexical routes' BM25 (core/lexical.ts
- *   rankBm25TopK), each term's document frequency, largest count in one item and shortest item
- *   holding it (the score bounds; a delete leaves these two as they were: still valid bounds, only
- *   looser), and the items and total length of the items a route admits: current records (not
+ *   rankBm25TopK), each term's document frequency, largest count in one item and smallest item
+ *   length per count (the score bounds; a delete leaves these two as they were: still valid bounds,
+ *   only looser), and the items and total length of the items a route admits: current records (not
  *   superseded) and raw turns.
  * - `key_counts`: how many current records hold each entity / topic key, for the planner's
  *   selectivity test (countRecordsByKey without validAt).
@@ -43,7 +43,7 @@ CREATE TABLE lexical_terms (
   term TEXT NOT NULL,
   df INTEGER NOT NULL,
   max_tf INTEGER NOT NULL,
-  min_len INTEGER NOT NULL,
+  min_len_per_tf REAL NOT NULL,
   PRIMARY KEY (tenant, kind, scope, term)
 ) WITHOUT ROWID;
 CREATE TABLE lexical_scopes (
@@ -89,15 +89,15 @@ export const adjustLexical = (
     for (const [term, f] of tf) {
       if (sign > 0) {
         sql.run(
-          `INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len) VALUES (?, ?, ?, ?, 1, ?, ?)
+          `INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len_per_tf) VALUES (?, ?, ?, ?, 1, ?, ?)
            ON CONFLICT (tenant, kind, scope, term) DO UPDATE SET df = df + 1,
-             max_tf = MAX(max_tf, excluded.max_tf), min_len = MIN(min_len, excluded.min_len)`,
+             max_tf = MAX(max_tf, excluded.max_tf), min_len_per_tf = MIN(min_len_per_tf, excluded.min_len_per_tf)`,
           tenant,
           kind,
           scope,
           term,
           f,
-          length,
+          length / f,
         );
       } else {
         sql.run(
@@ -219,8 +219,8 @@ export const readLexicalStatistics = (
     kind,
     scope,
   )[0] ?? { items: 0, totalLength: 0 };
-  const rows = sql.all<{ term: string; df: number; maxTf: number; minLength: number }>(
-    `SELECT term, df, max_tf AS maxTf, min_len AS minLength FROM lexical_terms
+  const rows = sql.all<{ term: string; df: number; maxTf: number; minLengthPerTf: number }>(
+    `SELECT term, df, max_tf AS maxTf, min_len_per_tf AS minLengthPerTf FROM lexical_terms
      WHERE tenant = ? AND kind = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))`,
     tenant,
     kind,
@@ -271,8 +271,8 @@ export const backfillScopeCounts = (db: SqliteDatabase): void => {
       terms.set(
         term,
         k
-          ? { df: k.df + 1, maxTf: Math.max(k.maxTf, f), minLength: Math.min(k.minLength, length) }
-          : { df: 1, maxTf: f, minLength: length },
+          ? { df: k.df + 1, maxTf: Math.max(k.maxTf, f), minLengthPerTf: Math.min(k.minLengthPerTf, length / f) }
+          : { df: 1, maxTf: f, minLengthPerTf: length / f },
       );
     };
     for (const row of db
@@ -284,11 +284,11 @@ export const backfillScopeCounts = (db: SqliteDatabase): void => {
       }
     }
     const insert = db.prepare<[string, string, string, string, number, number, number]>(
-      "INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      "INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len_per_tf) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
     for (const [key, terms] of kept) {
       const [tenant, scope] = key.split("\u0000") as [string, string];
-      for (const [term, k] of terms) insert.run(tenant, kind, scope, term, k.df, k.maxTf, k.minLength);
+      for (const [term, k] of terms) insert.run(tenant, kind, scope, term, k.df, k.maxTf, k.minLengthPerTf);
     }
   }
   const conv = (c: string): string => `'${conversationScope("")}' || ${c}`;

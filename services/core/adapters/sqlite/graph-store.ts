@@ -37,7 +37,7 @@ import { applyWrites, type Param, readView, type SqlRunner } from "./graph-trans
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
   adjustCurrentRecord,
-  adjustLexical,
+  CountAdditions,
   deleteTenantCounts,
   isCurrent,
   readKeyCount,
@@ -117,11 +117,11 @@ const poolOf = <T>(read: (ordered: boolean, limit: number) => T[]): T[] => {
 };
 
 /**
- * The MATCH of one term's postings in a scope, without the items holding any term in `without`
+ * The MATCH of one term's postings in a tenant, without the items holding any term in `without`
  * (read already by the top-k ranking).
  */
-const termMatch = (term: string, without: readonly string[], tenant: string, conversation?: string): string => {
-  const scoped = scopedMatch(anyTermQuery([term]) as string, tenant, conversation);
+const termMatch = (term: string, without: readonly string[], tenant: string): string => {
+  const scoped = scopedMatch(anyTermQuery([term]) as string, tenant);
   const read = anyTermQuery(without);
   return read === undefined ? scoped : `(${scoped}) NOT lex : (${read})`;
 };
@@ -222,8 +222,9 @@ export class SqliteGraphStore implements GraphStore {
         throw new Error(`writeBatch: record ${r.id} belongs to tenant "${r.source.tenant}", batch is for "${tenant}"`);
       }
     }
+    const additions = new CountAdditions();
     this.db.transaction(() => {
-      for (const record of batch.records) this.insertRecord(tenant, record);
+      for (const record of batch.records) this.insertRecord(tenant, record, additions);
       for (const frame of batch.eventFrames) {
         for (const recordId of uniq(frame.recordIds)) {
           this.run(
@@ -242,7 +243,7 @@ export class SqliteGraphStore implements GraphStore {
         JSON.stringify(segment),
       );
       for (const turn of segment.turns) {
-        if (this.insertTurn(tenant, segment.conversation, segment.id, turn)) continue;
+        if (this.insertTurn(tenant, segment.conversation, segment.id, turn, additions)) continue;
         // Written ahead of its segment (writeTurns): the segment closed, the row now names it.
         this.run(
           "UPDATE turns SET segment_id = ? WHERE tenant = ? AND conversation = ? AND turn_id = ? AND segment_id = ?",
@@ -253,17 +254,26 @@ export class SqliteGraphStore implements GraphStore {
           OPEN_SEGMENT_ID,
         );
       }
+      additions.write(this.sql);
     })();
   }
 
   async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
+    const additions = new CountAdditions();
     this.db.transaction(() => {
-      for (const turn of turns) this.insertTurn(tenant, conversation, OPEN_SEGMENT_ID, turn);
+      for (const turn of turns) this.insertTurn(tenant, conversation, OPEN_SEGMENT_ID, turn, additions);
+      additions.write(this.sql);
     })();
   }
 
-  /** Inserts a raw turn with its full-text row once; false when it was there already. */
-  private insertTurn(tenant: string, conversation: string, segmentId: string, turn: SegmentTurn): boolean {
+  /** Inserts a raw turn with its full-text row once (its counts into `additions`); false when it was there already. */
+  private insertTurn(
+    tenant: string,
+    conversation: string,
+    segmentId: string,
+    turn: SegmentTurn,
+    additions: CountAdditions,
+  ): boolean {
     const info = this.run(
       `INSERT INTO turns (${TURN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
       tenant,
@@ -288,12 +298,15 @@ export class SqliteGraphStore implements GraphStore {
       conversation,
       ftsScopeText(tenant, conversation),
     );
-    adjustLexical(this.sql, tenant, "turn", conversation, lex.lex, lex.length, 1);
+    additions.item(tenant, "turn", lex.lex, lex.length);
     return true;
   }
 
-  /** Inserts a record and its index rows once; a replay leaves the stored record (and any consolidation) as is. */
-  private insertRecord(tenant: string, record: MemoryRecord): void {
+  /**
+   * Inserts a record and its index rows once (a current one's counts into `additions`); a replay
+   * leaves the stored record (and any consolidation) as is.
+   */
+  private insertRecord(tenant: string, record: MemoryRecord, additions: CountAdditions): void {
     const span = recordSpan(record);
     const info = this.run(
       `INSERT INTO records (tenant, id, conversation, type, text, json, said_at, time_from, time_to, has_time,
@@ -355,7 +368,15 @@ export class SqliteGraphStore implements GraphStore {
         b.month,
       );
     }
-    if ((record.valid.supersededBy ?? null) === null) adjustCurrentRecord(this.sql, tenant, record.id, 1);
+    if ((record.valid.supersededBy ?? null) === null) {
+      additions.item(tenant, "record", lex.lex, lex.length);
+      // One count per distinct key, as the index tables' primary keys keep them.
+      const keys = [
+        ...uniq(entityKeys(record).map((e) => e.key)).map((key) => ({ kind: "entity" as const, key })),
+        ...uniq(topicKeys(record).map((t) => t.key)).map((key) => ({ kind: "topic" as const, key })),
+      ];
+      additions.recordKeys(tenant, record.source.conversation, keys);
+    }
   }
 
   /**
@@ -672,11 +693,12 @@ export class SqliteGraphStore implements GraphStore {
 
   /**
    * BM25 (services/core/lexical.ts) over current records' terms, ties: newer said-at, then id.
-   * Current records: MaxScore top k (searchLexicalTopK) over the document frequencies and scope
-   * counts kept with the writes (scope-counts.ts), FTS5 reading one term's records of the scope
-   * (tenant or conversation: fts-scope.ts) at a time. As of `validAt` (those counts are of current
-   * records only): FTS5 finds every record of the scope holding any query term and the shared
-   * scorer counts over them (searchLexical).
+   * Tenant-wide over current records: MaxScore top k (searchLexicalTopK) over the tenant's document
+   * frequencies and counts kept with the writes (scope-counts.ts), FTS5 reading one term's records
+   * of the tenant (fts-scope.ts) at a time: the cost follows the rare terms' lists, not every record
+   * holding a query term. In one conversation (small: exhaustive is as fast) or as of `validAt`
+   * (the kept counts are of current records): FTS5 finds every record of the scope holding any
+   * query term and the shared scorer counts over them (searchLexical). Same scores either way.
    */
   async searchRecordsLexical(
     tenant: string,
@@ -701,10 +723,10 @@ export class SqliteGraphStore implements GraphStore {
         ...scoped(match, tenant, tenant),
         limit,
       );
-    if (validAt === undefined) {
+    if (validAt === undefined && conversation === undefined) {
       return searchLexicalTopK(text, k, {
-        statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", conversation, terms),
-        postings: async (term, without) => read(termMatch(term, without, tenant, conversation), false, -1),
+        statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", terms),
+        postings: async (term, without) => read(termMatch(term, without, tenant), false, -1),
       });
     }
     return searchLexical(text, k, async (match) => ({
@@ -718,24 +740,35 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * BM25 (services/core/lexical.ts) over raw turns' terms, ids turnRowId(conversation, turnId):
-   * MaxScore top k over the kept counts, as searchRecordsLexical for current records.
+   * BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId).
+   * Tenant-wide: MaxScore top k over the kept counts; in one conversation: exhaustive (as
+   * searchRecordsLexical).
    */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
-    return searchLexicalTopK(text, k, {
-      statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", conversation, terms),
-      postings: async (term, without) =>
-        this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
-          `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
-           FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
-           WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}`,
-          termMatch(term, without, tenant, conversation),
-          tenant,
-          tenant,
-          ...(conversation === undefined ? [] : [conversation]),
-        ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
-    });
+    const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
+    const read = (match: string, ordered: boolean, limit: number): LexicalHit[] =>
+      this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
+        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
+         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+         WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+         ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
+        ...scoped(match, tenant, tenant),
+        limit,
+      ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) }));
+    if (conversation === undefined) {
+      return searchLexicalTopK(text, k, {
+        statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", terms),
+        postings: async (term, without) => read(termMatch(term, without, tenant), false, -1),
+      });
+    }
+    return searchLexical(text, k, async (match) => ({
+      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
+      scope: this.all<LexicalScope>(
+        `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
+        ...scoped(tenant),
+      )[0] as LexicalScope,
+    }));
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */

@@ -157,7 +157,7 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
     tenant,
     conversation,
   )) {
-    adjustLexical(sql, tenant, "record", conversation, r.lex, r.lex_len, -1);
+    adjustLexical(sql, tenant, "record", r.lex, r.lex_len, -1);
   }
   for (const t of sql.all<{ lex: string; lex_len: number }>(
     `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_fts f ON f.rowid = t.seq
@@ -165,7 +165,7 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
     tenant,
     conversation,
   )) {
-    adjustLexical(sql, tenant, "turn", conversation, t.lex, t.lex_len, -1);
+    adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1);
   }
   sql.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
   sql.run(

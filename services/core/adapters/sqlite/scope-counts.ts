@@ -3,8 +3,8 @@
  * transaction as the writes that change them, so that a query reads them with one indexed lookup
  * instead of counting the tenant's rows (issue 18):
  *
- * - `lexical_terms` / `lexical_scopes`: for the lexical routes' BM25 (core/lexical.ts
- *   rankBm25TopK), each term's document frequency, largest count in one item and smallest item
+ * - `lexical_terms` / `lexical_scopes`: for the tenant-wide lexical routes' BM25 (core/lexical.ts
+ *   rankBm25TopK), each term's document frequency in the tenant, largest count in one item and smallest item
  *   length per count (the score bounds; a delete leaves these two as they were: still valid bounds,
  *   only looser), and the items and total length of the items a route admits: current records (not
  *   superseded) and raw turns.
@@ -16,7 +16,7 @@
  * erasure) calls the adjust functions below; rows that reach zero are deleted, so an erased term
  * leaves no row behind.
  */
-import type { LexicalScope, LexicalStatistics, TermStatistics } from "../../lexical.ts";
+import type { LexicalScope, LexicalStatistics } from "../../lexical.ts";
 import type { SqliteDatabase } from "../sqlite-db.ts";
 
 type Param = string | number | bigint | null;
@@ -33,6 +33,13 @@ export const scopeOf = (conversation: string | undefined): string =>
   conversation === undefined ? TENANT_SCOPE : conversationScope(conversation);
 
 export type LexicalKind = "record" | "turn";
+
+/**
+ * The scopes whose lexical counts are kept: the tenant only. A conversation is small enough for
+ * the exhaustive ranking (measured on a 30K store: conversation-scoped top-k no faster), and its
+ * own rows would double the pages each write dirties.
+ */
+const LEXICAL_SCOPES = [TENANT_SCOPE] as const;
 export type KeyKind = "entity" | "topic";
 
 export const SCOPE_COUNTS_SQL = `
@@ -71,21 +78,87 @@ const termCounts = (lex: string): Map<string, number> => {
   return tf;
 };
 
+const UPSERT_TERMS = `INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len_per_tf)
+  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6 FROM json_each(?) WHERE true
+  ON CONFLICT (tenant, kind, scope, term) DO UPDATE SET df = df + excluded.df,
+    max_tf = MAX(max_tf, excluded.max_tf), min_len_per_tf = MIN(min_len_per_tf, excluded.min_len_per_tf)`;
+const UPSERT_SCOPES = `INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length)
+  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?) WHERE true
+  ON CONFLICT (tenant, kind, scope) DO UPDATE SET items = items + excluded.items,
+    total_length = total_length + excluded.total_length`;
+const UPSERT_KEYS = `INSERT INTO key_counts (tenant, kind, scope, key, n)
+  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?) WHERE true
+  ON CONFLICT (tenant, kind, scope, key) DO UPDATE SET n = n + excluded.n`;
+
 /**
- * One item entering (+1) or leaving (-1) what a lexical route admits in its tenant and its
- * conversation: its distinct terms' statistics, the scope's items and total length.
+ * Additions to the kept counts gathered over one write transaction (new raw turns, new current
+ * records) and written at its end with one statement per table: the rows a write per item would
+ * give, in far fewer statements (a segment's items share most of their terms and both scopes).
+ */
+export class CountAdditions {
+  private readonly terms = new Map<string, [string, string, string, string, number, number, number]>();
+  private readonly scopes = new Map<string, [string, string, string, number, number]>();
+  private readonly keys = new Map<string, [string, string, string, string, number]>();
+
+  /** A raw turn or current record entering its lexical route's counts (its stored terms and length). */
+  item(tenant: string, kind: LexicalKind, lex: string, length: number): void {
+    const tf = termCounts(lex);
+    for (const scope of LEXICAL_SCOPES) {
+      for (const [term, f] of tf) {
+        const id = `${tenant}\u0000${kind}\u0000${scope}\u0000${term}`;
+        const row = this.terms.get(id);
+        if (row) {
+          row[4] += 1;
+          row[5] = Math.max(row[5], f);
+          row[6] = Math.min(row[6], length / f);
+        } else this.terms.set(id, [tenant, kind, scope, term, 1, f, length / f]);
+      }
+      const id = `${tenant}\u0000${kind}\u0000${scope}`;
+      const row = this.scopes.get(id);
+      if (row) {
+        row[3] += 1;
+        row[4] += length;
+      } else this.scopes.set(id, [tenant, kind, scope, 1, length]);
+    }
+  }
+
+  /** A current record's distinct entity / topic keys (as its index rows hold them). */
+  recordKeys(tenant: string, conversation: string, keys: readonly { kind: KeyKind; key: string }[]): void {
+    for (const { kind, key } of keys) {
+      for (const scope of [TENANT_SCOPE, conversationScope(conversation)]) {
+        const id = `${tenant}\u0000${kind}\u0000${scope}\u0000${key}`;
+        const row = this.keys.get(id);
+        if (row) row[4] += 1;
+        else this.keys.set(id, [tenant, kind, scope, key, 1]);
+      }
+    }
+  }
+
+  /** Writes what was gathered (in the caller's transaction) and starts over. */
+  write(sql: SqlRunner): void {
+    if (this.terms.size > 0) sql.run(UPSERT_TERMS, JSON.stringify([...this.terms.values()]));
+    if (this.scopes.size > 0) sql.run(UPSERT_SCOPES, JSON.stringify([...this.scopes.values()]));
+    if (this.keys.size > 0) sql.run(UPSERT_KEYS, JSON.stringify([...this.keys.values()]));
+    this.terms.clear();
+    this.scopes.clear();
+    this.keys.clear();
+  }
+}
+
+/**
+ * One item entering (+1) or leaving (-1) what a lexical route admits in its tenant: its distinct
+ * terms' statistics, the scope's items and total length.
  */
 export const adjustLexical = (
   sql: SqlRunner,
   tenant: string,
   kind: LexicalKind,
-  conversation: string,
   lex: string,
   length: number,
   sign: 1 | -1,
 ): void => {
   const tf = termCounts(lex);
-  for (const scope of [TENANT_SCOPE, conversationScope(conversation)]) {
+  for (const scope of LEXICAL_SCOPES) {
     for (const [term, f] of tf) {
       if (sign > 0) {
         sql.run(
@@ -153,7 +226,7 @@ export const adjustCurrentRecord = (sql: SqlRunner, tenant: string, recordId: st
     recordId,
   )[0];
   if (!row) return;
-  if (row.lex !== null) adjustLexical(sql, tenant, "record", row.conversation, row.lex, row.lex_len, sign);
+  if (row.lex !== null) adjustLexical(sql, tenant, "record", row.lex, row.lex_len, sign);
   const keys = sql.all<{ kind: KeyKind; key: string; conversation: string }>(
     `SELECT 'entity' AS kind, entity AS key, conversation FROM record_entities WHERE tenant = ? AND record_id = ?
      UNION ALL
@@ -204,15 +277,14 @@ export const deleteTenantCounts = (sql: SqlRunner, tenant: string): void => {
   }
 };
 
-/** The kept statistics a lexical search reads: its scope's counts and its terms' statistics. */
+/** The kept statistics a tenant-wide lexical search reads: the tenant's counts and its terms' statistics. */
 export const readLexicalStatistics = (
   sql: SqlRunner,
   tenant: string,
   kind: LexicalKind,
-  conversation: string | undefined,
   terms: readonly string[],
 ): LexicalStatistics => {
-  const scope = scopeOf(conversation);
+  const scope = TENANT_SCOPE;
   const counts = sql.all<LexicalScope>(
     "SELECT items, total_length AS totalLength FROM lexical_scopes WHERE tenant = ? AND kind = ? AND scope = ?",
     tenant,
@@ -247,9 +319,9 @@ export const readKeyCount = (
   )[0]?.n ?? 0;
 
 /**
- * Migration 9's backfill: the counts of every existing store, from its rows. Document frequencies
- * are counted here from the full-text rows' terms (what the search finds), the scope sizes and
- * key counts in SQL.
+ * Migration 9's backfill: the counts of every existing store, from its rows: the lexical ones from
+ * the full-text rows' terms (what the search finds) as the writes gather them (CountAdditions),
+ * the key counts in SQL.
  */
 export const backfillScopeCounts = (db: SqliteDatabase): void => {
   for (const kind of ["record", "turn"] as const) {
@@ -259,50 +331,18 @@ export const backfillScopeCounts = (db: SqliteDatabase): void => {
            FROM records r JOIN records_fts f ON f.rowid = r.seq WHERE r.superseded_by IS NULL`
         : `SELECT t.tenant AS tenant, t.conversation AS conversation, f.lex AS lex, t.lex_len AS length
            FROM turns t JOIN turns_fts f ON f.rowid = t.seq`;
-    const kept = new Map<string, Map<string, TermStatistics>>();
-    const bump = (tenant: string, scope: string, term: string, f: number, length: number): void => {
-      const key = `${tenant}\u0000${scope}`;
-      let terms = kept.get(key);
-      if (!terms) {
-        terms = new Map();
-        kept.set(key, terms);
-      }
-      const k = terms.get(term);
-      terms.set(
-        term,
-        k
-          ? { df: k.df + 1, maxTf: Math.max(k.maxTf, f), minLengthPerTf: Math.min(k.minLengthPerTf, length / f) }
-          : { df: 1, maxTf: f, minLengthPerTf: length / f },
-      );
-    };
+    const additions = new CountAdditions();
     for (const row of db
       .prepare<[], { tenant: string; conversation: string; lex: string; length: number }>(read)
       .iterate()) {
-      for (const [term, f] of termCounts(row.lex)) {
-        bump(row.tenant, TENANT_SCOPE, term, f, row.length);
-        bump(row.tenant, conversationScope(row.conversation), term, f, row.length);
-      }
+      additions.item(row.tenant, kind, row.lex, row.length);
     }
-    const insert = db.prepare<[string, string, string, string, number, number, number]>(
-      "INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len_per_tf) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    );
-    for (const [key, terms] of kept) {
-      const [tenant, scope] = key.split("\u0000") as [string, string];
-      for (const [term, k] of terms) insert.run(tenant, kind, scope, term, k.df, k.maxTf, k.minLengthPerTf);
-    }
+    additions.write({
+      all: () => [],
+      run: (text, ...params) => db.prepare<Param[]>(text).run(...params),
+    });
   }
   const conv = (c: string): string => `'${conversationScope("")}' || ${c}`;
-  db.exec(`
-INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length)
-  SELECT tenant, 'record', '${TENANT_SCOPE}', COUNT(*), SUM(lex_len) FROM records WHERE superseded_by IS NULL GROUP BY tenant;
-INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length)
-  SELECT tenant, 'record', ${conv("conversation")}, COUNT(*), SUM(lex_len) FROM records WHERE superseded_by IS NULL
-  GROUP BY tenant, conversation;
-INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length)
-  SELECT tenant, 'turn', '${TENANT_SCOPE}', COUNT(*), SUM(lex_len) FROM turns GROUP BY tenant;
-INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length)
-  SELECT tenant, 'turn', ${conv("conversation")}, COUNT(*), SUM(lex_len) FROM turns GROUP BY tenant, conversation;
-`);
   for (const [kind, table, column] of [
     ["entity", "record_entities", "entity"],
     ["topic", "record_topics", "topic"],

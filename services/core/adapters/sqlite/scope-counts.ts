@@ -79,21 +79,19 @@ const termCounts = (lex: string): Map<string, number> => {
 };
 
 const UPSERT_TERMS = `INSERT INTO lexical_terms (tenant, kind, scope, term, df, max_tf, min_len_per_tf)
-  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6 FROM json_each(?) WHERE true
+  VALUES (?, ?, ?, ?, ?, ?, ?)
   ON CONFLICT (tenant, kind, scope, term) DO UPDATE SET df = df + excluded.df,
     max_tf = MAX(max_tf, excluded.max_tf), min_len_per_tf = MIN(min_len_per_tf, excluded.min_len_per_tf)`;
-const UPSERT_SCOPES = `INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length)
-  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?) WHERE true
+const UPSERT_SCOPES = `INSERT INTO lexical_scopes (tenant, kind, scope, items, total_length) VALUES (?, ?, ?, ?, ?)
   ON CONFLICT (tenant, kind, scope) DO UPDATE SET items = items + excluded.items,
     total_length = total_length + excluded.total_length`;
-const UPSERT_KEYS = `INSERT INTO key_counts (tenant, kind, scope, key, n)
-  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?) WHERE true
+const UPSERT_KEYS = `INSERT INTO key_counts (tenant, kind, scope, key, n) VALUES (?, ?, ?, ?, ?)
   ON CONFLICT (tenant, kind, scope, key) DO UPDATE SET n = n + excluded.n`;
 
 /**
  * Additions to the kept counts gathered over one write transaction (new raw turns, new current
- * records) and written at its end with one statement per table: the rows a write per item would
- * give, in far fewer statements (a segment's items share most of their terms and both scopes).
+ * records) and written at its end, one upsert per row: the rows a write per item would give, in
+ * fewer statements (a segment's items share many terms and their scopes).
  */
 export class CountAdditions {
   private readonly terms = new Map<string, [string, string, string, string, number, number, number]>();
@@ -136,9 +134,9 @@ export class CountAdditions {
 
   /** Writes what was gathered (in the caller's transaction) and starts over. */
   write(sql: SqlRunner): void {
-    if (this.terms.size > 0) sql.run(UPSERT_TERMS, JSON.stringify([...this.terms.values()]));
-    if (this.scopes.size > 0) sql.run(UPSERT_SCOPES, JSON.stringify([...this.scopes.values()]));
-    if (this.keys.size > 0) sql.run(UPSERT_KEYS, JSON.stringify([...this.keys.values()]));
+    for (const row of this.terms.values()) sql.run(UPSERT_TERMS, ...row);
+    for (const row of this.scopes.values()) sql.run(UPSERT_SCOPES, ...row);
+    for (const row of this.keys.values()) sql.run(UPSERT_KEYS, ...row);
     this.terms.clear();
     this.scopes.clear();
     this.keys.clear();
@@ -337,9 +335,17 @@ export const backfillScopeCounts = (db: SqliteDatabase): void => {
       .iterate()) {
       additions.item(row.tenant, kind, row.lex, row.length);
     }
+    const statements = new Map<string, ReturnType<typeof db.prepare<Param[]>>>();
     additions.write({
       all: () => [],
-      run: (text, ...params) => db.prepare<Param[]>(text).run(...params),
+      run: (text, ...params) => {
+        let statement = statements.get(text);
+        if (!statement) {
+          statement = db.prepare<Param[]>(text);
+          statements.set(text, statement);
+        }
+        return statement.run(...params);
+      },
     });
   }
   const conv = (c: string): string => `'${conversationScope("")}' || ${c}`;

@@ -315,6 +315,12 @@ export const runGraphStoreContract = (
       assert.equal(await store.countSegments(A), 2);
     });
 
+    it("counts a store keeps answer like its rows, after replays", async () => {
+      const questions = ["Where did Caroline move to? Paris!", "painting sunrise tea", "coffee plans trip work"];
+      await assertCountsAgreeWithRows(store, A, ["c1", "c2"], questions);
+      await assertCountsAgreeWithRows(store, B, ["c1", "c2", "c3"], questions);
+    });
+
     it("lists a tenant's conversations and segments in time order, with keyset pages, and the records of segments (explorer)", async () => {
       assert.deepEqual(await store.listConversations(A, 10), [
         {
@@ -673,6 +679,7 @@ export const runGraphStoreContract = (
           ["seg-d", "seg-d"],
         );
         assert.deepEqual(await fx.counts(D), await fx.counts(E), "the same rows as a segment-only write");
+        await assertCountsAgreeWithRows(store, D, ["c1"], ["greyhound Pepper", "sofa all day"]);
         assert.deepEqual(ids(await store.searchTurnsLexical(D, "greyhound", 10)), [turnRowId("c1", "t1")]);
         assert.deepEqual(
           (await eraseConversation(store, D, "c1")).turns.sort(),

@@ -193,10 +193,11 @@ export interface TermStatistics {
   /**
    * At least the largest count of the term in one item of the scope, and at most the smallest
    * ratio of an item's length to the term's count in it: they bound the term's contribution to a
-   * score. Stale values that are only looser (kept after deletes) are allowed.
+   * score. Stale values that are only looser (kept after deletes) are allowed; null: not known (the
+   * bound is then IDF·(k1 + 1), which no contribution reaches).
    */
-  maxTf: number;
-  minLengthPerTf: number;
+  maxTf: number | null;
+  minLengthPerTf: number | null;
 }
 
 /**
@@ -253,7 +254,10 @@ export const rankBm25TopK = async (
   // largest f and the smallest length / f.
   const bound = order.map((t) => {
     const { maxTf, minLengthPerTf } = kept.get(t) as TermStatistics;
-    const rest = (BM25.k1 * (1 - BM25.b)) / maxTf + ((BM25.k1 * BM25.b) / avgLength) * minLengthPerTf;
+    const rest =
+      maxTf === null || minLengthPerTf === null
+        ? 0
+        : (BM25.k1 * (1 - BM25.b)) / maxTf + ((BM25.k1 * BM25.b) / avgLength) * minLengthPerTf;
     return ((idf.get(t) as number) * (BM25.k1 + 1)) / (1 + rest);
   });
   const remaining: number[] = new Array(order.length + 1).fill(0);

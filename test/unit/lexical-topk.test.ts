@@ -25,13 +25,20 @@ const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPosti
       const k = kept.get(t) ?? { df: 0, maxTf: 0, minLengthPerTf: Number.POSITIVE_INFINITY };
       kept.set(t, {
         df: k.df + 1,
-        maxTf: Math.max(k.maxTf, f),
-        minLengthPerTf: Math.min(k.minLengthPerTf, words(h).length / f),
+        maxTf: Math.max(k.maxTf as number, f),
+        minLengthPerTf: Math.min(k.minLengthPerTf as number, words(h).length / f),
       });
     }
   }
-  // Looser bounds, as a store keeps them after deletes: still a valid ranking, read more.
-  if (loose) for (const [t, k] of kept) kept.set(t, { ...k, maxTf: k.maxTf + 2, minLengthPerTf: k.minLengthPerTf / 2 });
+  // Looser bounds, as a store keeps them after deletes (or none, after an erasure): still a valid ranking, read more.
+  if (loose)
+    for (const [t, k] of kept)
+      kept.set(
+        t,
+        t.endsWith("7")
+          ? { ...k, maxTf: null, minLengthPerTf: null }
+          : { ...k, maxTf: (k.maxTf as number) + 2, minLengthPerTf: (k.minLengthPerTf as number) / 2 },
+      );
   const totalLength = corpus.reduce((sum, h) => sum + words(h).length, 0);
   const store = {
     read: 0,

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
@@ -100,6 +101,43 @@ describe("SqliteGraphStore (SQLite only)", () => {
       (await store.listCandidateStatus("A")).map((s) => s.status),
       ["pending", "pending"],
     );
+  });
+});
+
+describe("SqliteGraphStore kept counts and erasure", () => {
+  it("an erased conversation leaves no term of its own and no score bound derived from it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-erase-"));
+    try {
+      const store = SqliteGraphStore.open(dir);
+      for (const b of batchesFor("A")) await store.writeBatch(b);
+      const terms = () =>
+        new Map(
+          store.db
+            .prepare("SELECT kind, term, max_tf AS maxTf FROM lexical_terms WHERE tenant = 'A'")
+            .all()
+            .map((r) => {
+              const row = r as { kind: string; term: string; maxTf: number | null };
+              return [`${row.kind} ${row.term}`, row.maxTf];
+            }),
+        );
+      const before = terms();
+      assert.ok([...before.values()].every((v) => v !== null));
+      await eraseConversation(store, "A", "c2");
+      const after = terms();
+      assert.ok(after.size > 0 && after.size < before.size, `${before.size} → ${after.size}`);
+      // A term c2 shared with c1 keeps its count but no bound (c2's items had a say in it).
+      assert.ok(
+        [...after.values()].some((v) => v === null),
+        "some term of c2 is also in c1",
+      );
+      assert.ok(
+        [...after.values()].some((v) => v !== null),
+        "c1's other terms keep their bounds",
+      );
+      await store.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

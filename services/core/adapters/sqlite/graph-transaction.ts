@@ -121,7 +121,7 @@ export const applyWrites = (sql: SqlRunner, tenant: string, writes: TransactionW
 
 /** Records with their full-text and index rows, and the candidates and edges touching them. */
 const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): void => {
-  for (const id of uniq(ids)) if (isCurrent(sql, tenant, id)) adjustCurrentRecord(sql, tenant, id, -1);
+  for (const id of uniq(ids)) if (isCurrent(sql, tenant, id)) adjustCurrentRecord(sql, tenant, id, -1, true);
   const list = jsonList(uniq(ids));
   sql.run(
     "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?)))",
@@ -157,7 +157,7 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
     tenant,
     conversation,
   )) {
-    adjustLexical(sql, tenant, "record", r.lex, r.lex_len, -1);
+    adjustLexical(sql, tenant, "record", r.lex, r.lex_len, -1, true);
   }
   for (const t of sql.all<{ lex: string; lex_len: number }>(
     `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_fts f ON f.rowid = t.seq
@@ -165,7 +165,7 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
     tenant,
     conversation,
   )) {
-    adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1);
+    adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
   }
   sql.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
   sql.run(

@@ -5,8 +5,9 @@
  *
  * - `lexical_terms` / `lexical_scopes`: for the tenant-wide lexical routes' BM25 (core/lexical.ts
  *   rankBm25TopK), each term's document frequency in the tenant, largest count in one item and smallest item
- *   length per count (the score bounds; a delete leaves these two as they were: still valid bounds,
- *   only looser), and the items and total length of the items a route admits: current records (not
+ *   length per count (the score bounds; when a record is superseded these two stay as they were:
+ *   still valid bounds, only looser; when an item is erased they become NULL, "not known", so
+ *   that nothing derived from erased text stays behind, and stay NULL: MAX / MIN with NULL is NULL), and the items and total length of the items a route admits: current records (not
  *   superseded) and raw turns.
  * - `key_counts`: how many current records hold each entity / topic key, for the planner's
  *   selectivity test (countRecordsByKey without validAt).
@@ -49,8 +50,8 @@ CREATE TABLE lexical_terms (
   scope TEXT NOT NULL,
   term TEXT NOT NULL,
   df INTEGER NOT NULL,
-  max_tf INTEGER NOT NULL,
-  min_len_per_tf REAL NOT NULL,
+  max_tf INTEGER,
+  min_len_per_tf REAL,
   PRIMARY KEY (tenant, kind, scope, term)
 ) WITHOUT ROWID;
 CREATE TABLE lexical_scopes (
@@ -154,6 +155,7 @@ export const adjustLexical = (
   lex: string,
   length: number,
   sign: 1 | -1,
+  erased = false,
 ): void => {
   const tf = termCounts(lex);
   for (const scope of LEXICAL_SCOPES) {
@@ -172,7 +174,10 @@ export const adjustLexical = (
         );
       } else {
         sql.run(
-          "UPDATE lexical_terms SET df = df - 1 WHERE tenant = ? AND kind = ? AND scope = ? AND term = ?",
+          erased
+            ? `UPDATE lexical_terms SET df = df - 1, max_tf = NULL, min_len_per_tf = NULL
+               WHERE tenant = ? AND kind = ? AND scope = ? AND term = ?`
+            : "UPDATE lexical_terms SET df = df - 1 WHERE tenant = ? AND kind = ? AND scope = ? AND term = ?",
           tenant,
           kind,
           scope,
@@ -216,7 +221,13 @@ export const adjustLexical = (
  * full-text row, as the search finds it) and its entity and topic keys' counts (from its index
  * rows, as countRecordsByKey joins them). Call it while the record's rows exist.
  */
-export const adjustCurrentRecord = (sql: SqlRunner, tenant: string, recordId: string, sign: 1 | -1): void => {
+export const adjustCurrentRecord = (
+  sql: SqlRunner,
+  tenant: string,
+  recordId: string,
+  sign: 1 | -1,
+  erased = false,
+): void => {
   const row = sql.all<{ conversation: string; lex: string | null; lex_len: number }>(
     `SELECT r.conversation AS conversation, f.lex AS lex, r.lex_len AS lex_len
      FROM records r LEFT JOIN records_fts f ON f.rowid = r.seq WHERE r.tenant = ? AND r.id = ?`,
@@ -224,7 +235,7 @@ export const adjustCurrentRecord = (sql: SqlRunner, tenant: string, recordId: st
     recordId,
   )[0];
   if (!row) return;
-  if (row.lex !== null) adjustLexical(sql, tenant, "record", row.lex, row.lex_len, sign);
+  if (row.lex !== null) adjustLexical(sql, tenant, "record", row.lex, row.lex_len, sign, erased);
   const keys = sql.all<{ kind: KeyKind; key: string; conversation: string }>(
     `SELECT 'entity' AS kind, entity AS key, conversation FROM record_entities WHERE tenant = ? AND record_id = ?
      UNION ALL
@@ -289,7 +300,7 @@ export const readLexicalStatistics = (
     kind,
     scope,
   )[0] ?? { items: 0, totalLength: 0 };
-  const rows = sql.all<{ term: string; df: number; maxTf: number; minLengthPerTf: number }>(
+  const rows = sql.all<{ term: string; df: number; maxTf: number | null; minLengthPerTf: number | null }>(
     `SELECT term, df, max_tf AS maxTf, min_len_per_tf AS minLengthPerTf FROM lexical_terms
      WHERE tenant = ? AND kind = ? AND scope = ? AND term IN (SELECT value FROM json_each(?))`,
     tenant,

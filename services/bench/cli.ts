@@ -182,6 +182,7 @@ interface ScaleFlags {
   queries: number;
   tenants: number;
   keepStore?: string;
+  reuseStore?: string;
   out: string;
   progress: boolean;
 }
@@ -202,6 +203,7 @@ const runScale = async (config: Config, o: ScaleFlags): Promise<void> => {
     queries: o.queries,
     tenants: o.tenants,
     ...(o.keepStore ? { keepStore: o.keepStore } : {}),
+    ...(o.reuseStore ? { reuseStore: o.reuseStore } : {}),
     out: o.out,
     progress: o.progress,
     log: (line) => console.error(line),
@@ -317,6 +319,7 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--queries <n>", "questions of each scope (conversation, tenant-wide) at each size", positive, 100)
     .option("--tenants <n>", "tenants the conversation copies are spread over", positive, 10)
     .option("--keep-store <dir>", "build the store in this (empty) folder and keep it, to profile or inspect it")
+    .option("--reuse-store <dir>", "measure a store kept by --keep-store (no build; --records is ignored)")
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--no-progress", "no progress bar")
     .action(async (o: ScaleFlags) => runScale(config(), o));

@@ -17,7 +17,7 @@ import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { SingleBar } from "cli-progress";
 import { openEmbedder, querySettingsFrom } from "../composition/parts.ts";
-import { type OpenedStores, openSqliteStores, openStores } from "../composition/stores.ts";
+import { type OpenedSqliteStores, type OpenedStores, openSqliteStores, openStores } from "../composition/stores.ts";
 import type { Config } from "../core/config.ts";
 import { type LocomoConversation, loadLocomo } from "../core/datasets/locomo.ts";
 import type { Embedder, EmbedderStats } from "../core/ports.ts";
@@ -70,6 +70,12 @@ export interface ScaleBenchOptions {
    * profile or inspect it (default: a temporary folder, removed at the end).
    */
   keepStore?: string;
+  /**
+   * Measure a store this bench built and kept earlier (`keepStore`) without building anything:
+   * it is opened (migrating it if this code's schema is newer), its conversations are read back,
+   * and one size (the store's own) is measured; `sizes` is ignored.
+   */
+  reuseStore?: string;
   /** Output folder; null writes nothing. */
   out: string | null;
   progress?: boolean;
@@ -200,14 +206,17 @@ export const runScaleBench = async (
   const dev = loadLocomo(dataFile);
   if (dev.length === 0) throw new Error(`no conversations in ${dataFile}`);
 
+  if (options.keepStore && options.reuseStore) throw new Error("bench scale: --keep-store or --reuse-store, not both");
   const store: ScaleStore = options.store ?? "embedded";
-  if (store === "neo4j" && options.keepStore) throw new Error("bench scale: --keep-store is for the embedded store");
+  if (store === "neo4j" && (options.keepStore || options.reuseStore))
+    throw new Error("bench scale: --keep-store and --reuse-store are for the embedded store");
   // Tenants of a Neo4j run carry a prefix of their own: the server is shared (tests, other runs),
   // and the cleanup at the end erases exactly these tenants.
   const tenantPrefix = store === "neo4j" ? `scale-${randomUUID().slice(0, 8)}-` : "scale-";
 
   const embedder = options.embedder ?? (await openEmbedder(options.config));
-  const dataDir = options.keepStore ? resolve(options.keepStore) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
+  const kept = options.keepStore ?? options.reuseStore;
+  const dataDir = kept ? resolve(kept) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
   if (options.keepStore) {
     mkdirSync(dataDir, { recursive: true });
     if (readdirSync(dataDir).length > 0) throw new Error(`bench scale: --keep-store folder ${dataDir} is not empty`);
@@ -217,7 +226,8 @@ export const runScaleBench = async (
     dataDir,
     ...(store === "neo4j" ? { store: { ...options.config.store, kind: "neo4j" as const } } : {}),
   };
-  const openScaleStores = async (): Promise<OpenedStores> =>
+  // The SQLite handle is there for --reuse-store, which reads a kept embedded store's rows back.
+  const openScaleStores = async (): Promise<OpenedStores & { db?: OpenedSqliteStores["db"] }> =>
     store === "neo4j" ? openStores(config, "neo4j") : openSqliteStores(config);
   const settings = querySettingsFrom(config);
   const rnd = seededRandom(seed);
@@ -231,7 +241,7 @@ export const runScaleBench = async (
     : undefined;
   bar?.start(sizes[sizes.length - 1] as number, 0, { phase: "build" });
 
-  let stores: OpenedStores = await openScaleStores();
+  let stores = await openScaleStores();
   log(`scale: store ${stores.label}${store === "neo4j" ? `, tenants ${tenantPrefix}*` : ""}`);
   const results: ScaleSizeResult[] = [];
   const built: BuiltConversation[] = [];
@@ -328,6 +338,31 @@ export const runScaleBench = async (
       return { seconds, vectors };
     };
 
+    if (options.reuseStore) {
+      // The kept store's conversations, in the order the build made them (copy, then dev order).
+      const order = new Map(dev.map((d, i) => [d.id, i]));
+      const db = stores.db;
+      if (!db) throw new Error("bench scale: --reuse-store needs the embedded store");
+      const rows = db
+        .prepare<[], { tenant: string; conversation: string; n: number }>(
+          "SELECT tenant, conversation, COUNT(*) AS n FROM records GROUP BY tenant, conversation",
+        )
+        .all()
+        .map((r) => {
+          const at = r.conversation.lastIndexOf("-c");
+          const source = dev.find((d) => d.id === r.conversation.slice(0, at));
+          if (!source) throw new Error(`bench scale: --reuse-store: ${r.conversation} is no copy of ${dataFile}`);
+          return { ...r, source, copy: Number(r.conversation.slice(at + 2)) };
+        })
+        .sort((a, b) => a.copy - b.copy || (order.get(a.source.id) ?? 0) - (order.get(b.source.id) ?? 0));
+      for (const r of rows) {
+        built.push({ tenant: r.tenant, conversation: r.conversation, source: r.source, copy: r.copy });
+        recordsPerTenant.set(r.tenant, (recordsPerTenant.get(r.tenant) ?? 0) + r.n);
+        records += r.n;
+      }
+      turns = db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM turns").get()?.n ?? 0;
+      sizes.splice(0, sizes.length, records);
+    }
     for (const size of sizes) {
       let writeSeconds = 0;
       let writeVectors = 0;
@@ -441,7 +476,7 @@ export const runScaleBench = async (
     }
     await stores.close().catch(() => {});
     if (!options.embedder) await embedder.close?.();
-    if (!options.keepStore) rmSync(dataDir, { recursive: true, force: true });
+    if (!kept) rmSync(dataDir, { recursive: true, force: true });
   }
 
   const { report, markdown, files } = writeReport();

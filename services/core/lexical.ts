@@ -11,10 +11,14 @@
  * so it does not depend on the store's own scoring (FTS5's bm25 and Lucene's differ in IDF,
  * length normalisation and float width, which is what made the two runtimes' contexts differ).
  *
- * Exactness holds while the hits in scope number at most LEXICAL_POOL_LIMIT: document frequencies
- * are counted over the hits, which are then all the items containing each term. Above it the pool
- * is the index's best LEXICAL_POOL_LIMIT hits and the scores are approximate (store-specific).
- * Pure: no I/O.
+ * Two ways to rank. `searchLexical` counts document frequencies over the hits: exact while the
+ * hits in scope number at most LEXICAL_POOL_LIMIT (they are then all the items containing each
+ * term); above it the pool is the index's best LEXICAL_POOL_LIMIT hits and the scores are
+ * approximate (store-specific). Its cost grows with every item holding any query term.
+ * `searchLexicalTopK` takes the document frequencies and scope counts a store keeps with its writes
+ * and ranks by MaxScore: the same scores and top k as the exhaustive ranking over every item in
+ * scope, reading the rare terms' items and a common term's only while it could still change the
+ * top k (issue 18). Pure: no I/O (the store is asked through callbacks).
  */
 import { stemmer } from "stemmer";
 
@@ -105,10 +109,57 @@ export interface ScoredHit {
   score: number;
 }
 
+/** A hit's term frequencies (query terms only) and length in terms. */
+interface TermCounts {
+  tf: Map<string, number>;
+  length: number;
+}
+
+const termCounts = (lex: string, wanted: ReadonlySet<string>): TermCounts => {
+  const tf = new Map<string, number>();
+  const words = lex.length === 0 ? [] : lex.split(" ");
+  for (const w of words) if (wanted.has(w)) tf.set(w, (tf.get(w) ?? 0) + 1);
+  return { tf, length: words.length };
+};
+
+/** BM25's IDF: ln(1 + (N - df + 0.5) / (df + 0.5)), never negative. */
+const idfOf = (n: number, df: number): number => Math.log(1 + (n - df + 0.5) / (df + 0.5));
+
+/**
+ * The BM25 score of one item under fixed statistics. The exhaustive and the top-k ranking both
+ * score with this one function (terms summed in query order), so equal statistics give bit-equal
+ * scores whichever ranked.
+ */
+const bm25Score = (
+  terms: readonly string[],
+  idf: ReadonlyMap<string, number>,
+  avgLength: number,
+  doc: TermCounts,
+): number => {
+  let score = 0;
+  const norm = BM25.k1 * (1 - BM25.b + (BM25.b * doc.length) / avgLength);
+  for (const t of terms) {
+    const f = doc.tf.get(t);
+    if (f) score += ((idf.get(t) as number) * (f * (BM25.k1 + 1))) / (f + norm);
+  }
+  return score;
+};
+
+interface Ranked {
+  id: string;
+  time: number;
+  score: number;
+}
+
+/** Higher score first, then the newer item, then the smaller id. */
+const byRank = (a: Ranked, b: Ranked): number =>
+  b.score - a.score || b.time - a.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
 /**
  * BM25 of each hit for the query terms (IDF ln(1 + (N - df + 0.5) / (df + 0.5)), never negative),
  * the best `k`, ties by newer time then id. Terms are summed in query order so that equal inputs
- * give bit-equal scores in every store.
+ * give bit-equal scores in every store. Document frequencies are counted over the hits: exact when
+ * the hits are every item in scope holding a query term.
  */
 export const rankBm25 = (
   terms: readonly string[],
@@ -121,31 +172,127 @@ export const rankBm25 = (
   const unique = new Map<string, LexicalHit>();
   for (const h of hits) if (!unique.has(h.id)) unique.set(h.id, h);
   const wanted = new Set(terms);
-  const docs = [...unique.values()].map((h) => {
-    const tf = new Map<string, number>();
-    const words = h.lex.length === 0 ? [] : h.lex.split(" ");
-    for (const w of words) if (wanted.has(w)) tf.set(w, (tf.get(w) ?? 0) + 1);
-    return { hit: h, tf, length: words.length };
-  });
+  const docs = [...unique.values()].map((h) => ({ hit: h, counts: termCounts(h.lex, wanted) }));
   const df = new Map<string, number>();
-  for (const d of docs) for (const t of d.tf.keys()) df.set(t, (df.get(t) ?? 0) + 1);
+  for (const d of docs) for (const t of d.counts.tf.keys()) df.set(t, (df.get(t) ?? 0) + 1);
   // The scope's counts come from another query than the hits; neither may undercut the other.
   const n = Math.max(scope.items, docs.length);
   const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
-  const idf = new Map(terms.map((t) => [t, Math.log(1 + (n - (df.get(t) ?? 0) + 0.5) / ((df.get(t) ?? 0) + 0.5))]));
+  const idf = new Map(terms.map((t) => [t, idfOf(n, df.get(t) ?? 0)]));
   const scored = docs
-    .map((d) => {
-      let score = 0;
-      const norm = BM25.k1 * (1 - BM25.b + (BM25.b * d.length) / avgLength);
-      for (const t of terms) {
-        const f = d.tf.get(t);
-        if (f) score += ((idf.get(t) as number) * (f * (BM25.k1 + 1))) / (f + norm);
-      }
-      return { id: d.hit.id, time: d.hit.time, score };
-    })
+    .map((d) => ({ id: d.hit.id, time: d.hit.time, score: bm25Score(terms, idf, avgLength, d.counts) }))
     .filter((s) => s.score > 0);
-  scored.sort((a, b) => b.score - a.score || b.time - a.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  scored.sort(byRank);
   return scored.slice(0, limit).map(({ id, score }) => ({ id, score }));
+};
+
+/** What a store keeps of one term in a scope. */
+export interface TermStatistics {
+  /** Items in scope holding the term. */
+  df: number;
+  /**
+   * At least the largest count of the term in one item of the scope, and at most the smallest
+   * ratio of an item's length to the term's count in it: they bound the term's contribution to a
+   * score. Stale values that are only looser (kept after deletes) are allowed; null: not known (the
+   * bound is then IDF·(k1 + 1), which no contribution reaches).
+   */
+  maxTf: number | null;
+  minLengthPerTf: number | null;
+}
+
+/**
+ * What a store keeps for the top-k ranking: the scope's counts and its terms' statistics,
+ * maintained with the writes, so that no query has to count them over its hits.
+ */
+export interface LexicalStatistics {
+  scope: LexicalScope;
+  /** By term; a term absent from the map occurs in no item of the scope. */
+  terms: ReadonlyMap<string, TermStatistics>;
+}
+
+/** A store's side of the top-k ranking. */
+export interface LexicalPostings {
+  statistics(terms: readonly string[]): Promise<LexicalStatistics>;
+  /** Every item in scope holding `term` and none of `without` (whose items were read already). */
+  postings(term: string, without: readonly string[]): Promise<readonly LexicalHit[]>;
+}
+
+/** Relative slack on the score bounds, far above the rounding of a sum of ≤ 32 terms. */
+const BOUND_SLACK = 1e-9;
+
+/**
+ * The same top k as `rankBm25` over every item in scope holding a query term (same scores, same
+ * order, ties included), reading fewer items: MaxScore over the terms' postings. Terms are taken
+ * rarest first and each one's postings read whole (only the items not read already); every item
+ * read is scored exactly from its stored terms. An item not read yet holds none of the terms read
+ * so far, so its score is at most the sum of the remaining terms' bounds (each term's contribution
+ * at its largest count in an item and smallest length per count: TermStatistics); once the k-th
+ * best score read is above that sum, no unread item can enter the top k (not even by a tie) and the
+ * common terms' postings are never read.
+ */
+export const rankBm25TopK = async (
+  terms: readonly string[],
+  k: number,
+  store: LexicalPostings,
+): Promise<ScoredHit[]> => {
+  const limit = Math.floor(k);
+  if (terms.length === 0 || !(limit > 0)) return [];
+  const { scope, terms: kept } = await store.statistics(terms);
+  const n = scope.items;
+  const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
+  const df = (t: string): number => kept.get(t)?.df ?? 0;
+  const idf = new Map(terms.map((t) => [t, idfOf(n, df(t))]));
+  const wanted = new Set(terms);
+  // Rarest first (query order among equals); a term in no item has no postings to read.
+  const order = terms
+    .map((t, i) => ({ t, i, df: df(t) }))
+    .filter((x) => x.df > 0)
+    .sort((a, b) => a.df - b.df || a.i - b.i)
+    .map((x) => x.t);
+  // A term's contribution idf·f·(k1 + 1) / (f + k1·(1 - b) + k1·b·length / avgLength) equals
+  // idf·(k1 + 1) / (1 + k1·(1 - b) / f + (k1·b / avgLength)·(length / f)): at most its value at the
+  // largest f and the smallest length / f.
+  const bound = order.map((t) => {
+    const { maxTf, minLengthPerTf } = kept.get(t) as TermStatistics;
+    const rest =
+      maxTf === null || minLengthPerTf === null
+        ? 0
+        : (BM25.k1 * (1 - BM25.b)) / maxTf + ((BM25.k1 * BM25.b) / avgLength) * minLengthPerTf;
+    return ((idf.get(t) as number) * (BM25.k1 + 1)) / (1 + rest);
+  });
+  const remaining: number[] = new Array(order.length + 1).fill(0);
+  for (let i = order.length - 1; i >= 0; i--) remaining[i] = (remaining[i + 1] as number) + (bound[i] as number);
+  const top: Ranked[] = [];
+  const seen = new Set<string>();
+  for (let i = 0; i < order.length; i++) {
+    const kth = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
+    if (kth !== undefined && kth > (remaining[i] as number) * (1 + BOUND_SLACK)) break;
+    for (const hit of await store.postings(order[i] as string, order.slice(0, i))) {
+      if (seen.has(hit.id)) continue;
+      seen.add(hit.id);
+      const score = bm25Score(terms, idf, avgLength, termCounts(hit.lex, wanted));
+      if (!(score > 0)) continue;
+      const item = { id: hit.id, time: hit.time, score };
+      if (top.length >= limit && byRank(item, top[limit - 1] as Ranked) >= 0) continue;
+      // Insert in rank order (k is small: a route's depth).
+      let at = top.length;
+      while (at > 0 && byRank(item, top[at - 1] as Ranked) < 0) at--;
+      top.splice(at, 0, item);
+      if (top.length > limit) top.pop();
+    }
+  }
+  return top.map(({ id, score }) => ({ id, score }));
+};
+
+/**
+ * The top-k lexical search of a store that keeps document frequencies (`LexicalPostings`): the
+ * query's terms, then `rankBm25TopK`. No terms or k < 1: no hits, and the store is not asked.
+ */
+export const searchLexicalTopK = async (text: string, k: number, store: LexicalPostings): Promise<ScoredHit[]> => {
+  const terms = queryTerms(text);
+  const limit = Math.floor(k);
+  if (terms.length === 0 || !(limit > 0)) return [];
+  return rankBm25TopK(terms, limit, store);
 };
 
 /** What a store finds for an index query: the hits in scope (at most LEXICAL_POOL_LIMIT) and the scope's counts. */

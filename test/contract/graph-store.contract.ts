@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { after, afterEach, before, describe, it } from "node:test";
 import { applyConsolidation } from "../../services/consolidator/apply.ts";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { CursorCodec } from "../../services/core/cursor.ts";
@@ -13,7 +13,7 @@ import { ValidationError } from "../../services/core/errors.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
 import { lexicalText, queryTerms, rankBm25 } from "../../services/core/lexical.ts";
 import { type GraphStore, type IndexBatch, OPEN_SEGMENT_ID, type RecordQuery } from "../../services/core/ports.ts";
-import { isoSpan } from "../../services/core/record-index.ts";
+import { entityKeys, isoSpan, topicKeys } from "../../services/core/record-index.ts";
 import { getTurnsByRowIds } from "../../services/core/turn-order.ts";
 import type {
   DeadLetter,
@@ -212,6 +212,62 @@ const allZero = (counts: Record<string, number>): boolean => Object.values(count
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * What a store may keep counted with its writes (SQLite: scope-counts.ts) must answer exactly as a
+ * read of the rows would: each key's capped count equals what recordsBy* returns for it (current
+ * records, tenant-wide and per conversation), and each lexical search equals the exhaustive BM25
+ * over the scope's current records / raw turns. Checked after every consolidation and erasure step.
+ */
+const assertCountsAgreeWithRows = async (
+  store: GraphStore,
+  tenant: string,
+  conversations: readonly string[],
+  questions: readonly string[],
+): Promise<void> => {
+  const all = (await store.listRecords(tenant, { limit: 1000, includeSuperseded: true })).records;
+  const keys = {
+    entity: [...new Set(all.flatMap((r) => entityKeys(r).map((e) => e.key)))],
+    topic: [...new Set(all.flatMap((r) => topicKeys(r).map((t) => t.key)))],
+  };
+  for (const conversation of [undefined, ...conversations]) {
+    for (const [index, find] of [
+      ["entity", store.recordsByEntities.bind(store)],
+      ["topic", store.recordsByTopics.bind(store)],
+    ] as const)
+      for (const key of keys[index])
+        for (const cap of [1, 2, 100])
+          assert.equal(
+            await store.countRecordsByKey(tenant, index, key, cap, conversation),
+            (await find(tenant, [key], cap, conversation)).length,
+            `${index} ${key} ${conversation} cap ${cap}`,
+          );
+    const current = (
+      await store.listRecords(tenant, { limit: 1000, ...(conversation ? { conversation } : {}) })
+    ).records.map((r) => ({ id: r.id, time: Date.parse(r.source.saidAt), ...lexicalText(r.text) }));
+    const turns: { id: string; time: number; lex: string; length: number }[] = [];
+    for (const c of conversation ? [conversation] : conversations)
+      for (const seg of await store.listSegments(tenant, c, 1000))
+        for (const t of seg.turns)
+          turns.push({ id: turnRowId(c, t.turnId), time: Date.parse(t.timestamp), ...lexicalText(t.text) });
+    for (const question of questions) {
+      const terms = queryTerms(question);
+      for (const [items, search] of [
+        [current, store.searchRecordsLexical.bind(store)],
+        [turns, store.searchTurnsLexical.bind(store)],
+      ] as const) {
+        const hits = items.filter((r) => r.lex.split(" ").some((w) => terms.includes(w)));
+        const scope = { items: items.length, totalLength: items.reduce((n, r) => n + r.length, 0) };
+        for (const k of [1, 3, 10])
+          assert.deepEqual(
+            await search(tenant, question, k, conversation),
+            rankBm25(terms, hits, scope, k),
+            `${question} ${conversation} k ${k}`,
+          );
+      }
+    }
+  }
+};
+
 export const runGraphStoreContract = (
   name: string,
   make: () => Promise<GraphStoreFixture>,
@@ -257,6 +313,12 @@ export const runGraphStoreContract = (
       assert.equal(await store.countRecords(A), 4);
       assert.equal(await store.countRecords(B), 5);
       assert.equal(await store.countSegments(A), 2);
+    });
+
+    it("counts a store keeps answer like its rows, after replays", async () => {
+      const questions = ["Where did Caroline move to? Paris!", "painting sunrise tea", "coffee plans trip work"];
+      await assertCountsAgreeWithRows(store, A, ["c1", "c2"], questions);
+      await assertCountsAgreeWithRows(store, B, ["c1", "c2", "c3"], questions);
     });
 
     it("lists a tenant's conversations and segments in time order, with keyset pages, and the records of segments (explorer)", async () => {
@@ -617,6 +679,7 @@ export const runGraphStoreContract = (
           ["seg-d", "seg-d"],
         );
         assert.deepEqual(await fx.counts(D), await fx.counts(E), "the same rows as a segment-only write");
+        await assertCountsAgreeWithRows(store, D, ["c1"], ["greyhound Pepper", "sofa all day"]);
         assert.deepEqual(ids(await store.searchTurnsLexical(D, "greyhound", 10)), [turnRowId("c1", "t1")]);
         assert.deepEqual(
           (await eraseConversation(store, D, "c1")).turns.sort(),
@@ -760,6 +823,16 @@ export const runGraphStoreContract = (
       });
       const current = async (id: string): Promise<boolean> =>
         (await store.getRecords(C, [id]))[0]?.valid.supersededBy === undefined;
+
+      // Whatever a store keeps counted follows every step (supersede, merge, rollback, erasure).
+      afterEach(async () =>
+        assertCountsAgreeWithRows(
+          store,
+          C,
+          ["k1", "k2", "k3"],
+          ["Jon works at Globex", "lives in Berlin or Oslo", "data team Acme employed", "Jon"],
+        ),
+      );
 
       before(async () => {
         await store.deleteTenant(C);

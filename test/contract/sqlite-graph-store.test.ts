@@ -22,6 +22,9 @@ const TABLES = [
   "update_candidates",
   "record_relations",
   "dead_letters",
+  "lexical_terms",
+  "lexical_scopes",
+  "key_counts",
 ];
 
 const tableCounts = (db: SqliteDatabase, tenant: string): Record<string, number> =>

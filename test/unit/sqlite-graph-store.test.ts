@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
@@ -24,6 +25,13 @@ const UNDO_MIGRATION_7 = `
   DROP INDEX record_topics_names;
   ALTER TABLE record_entities DROP COLUMN conversation;
   ALTER TABLE record_topics DROP COLUMN conversation;
+`;
+
+/** Rolls back migration 9 (the kept counts' tables): for the older-store tests. */
+const UNDO_MIGRATION_9 = `
+  DROP TABLE lexical_terms;
+  DROP TABLE lexical_scopes;
+  DROP TABLE key_counts;
 `;
 
 describe("SqliteGraphStore (SQLite only)", () => {
@@ -96,6 +104,43 @@ describe("SqliteGraphStore (SQLite only)", () => {
   });
 });
 
+describe("SqliteGraphStore kept counts and erasure", () => {
+  it("an erased conversation leaves no term of its own and no score bound derived from it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-erase-"));
+    try {
+      const store = SqliteGraphStore.open(dir);
+      for (const b of batchesFor("A")) await store.writeBatch(b);
+      const terms = () =>
+        new Map(
+          store.db
+            .prepare("SELECT kind, term, max_tf AS maxTf FROM lexical_terms WHERE tenant = 'A'")
+            .all()
+            .map((r) => {
+              const row = r as { kind: string; term: string; maxTf: number | null };
+              return [`${row.kind} ${row.term}`, row.maxTf];
+            }),
+        );
+      const before = terms();
+      assert.ok([...before.values()].every((v) => v !== null));
+      await eraseConversation(store, "A", "c2");
+      const after = terms();
+      assert.ok(after.size > 0 && after.size < before.size, `${before.size} → ${after.size}`);
+      // A term c2 shared with c1 keeps its count but no bound (c2's items had a say in it).
+      assert.ok(
+        [...after.values()].some((v) => v === null),
+        "some term of c2 is also in c1",
+      );
+      assert.ok(
+        [...after.values()].some((v) => v !== null),
+        "c1's other terms keep their bounds",
+      );
+      await store.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("SqliteGraphStore persistence", () => {
   it("keeps everything across close and reopen", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-"));
@@ -147,6 +192,7 @@ describe("SqliteGraphStore persistence", () => {
       const expected = await read(a);
       // Back to what version 6 wrote.
       a.db.exec(`
+        ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
         CREATE VIRTUAL TABLE t6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
@@ -174,6 +220,47 @@ describe("SqliteGraphStore persistence", () => {
     }
   });
 
+  it("migrates a version-8 store (no kept counts): the backfill equals the counts kept by the writes, reads the same", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-v8-"));
+    try {
+      const a = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t, t === "B")) await a.writeBatch(b);
+      assert.equal(await a.supersede("A", R3("A"), R1("A"), "2023-06-01T00:00:00.000Z"), true);
+      const questions = ["Caroline painting Paris tea", "coffee plans trip sunrise", "Melanie Paris"];
+      const read = async (s: SqliteGraphStore) => {
+        const out: unknown[] = [];
+        for (const conversation of [undefined, "c1", "c2"]) {
+          for (const q of questions) {
+            out.push(await s.searchRecordsLexical("A", q, 5, conversation));
+            out.push(await s.searchTurnsLexical("A", q, 5, conversation));
+          }
+          for (const key of ["Caroline", "Caro", "Paris", "Melanie"])
+            out.push(await s.countRecordsByKey("A", "entity", key, 10, conversation));
+          for (const key of ["travel", "moving", "painting", "tea"])
+            out.push(await s.countRecordsByKey("A", "topic", key, 10, conversation));
+        }
+        return out;
+      };
+      const kept = (s: SqliteGraphStore) =>
+        ["lexical_terms", "lexical_scopes", "key_counts"].map((t) =>
+          s.db.prepare(`SELECT * FROM ${t} ORDER BY 1, 2, 3, 4`).all(),
+        );
+      const expected = await read(a);
+      const keptByWrites = kept(a);
+      assert.ok((keptByWrites[0] as unknown[]).length > 0 && (keptByWrites[2] as unknown[]).length > 0);
+      // Back to what version 8 wrote.
+      a.db.exec(`${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`);
+      await a.close();
+      const b = SqliteGraphStore.open(dir);
+      assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
+      assert.deepEqual(kept(b), keptByWrites);
+      assert.deepEqual(await read(b), expected);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("migrates a version-2 store (FTS over raw text) to the shared lexical terms", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-v2-"));
     try {
@@ -186,6 +273,7 @@ describe("SqliteGraphStore persistence", () => {
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
       a.db.exec(`
+        ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;
         DROP INDEX turns_lex_scope;

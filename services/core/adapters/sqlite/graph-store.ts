@@ -3,7 +3,15 @@ import { CursorCodec } from "../../cursor.ts";
 import type { ConversationSummary, SegmentKey } from "../../explorer.ts";
 import { turnRowId } from "../../ids.ts";
 import { parseConversationKey } from "../../keys.ts";
-import { LEXICAL_POOL_LIMIT, type LexicalHit, type LexicalScope, lexicalText, searchLexical } from "../../lexical.ts";
+import {
+  anyTermQuery,
+  LEXICAL_POOL_LIMIT,
+  type LexicalHit,
+  type LexicalScope,
+  lexicalText,
+  searchLexical,
+  searchLexicalTopK,
+} from "../../lexical.ts";
 import type {
   ApplyHooks,
   GraphStore,
@@ -28,6 +36,14 @@ import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
+import {
+  adjustCurrentRecord,
+  CountAdditions,
+  deleteTenantCounts,
+  isCurrent,
+  readKeyCount,
+  readLexicalStatistics,
+} from "./scope-counts.ts";
 import { SqliteVocabulary } from "./vocabulary.ts";
 
 type Statement = BetterSqlite3.Statement<Param[], unknown>;
@@ -100,6 +116,16 @@ const validity = (validAt: number | undefined): { sql: string; params: Param[] }
 const poolOf = <T>(read: (ordered: boolean, limit: number) => T[]): T[] => {
   const all = read(false, LEXICAL_POOL_LIMIT + 1);
   return all.length <= LEXICAL_POOL_LIMIT ? all : read(true, LEXICAL_POOL_LIMIT);
+};
+
+/**
+ * The MATCH of one term's postings in a tenant, without the items holding any term in `without`
+ * (read already by the top-k ranking).
+ */
+const termMatch = (term: string, without: readonly string[], tenant: string): string => {
+  const scoped = scopedMatch(anyTermQuery([term]) as string, tenant);
+  const read = anyTermQuery(without);
+  return read === undefined ? scoped : `(${scoped}) NOT lex : (${read})`;
 };
 
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
@@ -200,8 +226,9 @@ export class SqliteGraphStore implements GraphStore {
         throw new Error(`writeBatch: record ${r.id} belongs to tenant "${r.source.tenant}", batch is for "${tenant}"`);
       }
     }
+    const additions = new CountAdditions();
     this.db.transaction(() => {
-      for (const record of batch.records) this.insertRecord(tenant, record);
+      for (const record of batch.records) this.insertRecord(tenant, record, additions);
       for (const frame of batch.eventFrames) {
         for (const recordId of uniq(frame.recordIds)) {
           this.run(
@@ -220,7 +247,7 @@ export class SqliteGraphStore implements GraphStore {
         JSON.stringify(segment),
       );
       for (const turn of segment.turns) {
-        if (this.insertTurn(tenant, segment.conversation, segment.id, turn)) continue;
+        if (this.insertTurn(tenant, segment.conversation, segment.id, turn, additions)) continue;
         // Written ahead of its segment (writeTurns): the segment closed, the row now names it.
         this.run(
           "UPDATE turns SET segment_id = ? WHERE tenant = ? AND conversation = ? AND turn_id = ? AND segment_id = ?",
@@ -231,17 +258,26 @@ export class SqliteGraphStore implements GraphStore {
           OPEN_SEGMENT_ID,
         );
       }
+      additions.write(this.sql);
     })();
   }
 
   async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
+    const additions = new CountAdditions();
     this.db.transaction(() => {
-      for (const turn of turns) this.insertTurn(tenant, conversation, OPEN_SEGMENT_ID, turn);
+      for (const turn of turns) this.insertTurn(tenant, conversation, OPEN_SEGMENT_ID, turn, additions);
+      additions.write(this.sql);
     })();
   }
 
-  /** Inserts a raw turn with its full-text row once; false when it was there already. */
-  private insertTurn(tenant: string, conversation: string, segmentId: string, turn: SegmentTurn): boolean {
+  /** Inserts a raw turn with its full-text row once (its counts into `additions`); false when it was there already. */
+  private insertTurn(
+    tenant: string,
+    conversation: string,
+    segmentId: string,
+    turn: SegmentTurn,
+    additions: CountAdditions,
+  ): boolean {
     const info = this.run(
       `INSERT INTO turns (${TURN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
       tenant,
@@ -266,11 +302,15 @@ export class SqliteGraphStore implements GraphStore {
       conversation,
       ftsScopeText(tenant, conversation),
     );
+    additions.item(tenant, "turn", lex.lex, lex.length);
     return true;
   }
 
-  /** Inserts a record and its index rows once; a replay leaves the stored record (and any consolidation) as is. */
-  private insertRecord(tenant: string, record: MemoryRecord): void {
+  /**
+   * Inserts a record and its index rows once (a current one's counts into `additions`); a replay
+   * leaves the stored record (and any consolidation) as is.
+   */
+  private insertRecord(tenant: string, record: MemoryRecord, additions: CountAdditions): void {
     const span = recordSpan(record);
     const info = this.run(
       `INSERT INTO records (tenant, id, conversation, type, text, json, said_at, time_from, time_to, has_time,
@@ -332,6 +372,15 @@ export class SqliteGraphStore implements GraphStore {
         b.month,
       );
     }
+    if ((record.valid.supersededBy ?? null) === null) {
+      additions.item(tenant, "record", lex.lex, lex.length);
+      // One count per distinct key, as the index tables' primary keys keep them.
+      const keys = [
+        ...uniq(entityKeys(record).map((e) => e.key)).map((key) => ({ kind: "entity" as const, key })),
+        ...uniq(topicKeys(record).map((t) => t.key)).map((key) => ({ kind: "topic" as const, key })),
+      ];
+      additions.recordKeys(tenant, record.source.conversation, keys);
+    }
   }
 
   /**
@@ -344,6 +393,7 @@ export class SqliteGraphStore implements GraphStore {
       const row = this.all<JsonRow>("SELECT id, json FROM records WHERE tenant = ? AND id = ?", tenant, recordId)[0];
       if (!row) return false;
       const record = JSON.parse(row.json) as MemoryRecord;
+      if (isCurrent(this.sql, tenant, recordId)) adjustCurrentRecord(this.sql, tenant, recordId, -1);
       const to = validTo ?? record.valid.to ?? new Date().toISOString();
       record.valid = { ...record.valid, to, supersededBy };
       this.run(
@@ -483,6 +533,7 @@ export class SqliteGraphStore implements GraphStore {
       this.run("DELETE FROM records_fts WHERE tenant = ?", tenant);
       this.run("DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ?)", tenant);
       this.run("DELETE FROM turns_fts WHERE tenant = ?", tenant);
+      deleteTenantCounts(this.sql, tenant);
       for (const table of [
         "records",
         "record_entities",
@@ -645,9 +696,13 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * BM25 (services/core/lexical.ts) over current records' terms; FTS5 finds the records of the
-   * scope (tenant or conversation: fts-scope.ts) holding any query term, the shared scorer ranks
-   * them (ties: newer said-at, then id).
+   * BM25 (services/core/lexical.ts) over current records' terms, ties: newer said-at, then id.
+   * Tenant-wide over current records: MaxScore top k (searchLexicalTopK) over the tenant's document
+   * frequencies and counts kept with the writes (scope-counts.ts), FTS5 reading one term's records
+   * of the tenant (fts-scope.ts) at a time: the cost follows the rare terms' lists, not every record
+   * holding a query term. In one conversation (small: exhaustive is as fast) or as of `validAt`
+   * (the kept counts are of current records): FTS5 finds every record of the scope holding any
+   * query term and the shared scorer counts over them (searchLexical). Same scores either way.
    */
   async searchRecordsLexical(
     tenant: string,
@@ -663,17 +718,23 @@ export class SqliteGraphStore implements GraphStore {
       ...(conversation === undefined ? [] : [conversation]),
       ...valid.params,
     ];
+    const read = (match: string, ordered: boolean, limit: number): LexicalHit[] =>
+      this.all<LexicalHit>(
+        `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
+         FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
+         ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
+        ...scoped(match, tenant, tenant),
+        limit,
+      );
+    if (validAt === undefined && conversation === undefined) {
+      return searchLexicalTopK(text, k, {
+        statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", terms),
+        postings: async (term, without) => read(termMatch(term, without, tenant), false, -1),
+      });
+    }
     return searchLexical(text, k, async (match) => ({
-      hits: poolOf((ordered, limit) =>
-        this.all<LexicalHit>(
-          `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
-           FROM records_fts JOIN records r ON r.seq = records_fts.rowid
-           WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
-           ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
-          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
-          limit,
-        ),
-      ),
+      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
          FROM records r WHERE r.tenant = ?${conv}`,
@@ -682,21 +743,31 @@ export class SqliteGraphStore implements GraphStore {
     }));
   }
 
-  /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
+  /**
+   * BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId).
+   * Tenant-wide: MaxScore top k over the kept counts; in one conversation: exhaustive (as
+   * searchRecordsLexical).
+   */
   async searchTurnsLexical(tenant: string, text: string, k: number, conversation?: string): Promise<ScoredId[]> {
     const conv = conversation === undefined ? "" : " AND t.conversation = ?";
     const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
+    const read = (match: string, ordered: boolean, limit: number): LexicalHit[] =>
+      this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
+        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
+         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+         WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+         ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
+        ...scoped(match, tenant, tenant),
+        limit,
+      ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) }));
+    if (conversation === undefined) {
+      return searchLexicalTopK(text, k, {
+        statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", terms),
+        postings: async (term, without) => read(termMatch(term, without, tenant), false, -1),
+      });
+    }
     return searchLexical(text, k, async (match) => ({
-      hits: poolOf((ordered, limit) =>
-        this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
-          `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
-           FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
-           WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
-           ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
-          ...scoped(scopedMatch(match, tenant, conversation), tenant, tenant),
-          limit,
-        ),
-      ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) })),
+      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
       scope: this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
         ...scoped(tenant),
@@ -758,7 +829,8 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * Matches of one entity / topic key, counted up to the cap: the LIMIT inside stops the index
+   * Matches of one entity / topic key, counted up to the cap. Current records: the kept count. As
+   * of `validAt`: the LIMIT inside stops the index
    * walk at `cap` valid rows (a record holds a key at most once: the tables' primary key), where
    * recordsBy* groups and sorts every match before its LIMIT. The key's index is named: without
    * statistics the planner walks the primary key's (tenant, record_id, …) prefix, every row of the
@@ -775,6 +847,9 @@ export class SqliteGraphStore implements GraphStore {
     const k = normaliseKey(key);
     const limit = Math.floor(cap);
     if (!k || !(limit > 0)) return 0;
+    // Current records: the count kept with the writes (scope-counts.ts), one indexed read. As of a
+    // moment the kept counts (of current records) do not apply: the capped count below.
+    if (validAt === undefined) return Math.min(readKeyCount(this.sql, tenant, index, k, conversation), limit);
     const [table, column] = index === "entity" ? ["record_entities", "entity"] : ["record_topics", "topic"];
     // (tenant, entity|topic) tenant-wide; (tenant, conversation, entity|topic, …) in a conversation.
     const byKey = `${table}_${conversation === undefined ? column : "conv"}`;

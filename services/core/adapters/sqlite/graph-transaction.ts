@@ -6,6 +6,7 @@
  */
 import type { TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
+import { adjustCurrentRecord, adjustLexical, isCurrent } from "./scope-counts.ts";
 
 export type Param = string | number | bigint | null;
 
@@ -34,8 +35,15 @@ const uniq = (values: readonly string[]): string[] => [...new Set(values)];
 /** Tables keyed by (tenant, record id) that hold a record's derived index rows. */
 const RECORD_INDEX_TABLES = ["record_entities", "record_topics", "record_days", "event_frames"] as const;
 
-/** Rewrites a stored record's JSON and the columns derived from its validity. */
+/**
+ * Rewrites a stored record's JSON and the columns derived from its validity; a record that becomes
+ * superseded (or current again) leaves (or re-enters) the kept counts (scope-counts.ts).
+ */
 export const writeRecordJson = (sql: SqlRunner, tenant: string, record: MemoryRecord): void => {
+  const wasCurrent = isCurrent(sql, tenant, record.id);
+  const nowCurrent = (record.valid.supersededBy ?? null) === null;
+  if (wasCurrent !== undefined && wasCurrent !== nowCurrent)
+    adjustCurrentRecord(sql, tenant, record.id, nowCurrent ? 1 : -1);
   sql.run(
     "UPDATE records SET json = ?, valid_to = ?, superseded_by = ? WHERE tenant = ? AND id = ?",
     JSON.stringify(record),
@@ -113,6 +121,7 @@ export const applyWrites = (sql: SqlRunner, tenant: string, writes: TransactionW
 
 /** Records with their full-text and index rows, and the candidates and edges touching them. */
 const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): void => {
+  for (const id of uniq(ids)) if (isCurrent(sql, tenant, id)) adjustCurrentRecord(sql, tenant, id, -1, true);
   const list = jsonList(uniq(ids));
   sql.run(
     "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?)))",
@@ -141,6 +150,23 @@ const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): 
 
 /** A conversation's segments and raw turns with their full-text rows (and any full-text row left of its records). */
 const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: string): void => {
+  // The kept lexical counts lose every full-text row deleted here (records normally went first).
+  for (const r of sql.all<{ lex: string; lex_len: number }>(
+    `SELECT f.lex AS lex, r.lex_len AS lex_len FROM records r JOIN records_fts f ON f.rowid = r.seq
+     WHERE r.tenant = ? AND r.conversation = ? AND r.superseded_by IS NULL`,
+    tenant,
+    conversation,
+  )) {
+    adjustLexical(sql, tenant, "record", r.lex, r.lex_len, -1, true);
+  }
+  for (const t of sql.all<{ lex: string; lex_len: number }>(
+    `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_fts f ON f.rowid = t.seq
+     WHERE t.tenant = ? AND t.conversation = ?`,
+    tenant,
+    conversation,
+  )) {
+    adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
+  }
   sql.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
   sql.run(
     "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",

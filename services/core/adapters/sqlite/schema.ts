@@ -2,6 +2,7 @@ import { lexicalText } from "../../lexical.ts";
 import type { Migration, SqliteDatabase } from "../sqlite-db.ts";
 import { ftsScopeText } from "./fts-scope.ts";
 import { rekeyDeadLetters, rekeyStageState } from "./rekey.ts";
+import { backfillScopeCounts, SCOPE_COUNTS_SQL } from "./scope-counts.ts";
 
 /** Re-indexes every record and raw turn under the shared lexical terms (services/core/lexical.ts). */
 const backfillLexical = (db: SqliteDatabase): void => {
@@ -277,6 +278,15 @@ CREATE INDEX record_topics_names ON record_topics (tenant, name);
     name: "FTS5 scope tokens (tenant, conversation)",
     sql: "",
     backfill: addLexicalScope,
+  },
+  {
+    version: 9,
+    // Issue 18: the lexical routes' document frequencies and scope sizes and the planner's per-key
+    // record counts, kept per tenant and conversation with the writes (scope-counts.ts), so that a
+    // query reads them instead of counting every matching row of the tenant.
+    name: "kept counts: lexical document frequencies, scope sizes, records per entity / topic key",
+    sql: SCOPE_COUNTS_SQL,
+    backfill: backfillScopeCounts,
   },
 ];
 

@@ -1,0 +1,153 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import {
+  type LexicalHit,
+  type LexicalPostings,
+  rankBm25,
+  rankBm25TopK,
+  searchLexicalTopK,
+  type TermStatistics,
+} from "../../services/core/lexical.ts";
+import { seededRandom } from "../helpers/seeded.ts";
+
+/**
+ * An in-memory store for the top-k ranking, built from a corpus: document frequencies and scope
+ * counts as a store keeps them, postings with the `without` exclusion, and a count of the items it
+ * handed out (to show that common terms' postings are skipped).
+ */
+const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPostings & { read: number } => {
+  const words = (h: LexicalHit): string[] => (h.lex.length === 0 ? [] : h.lex.split(" "));
+  const kept = new Map<string, TermStatistics>();
+  for (const h of corpus) {
+    const tf = new Map<string, number>();
+    for (const w of words(h)) tf.set(w, (tf.get(w) ?? 0) + 1);
+    for (const [t, f] of tf) {
+      const k = kept.get(t) ?? { df: 0, maxTf: 0, minLengthPerTf: Number.POSITIVE_INFINITY };
+      kept.set(t, {
+        df: k.df + 1,
+        maxTf: Math.max(k.maxTf as number, f),
+        minLengthPerTf: Math.min(k.minLengthPerTf as number, words(h).length / f),
+      });
+    }
+  }
+  // Looser bounds, as a store keeps them after deletes (or none, after an erasure): still a valid ranking, read more.
+  if (loose)
+    for (const [t, k] of kept)
+      kept.set(
+        t,
+        t.endsWith("7")
+          ? { ...k, maxTf: null, minLengthPerTf: null }
+          : { ...k, maxTf: (k.maxTf as number) + 2, minLengthPerTf: (k.minLengthPerTf as number) / 2 },
+      );
+  const totalLength = corpus.reduce((sum, h) => sum + words(h).length, 0);
+  const store = {
+    read: 0,
+    async statistics(terms: readonly string[]) {
+      return {
+        scope: { items: corpus.length, totalLength },
+        terms: new Map(terms.filter((t) => kept.has(t)).map((t) => [t, kept.get(t) as TermStatistics])),
+      };
+    },
+    async postings(term: string, without: readonly string[]) {
+      const hits = corpus.filter((h) => {
+        const w = new Set(words(h));
+        return w.has(term) && !without.some((x) => w.has(x));
+      });
+      store.read += hits.length;
+      return hits;
+    },
+  };
+  return store;
+};
+
+/** The exhaustive ranking over every item of the corpus holding a query term (exact statistics). */
+const exhaustive = (corpus: readonly LexicalHit[], terms: readonly string[], k: number) => {
+  const wanted = new Set(terms);
+  const hits = corpus.filter((h) => h.lex.split(" ").some((w) => wanted.has(w)));
+  const totalLength = corpus.reduce((sum, h) => sum + (h.lex.length === 0 ? 0 : h.lex.split(" ").length), 0);
+  return rankBm25(terms, hits, { items: corpus.length, totalLength }, k);
+};
+
+/**
+ * A Zipf-like corpus: a few very common terms, many rare ones. Every fifth item is a copy of an
+ * earlier one (same terms; same time for half of them) so that equal scores are decided by the
+ * tie rules (newer time, then id).
+ */
+const corpusOf = (seed: number, items: number, vocabulary: number): LexicalHit[] => {
+  const rnd = seededRandom(seed);
+  const term = (): string => `w${Math.floor(vocabulary ** rnd()) - 1}`;
+  const out: LexicalHit[] = [];
+  for (let i = 0; i < items; i++) {
+    const earlier = out[Math.floor(rnd() * out.length)];
+    if (earlier && i % 5 === 0) {
+      out.push({ id: `d${i}`, lex: earlier.lex, time: rnd() < 0.5 ? earlier.time : Math.floor(rnd() * 50) });
+      continue;
+    }
+    const length = 1 + Math.floor(rnd() * 30);
+    out.push({
+      id: `d${i}`,
+      lex: Array.from({ length }, term).join(" "),
+      time: Math.floor(rnd() * 50),
+    });
+  }
+  return out;
+};
+
+describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
+  it("returns the exhaustive scorer's top k, scores bit-equal and ties in the same order, on seeded random corpora", async () => {
+    let compared = 0;
+    let pruned = 0;
+    for (let seed = 1; seed <= 24; seed++) {
+      const corpus = corpusOf(seed, 300 + seed * 10, 400);
+      const store = memoryStore(corpus, seed % 2 === 0);
+      const rnd = seededRandom(1000 + seed);
+      for (let q = 0; q < 10; q++) {
+        const terms = [
+          ...new Set(Array.from({ length: 1 + Math.floor(rnd() * 8) }, () => `w${Math.floor(400 ** rnd()) - 1}`)),
+        ];
+        for (const k of [1, 5, 20]) {
+          store.read = 0;
+          const got = await rankBm25TopK(terms, k, store);
+          const want = exhaustive(corpus, terms, k);
+          assert.deepEqual(got, want, `seed ${seed} query ${terms.join(" ")} k ${k}`);
+          const candidates = corpus.filter((h) => h.lex.split(" ").some((w) => terms.includes(w))).length;
+          assert.ok(store.read <= candidates);
+          if (store.read < candidates) pruned++;
+          compared++;
+        }
+      }
+    }
+    assert.equal(compared, 24 * 10 * 3);
+    // The point of it: many queries stop before reading every item holding a query term.
+    assert.ok(pruned > compared / 4, `pruned ${pruned} of ${compared}`);
+  });
+
+  it("orders equal scores by newer time then id, across the k-th place", async () => {
+    const corpus: LexicalHit[] = [
+      { id: "b", lex: "moon", time: 5 },
+      { id: "a", lex: "moon", time: 5 },
+      { id: "c", lex: "moon", time: 9 },
+      { id: "d", lex: "sun", time: 1 },
+      { id: "e", lex: "sun sun", time: 1 },
+    ];
+    for (const k of [1, 2, 3, 4, 5]) {
+      assert.deepEqual(
+        await rankBm25TopK(["moon", "sun"], k, memoryStore(corpus)),
+        exhaustive(corpus, ["moon", "sun"], k),
+      );
+    }
+    assert.deepEqual(
+      (await rankBm25TopK(["moon"], 3, memoryStore(corpus))).map((h) => h.id),
+      ["c", "a", "b"],
+    );
+  });
+
+  it("asks the store nothing for no terms or k < 1, and skips terms in no item", async () => {
+    const store = memoryStore([{ id: "a", lex: "moon", time: 0 }]);
+    assert.deepEqual(await searchLexicalTopK("what did she do?", 5, store), []);
+    assert.deepEqual(await rankBm25TopK(["moon"], 0, store), []);
+    assert.equal(store.read, 0);
+    assert.deepEqual(await rankBm25TopK(["mars"], 3, store), []);
+    assert.equal(store.read, 0);
+  });
+});

@@ -143,7 +143,7 @@ export const renderMarkdown = (report: BenchReport): string => {
   );
   out.push("");
   out.push(
-    `ours: ingest ${fmtInt(o.turns)} turns in ${fmt(o.ingestSeconds, 1)} s = ${fmt(o.ingestTurnsPerSecond, 1)} turns/s (${fmt(o.ingestEmbeddingSeconds, 1)} s of it in the embedder); the embedder alone (${cost.embedder.id}, batches of 32, same run) ${fmt(cost.embedder.sentencesPerSecond, 1)} sentences/s. Sensory kept ratio ${fmt(o.keptRatio)} (words kept / words, mean over turns). Dead-lettered segments: ${fmtInt(o.deadLetters)}. Query: ${fmtInt(o.queryEmbeddingCalls)} embedding calls, ${fmtInt(o.queryLlmCalls)} LLM calls; engine-reported p50 ${fmt(o.engineQueryMsP50, 1)} ms. Dense baselines' query times include embedding the question; build embedding counts include the question embeddings.`,
+    `ours: ingest ${fmtInt(o.turns)} turns in ${fmt(o.ingestSeconds, 1)} s = ${fmt(o.ingestTurnsPerSecond, 1)} turns/s (${fmt(o.ingestEmbeddingSeconds, 1)} s of it in the embedder); the embedder alone (${cost.embedder.id}, batches of 32, same run) ${cost.embedder.texts > 0 ? `${fmt(cost.embedder.sentencesPerSecond, 1)} sentences/s` : "not measured (--no-baselines)"}. Sensory kept ratio ${fmt(o.keptRatio)} (words kept / words, mean over turns). Dead-lettered segments: ${fmtInt(o.deadLetters)}. Query: ${fmtInt(o.queryEmbeddingCalls)} embedding calls, ${fmtInt(o.queryLlmCalls)} LLM calls; engine-reported p50 ${fmt(o.engineQueryMsP50, 1)} ms. Dense baselines' query times include embedding the question; build embedding counts include the question embeddings.`,
   );
   return `${out.join("\n")}\n`;
 };

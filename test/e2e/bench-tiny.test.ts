@@ -164,6 +164,9 @@ describe("bench harness end to end (real embedder)", { skip }, () => {
     assert.deepEqual([...new Set(report.questions.map((q) => q.system))], ["ours"]);
     assert.ok((report.summary["4000"]?.ours.metrics.evidence?.overall.mean ?? 0) > 0);
     assert.equal(report.cost.baselines["dense-turns"].embeddingCalls, 0);
+    // Nothing was embedded for the baselines, so the embedder's own speed is not reported as measured.
+    assert.equal(report.cost.embedder.texts, 0);
+    assert.match(markdown, /the embedder alone \([^)]*\) not measured \(--no-baselines\)/);
     assert.doesNotMatch(markdown, /\| bm25-turns \| 0\.\d/);
   });
 

@@ -8,41 +8,20 @@
  * candidate sets. The hand-off's scopes and its bound.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/index.ts";
 import { UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import type { StageOutput } from "../../services/core/adapters/kafka/stage-runtime.ts";
 import { SensoryEventSchema } from "../../services/core/adapters/kafka/turn-embedding.ts";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/index.ts";
-import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { keyOf, type RecordsEvent, RecordsEventSchema } from "../../services/core/types.ts";
 import { ErasedRecordsHandOff } from "../../services/indexer/erase-handoff.ts";
 import { indexerStage } from "../../services/indexer/kafka-handler.ts";
 import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
+import { type LocalStores, withLocalStores } from "../helpers/local-stores.ts";
 import { jsonCodec, recordOf, segmentOf, segmentTurnOf } from "../helpers/stage-fixtures.ts";
 
 const KEY = keyOf("acme", "c1");
 
-const withStores = async (
-  fn: (s: { graph: SqliteGraphStore; vectors: HnswVectorStore; embedder: HashingEmbedder }) => Promise<void>,
-) => {
-  const dir = mkdtempSync(join(tmpdir(), "erase-handoff-"));
-  const db = openSqlite(dir);
-  const graph = new SqliteGraphStore(db);
-  const vectors = new HnswVectorStore(db, dir);
-  try {
-    await fn({ graph, vectors, embedder: new HashingEmbedder() });
-  } finally {
-    await vectors.close();
-    await graph.close();
-    db.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-};
+const withStores = (fn: (s: LocalStores) => Promise<void>): Promise<void> => withLocalStores("erase-handoff-", fn);
 
 /** Two records of one segment that are each other's update candidates (same person, same topic). */
 const event = (): RecordsEvent => {

@@ -6,19 +6,13 @@
  * slow write turns on back-pressure for the cool-down.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/index.ts";
 import { type UpdateCandidatesEvent, UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/index.ts";
-import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import type { Embedder, GraphStore, VectorStore } from "../../services/core/ports.ts";
 import { keyOf, type RecordsEvent, RecordsEventSchema, type Segment } from "../../services/core/types.ts";
 import { type IndexerStageDeps, indexerStage } from "../../services/indexer/kafka-handler.ts";
+import { type LocalStores, withLocalStores } from "../helpers/local-stores.ts";
 import { jsonCodec, recordOf, segmentOf, segmentTurnOf } from "../helpers/stage-fixtures.ts";
 
 interface Stores {
@@ -27,20 +21,7 @@ interface Stores {
   embedder: Embedder;
 }
 
-const withStores = async (fn: (s: Stores) => Promise<void>): Promise<void> => {
-  const dir = mkdtempSync(join(tmpdir(), "indexer-stage-"));
-  const db = openSqlite(dir);
-  const graph = new SqliteGraphStore(db);
-  const vectors = new HnswVectorStore(db, dir);
-  try {
-    await fn({ graph, vectors, embedder: new HashingEmbedder() });
-  } finally {
-    await vectors.close();
-    await graph.close();
-    db.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-};
+const withStores = (fn: (s: LocalStores) => Promise<void>): Promise<void> => withLocalStores("indexer-stage-", fn);
 
 const stageWith = (s: Stores, over: Partial<IndexerStageDeps> = {}) =>
   indexerStage({

@@ -6,16 +6,10 @@
  * it wrote and tombstones the erased record ids; a key that lies is poison.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
-import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/index.ts";
+import type { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/index.ts";
-import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { turnRowId } from "../../services/core/ids.ts";
 import { type GraphStore, OPEN_SEGMENT_ID, type VectorStore } from "../../services/core/ports.ts";
 import { keyOf, type SensoryTurn, SensoryTurnSchema } from "../../services/core/types.ts";
@@ -23,6 +17,7 @@ import { FreshnessGate } from "../../services/indexer/freshness-gate.ts";
 import { indexSegment } from "../../services/indexer/indexer.ts";
 import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
 import { rawTurnText } from "../../services/indexer/raw-turns.ts";
+import { type LocalStores, withLocalStores } from "../helpers/local-stores.ts";
 import { jsonCodec, segmentOf, segmentTurnOf } from "../helpers/stage-fixtures.ts";
 
 interface Stores {
@@ -31,20 +26,7 @@ interface Stores {
   embedder: HashingEmbedder;
 }
 
-const withStores = async (fn: (s: Stores) => Promise<void>): Promise<void> => {
-  const dir = mkdtempSync(join(tmpdir(), "raw-turn-stage-"));
-  const db = openSqlite(dir);
-  const graph = new SqliteGraphStore(db);
-  const vectors = new HnswVectorStore(db, dir);
-  try {
-    await fn({ graph, vectors, embedder: new HashingEmbedder() });
-  } finally {
-    await vectors.close();
-    await graph.close();
-    db.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
-};
+const withStores = (fn: (s: LocalStores) => Promise<void>): Promise<void> => withLocalStores("raw-turn-stage-", fn);
 
 const stageOf = (s: Stores) =>
   rawTurnStage({

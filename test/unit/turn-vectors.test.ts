@@ -7,12 +7,8 @@
  * schema registry, old values, the stage processes) is test/integration/pipeline/turn-vectors.test.ts.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/index.ts";
 import { UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import type { StageInput } from "../../services/core/adapters/kafka/stage-runtime.ts";
 import {
@@ -21,8 +17,6 @@ import {
   SensoryEventSchema,
   turnEmbeddingOf,
 } from "../../services/core/adapters/kafka/turn-embedding.ts";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/index.ts";
-import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { CachingEmbedder } from "../../services/core/caching-embedder.ts";
 import { turnRowId } from "../../services/core/ids.ts";
 import type { Compressor } from "../../services/core/ports.ts";
@@ -32,6 +26,7 @@ import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
 import { SEGMENTER_STATE_VERSION, segmenterStage } from "../../services/segmenter/kafka-handler.ts";
 import { defaultSegmenterConfig, type SegmenterState } from "../../services/segmenter/segment-state.ts";
 import { sensoryStage } from "../../services/sensory/kafka-handler.ts";
+import { type LocalStores, withLocalStores } from "../helpers/local-stores.ts";
 import { jsonCodec, stateCodec, turnOf } from "../helpers/stage-fixtures.ts";
 
 const KEY = keyOf("acme", "c1");
@@ -185,22 +180,7 @@ describe("segmenter: a carried vector is not embedded again", () => {
 });
 
 describe("indexer raw-turn consumer: a carried vector is stored, not recomputed", () => {
-  const withStores = async (
-    fn: (s: { graph: SqliteGraphStore; vectors: HnswVectorStore; embedder: HashingEmbedder }) => Promise<void>,
-  ) => {
-    const dir = mkdtempSync(join(tmpdir(), "turn-vectors-"));
-    const db = openSqlite(dir);
-    const graph = new SqliteGraphStore(db);
-    const vectors = new HnswVectorStore(db, dir);
-    try {
-      await fn({ graph, vectors, embedder: new HashingEmbedder() });
-    } finally {
-      await vectors.close();
-      await graph.close();
-      db.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  };
+  const withStores = (fn: (s: LocalStores) => Promise<void>): Promise<void> => withLocalStores("turn-vectors-", fn);
 
   it("writes carried vectors as sent and embeds only the turns without one, in one call", async () => {
     await withStores(async (s) => {

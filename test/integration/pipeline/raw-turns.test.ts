@@ -5,23 +5,18 @@
 // names the segment on the same rows, and an erase control on the sensory topic erases them.
 // Bounded waits, no timing assertion. Skips unless KAFKA_BROKERS, SCHEMA_REGISTRY_URL and NEO4J_URI are set.
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
-import { join } from "node:path";
 import { test } from "node:test";
-import { openEmbedder } from "../../../services/composition/parts.ts";
-import { openStores } from "../../../services/composition/stores.ts";
-import { ensurePipelineTopics, kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
-import { openPipelineCodecs, RegistrySerdes } from "../../../services/core/adapters/kafka/serde.ts";
+import { ensurePipelineTopics } from "../../../services/core/adapters/kafka/process.ts";
+import { openPipelineCodecs } from "../../../services/core/adapters/kafka/serde.ts";
 import { CONTROL_HEADER } from "../../../services/core/adapters/kafka/topics.ts";
-import { loadConfig } from "../../../services/core/config.ts";
 import { turnRowId } from "../../../services/core/ids.ts";
 import { OPEN_SEGMENT_ID } from "../../../services/core/ports.ts";
 import { keyOf, type SensoryTurn } from "../../../services/core/types.ts";
 import { emptyContext } from "../../../services/encoder/extractor.ts";
 import { rawTurnText } from "../../../services/indexer/raw-turns.ts";
 import { segmentOf, segmentTurnOf } from "../../helpers/stage-fixtures.ts";
-import { ROOT } from "../distributed/helpers.ts";
-import { deleteSubjects, deleteTopics, skip as kafkaSkip, runPrefix, testEnv } from "./helpers.ts";
+import { deleteSubjects, deleteTopics, skip as kafkaSkip } from "./helpers.ts";
+import { openNeo4jPipelineRun } from "./neo4j-run.ts";
 import { startInstance, stopInstance, waitStarted } from "./stage-harness.ts";
 
 const skip = kafkaSkip || (process.env.NEO4J_URI ? false : "NEO4J_URI not set: npm run infra:up");
@@ -36,19 +31,8 @@ test("a produced turn is found by the raw-turn routes before its segment closes"
   skip,
   timeout: 300_000,
 }, async () => {
-  const prefix = runPrefix("raw-turns");
-  const tenant = `raw-turns-${randomUUID().slice(0, 8)}`;
-  const env = testEnv(prefix, {
-    MEMORY_METRICS_PORT: "0",
-    MEMORY_MODEL_DIR: join(ROOT, "models"),
-    MEMORY_STORE: "neo4j",
-  });
-  const config = loadConfig({}, env);
-  const kafka = kafkaClient(config, "raw-turns-test");
-  const serdes = new RegistrySerdes(config.kafka.registryUrl);
-  const producer = kafka.producer();
-  const stores = await openStores(config, "neo4j");
-  const embedder = await openEmbedder(config);
+  const { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder } =
+    await openNeo4jPipelineRun("raw-turns");
   const indexer = startInstance("indexer", "0", env);
   const key = keyOf(tenant, "c1");
   const rowIds = TURNS.map((t) => turnRowId("c1", t.turnId));

@@ -9,13 +9,9 @@
 // both and still indexed. Bounded waits, no timing assertion.
 // Skips unless KAFKA_BROKERS, SCHEMA_REGISTRY_URL and NEO4J_URI are set.
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
-import { join } from "node:path";
 import { test } from "node:test";
 import { AvroSerializer, Compatibility, SerdeType } from "@confluentinc/schemaregistry";
-import { openEmbedder } from "../../../services/composition/parts.ts";
-import { openStores } from "../../../services/composition/stores.ts";
-import { ensurePipelineTopics, kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
+import { ensurePipelineTopics } from "../../../services/core/adapters/kafka/process.ts";
 import {
   openPipelineCodecs,
   RegistrySerdes,
@@ -23,12 +19,10 @@ import {
   SCHEMA_FILES,
 } from "../../../services/core/adapters/kafka/serde.ts";
 import { type SensoryEvent, SensoryEventSchema } from "../../../services/core/adapters/kafka/turn-embedding.ts";
-import { loadConfig } from "../../../services/core/config.ts";
 import { turnRowId } from "../../../services/core/ids.ts";
 import { keyOf, type Turn } from "../../../services/core/types.ts";
 import { rawTurnText } from "../../../services/indexer/raw-turns.ts";
 import { turnOf } from "../../helpers/stage-fixtures.ts";
-import { ROOT } from "../distributed/helpers.ts";
 import {
   deleteSubjects,
   deleteTopics,
@@ -36,9 +30,9 @@ import {
   readAll,
   registryUrl,
   runPrefix,
-  testEnv,
   waitGroupsDrained,
 } from "./helpers.ts";
+import { openNeo4jPipelineRun } from "./neo4j-run.ts";
 import { type Instance, startInstance, stopInstance, waitStarted } from "./stage-harness.ts";
 
 const skip = kafkaSkip || (process.env.NEO4J_URI ? false : "NEO4J_URI not set: npm run infra:up");
@@ -120,19 +114,8 @@ test("turns are embedded once, by the sensory stage; a turn without a vector is 
   skip,
   timeout: 300_000,
 }, async () => {
-  const prefix = runPrefix("turn-vectors");
-  const tenant = `turn-vectors-${randomUUID().slice(0, 8)}`;
-  const env = testEnv(prefix, {
-    MEMORY_METRICS_PORT: "0",
-    MEMORY_MODEL_DIR: join(ROOT, "models"),
-    MEMORY_STORE: "neo4j",
-  });
-  const config = loadConfig({}, env);
-  const kafka = kafkaClient(config, "turn-vectors-test");
-  const serdes = new RegistrySerdes(config.kafka.registryUrl);
-  const producer = kafka.producer();
-  const stores = await openStores(config, "neo4j");
-  const embedder = await openEmbedder(config);
+  const { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder } =
+    await openNeo4jPipelineRun("turn-vectors");
   const stages = (["sensory", "segmenter", "indexer"] as const).map((s) => startInstance(s, "0", env));
   const [sensory, segmenter, indexer] = stages as [Instance, Instance, Instance];
   const key = keyOf(tenant, "c1");

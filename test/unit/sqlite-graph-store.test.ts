@@ -27,6 +27,16 @@ const UNDO_MIGRATION_7 = `
   ALTER TABLE record_topics DROP COLUMN conversation;
 `;
 
+/** Rolls back migration 10 (said_at on the entity and topic rows, in the key indexes): for the older-store tests. */
+const UNDO_MIGRATION_10 = `
+  DROP INDEX record_entities_entity;
+  DROP INDEX record_topics_topic;
+  ALTER TABLE record_entities DROP COLUMN said_at;
+  ALTER TABLE record_topics DROP COLUMN said_at;
+  CREATE INDEX record_entities_entity ON record_entities (tenant, entity);
+  CREATE INDEX record_topics_topic ON record_topics (tenant, topic);
+`;
+
 /** Rolls back migration 9 (the kept counts' tables): for the older-store tests. */
 const UNDO_MIGRATION_9 = `
   DROP TABLE lexical_terms;
@@ -192,6 +202,7 @@ describe("SqliteGraphStore persistence", () => {
       const expected = await read(a);
       // Back to what version 6 wrote.
       a.db.exec(`
+        ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
@@ -249,7 +260,9 @@ describe("SqliteGraphStore persistence", () => {
       const keptByWrites = kept(a);
       assert.ok((keptByWrites[0] as unknown[]).length > 0 && (keptByWrites[2] as unknown[]).length > 0);
       // Back to what version 8 wrote.
-      a.db.exec(`${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`);
+      a.db.exec(
+        `${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
+      );
       await a.close();
       const b = SqliteGraphStore.open(dir);
       assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
@@ -273,6 +286,7 @@ describe("SqliteGraphStore persistence", () => {
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
       a.db.exec(`
+        ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;

@@ -344,23 +344,25 @@ export class SqliteGraphStore implements GraphStore {
     );
     for (const e of entityKeys(record)) {
       this.run(
-        "INSERT INTO record_entities (tenant, record_id, entity, name, is_alias, conversation) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO record_entities (tenant, record_id, entity, name, is_alias, conversation, said_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         tenant,
         record.id,
         e.key,
         e.name,
         e.alias ? 1 : 0,
         record.source.conversation,
+        ms(record.source.saidAt),
       );
     }
     for (const t of topicKeys(record)) {
       this.run(
-        "INSERT INTO record_topics (tenant, record_id, topic, name, conversation) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        "INSERT INTO record_topics (tenant, record_id, topic, name, conversation, said_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         tenant,
         record.id,
         t.key,
         t.name,
         record.source.conversation,
+        ms(record.source.saidAt),
       );
     }
     for (const b of spanBuckets(span)) {
@@ -783,21 +785,7 @@ export class SqliteGraphStore implements GraphStore {
     conversation?: string,
     validAt?: number,
   ): Promise<ScoredId[]> {
-    const keys = uniq(entities.map(normaliseKey).filter(Boolean));
-    const limit = Math.floor(k);
-    if (keys.length === 0 || !(limit > 0)) return [];
-    const valid = validity(validAt);
-    const conv = `${conversation === undefined ? "" : " AND e.conversation = ?"}${valid.sql}`;
-    const params: Param[] = [tenant, jsonList(keys)];
-    if (conversation !== undefined) params.push(conversation);
-    params.push(...valid.params, limit);
-    return this.all<ScoreRow>(
-      `SELECT r.id AS id, COUNT(DISTINCT e.name) AS score
-       FROM record_entities e JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
-       WHERE e.tenant = ? AND e.entity IN (SELECT value FROM json_each(?))${conv}
-       GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
-      ...params,
-    );
+    return this.recordsByKeys("entity", tenant, entities, k, conversation, validAt);
   }
 
   /** Current records with any of the topics (case-insensitive); score = distinct topics matched. */
@@ -808,24 +796,92 @@ export class SqliteGraphStore implements GraphStore {
     conversation?: string,
     validAt?: number,
   ): Promise<ScoredId[]> {
-    const keys = uniq(topics.map(normaliseKey).filter(Boolean));
+    return this.recordsByKeys("topic", tenant, topics, k, conversation, validAt);
+  }
+
+  /**
+   * The top k records by (distinct names matched DESC, said_at DESC, id). In one conversation
+   * (small) every match is ranked. Tenant-wide the ranking reads a bounded candidate set instead:
+   * every record of the keys other than the most frequent one (a record matching two or more keys
+   * is in one of them), and the first k valid records of the most frequent key in (said_at DESC,
+   * id) order, an index walk (migration 10) that stops at k. A record outside that set matches the
+   * most frequent key alone (score 1) and has k valid records of that key before it in the rank
+   * order, each scoring at least 1: it is not in the top k. So ranking the candidates alone gives
+   * the same k records in the same order as ranking every match (test/unit/keys-top-k.test.ts).
+   */
+  private recordsByKeys(
+    index: "entity" | "topic",
+    tenant: string,
+    given: readonly string[],
+    k: number,
+    conversation: string | undefined,
+    validAt: number | undefined,
+  ): ScoredId[] {
+    const keys = uniq(given.map(normaliseKey).filter(Boolean));
     const limit = Math.floor(k);
     if (keys.length === 0 || !(limit > 0)) return [];
+    const [table, column, name] =
+      index === "entity" ? ["record_entities", "entity", "e.name"] : ["record_topics", "topic", "e.topic"];
+    const byKey = `${table}_${column}`;
     const valid = validity(validAt);
-    const conv = `${conversation === undefined ? "" : " AND t.conversation = ?"}${valid.sql}`;
-    const params: Param[] = [tenant, jsonList(keys)];
-    if (conversation !== undefined) params.push(conversation);
-    params.push(...valid.params, limit);
-    // Tenant-wide, the topic index is named: without statistics the planner walks the primary
-    // key's (tenant, record_id, …) prefix, every topic row of the tenant, for each lookup.
-    const byTopic = conversation === undefined ? " INDEXED BY record_topics_topic" : "";
-    return this.all<ScoreRow>(
-      `SELECT r.id AS id, COUNT(DISTINCT t.topic) AS score
-       FROM record_topics t${byTopic} JOIN records r ON r.tenant = t.tenant AND r.id = t.record_id
-       WHERE t.tenant = ? AND t.topic IN (SELECT value FROM json_each(?))${conv}
-       GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
-      ...params,
+    const rank = (from: string, head: Param[]): ScoreRow[] =>
+      this.all<ScoreRow>(
+        `SELECT r.id AS id, COUNT(DISTINCT ${name}) AS score
+         FROM ${from} JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+         WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?))${valid.sql}
+         GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
+        ...head,
+        tenant,
+        jsonList(keys),
+        ...valid.params,
+        limit,
+      );
+    if (conversation !== undefined) {
+      // (tenant, conversation, key, …): the conversation's matches only.
+      return this.all<ScoreRow>(
+        `SELECT r.id AS id, COUNT(DISTINCT ${name}) AS score
+         FROM ${table} e JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+         WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?)) AND e.conversation = ?${valid.sql}
+         GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
+        tenant,
+        jsonList(keys),
+        conversation,
+        ...valid.params,
+        limit,
+      );
+    }
+    // The most frequent key by the kept counts (of current records; as of a moment only a guess at
+    // the largest list, which costs time, never results: any key may be the walked one).
+    const counts = keys.map((key) => readKeyCount(this.sql, tenant, index, key, undefined));
+    const walked = keys[counts.indexOf(Math.max(...counts))] as string;
+    const others = keys.filter((key) => key !== walked);
+    const candidates = new Set<string>(
+      this.all<{ id: string }>(
+        `SELECT e.record_id AS id FROM ${table} e INDEXED BY ${byKey}
+         JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+         WHERE e.tenant = ? AND e.${column} = ?${valid.sql}
+         ORDER BY e.said_at DESC, e.record_id LIMIT ?`,
+        tenant,
+        walked,
+        ...valid.params,
+        limit,
+      ).map((row) => row.id),
     );
+    if (others.length > 0)
+      for (const row of this.all<{ id: string }>(
+        `SELECT e.record_id AS id FROM ${table} e INDEXED BY ${byKey}
+         WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?))`,
+        tenant,
+        jsonList(others),
+      ))
+        candidates.add(row.id);
+    if (candidates.size === 0) return [];
+    // From each candidate to its rows of the keys (primary key (tenant, record_id, key)): CROSS JOIN
+    // keeps the planner from reading the keys' lists again.
+    return rank(`json_each(?) c CROSS JOIN ${table} e ON e.tenant = ? AND e.record_id = c.value`, [
+      JSON.stringify([...candidates]),
+      tenant,
+    ]);
   }
 
   /**

@@ -288,6 +288,27 @@ CREATE INDEX record_topics_names ON record_topics (tenant, name);
     sql: SCOPE_COUNTS_SQL,
     backfill: backfillScopeCounts,
   },
+  {
+    version: 10,
+    // Issue 18: the tenant-wide entity and topic routes rank by distinct keys matched, then most
+    // recent first. With the record's said_at on its index rows and in the key indexes' order, the
+    // most recent matches of one key are an index walk that stops at the route's cut (graph-store.ts
+    // recordsByKeys) instead of every match of the key joined, grouped and sorted. The key indexes
+    // keep their names (named by INDEXED BY); (tenant, key) stays their prefix.
+    name: "said_at on the entity and topic rows, in the key indexes' order",
+    sql: `
+ALTER TABLE record_entities ADD COLUMN said_at INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE record_topics ADD COLUMN said_at INTEGER NOT NULL DEFAULT 0;
+UPDATE record_entities SET said_at = COALESCE(
+  (SELECT r.said_at FROM records r WHERE r.tenant = record_entities.tenant AND r.id = record_entities.record_id), 0);
+UPDATE record_topics SET said_at = COALESCE(
+  (SELECT r.said_at FROM records r WHERE r.tenant = record_topics.tenant AND r.id = record_topics.record_id), 0);
+DROP INDEX record_entities_entity;
+CREATE INDEX record_entities_entity ON record_entities (tenant, entity, said_at DESC, record_id);
+DROP INDEX record_topics_topic;
+CREATE INDEX record_topics_topic ON record_topics (tenant, topic, said_at DESC, record_id);
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

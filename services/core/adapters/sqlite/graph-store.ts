@@ -808,6 +808,8 @@ export class SqliteGraphStore implements GraphStore {
    * most frequent key alone (score 1) and has k valid records of that key before it in the rank
    * order, each scoring at least 1: it is not in the top k. So ranking the candidates alone gives
    * the same k records in the same order as ranking every match (test/unit/keys-top-k.test.ts).
+   * Read only when the walk skips most of that key's matches (kept counts); one key needs no second
+   * ranking (every match scores 1: the walk is the answer).
    */
   private recordsByKeys(
     index: "entity" | "topic",
@@ -851,11 +853,16 @@ export class SqliteGraphStore implements GraphStore {
       );
     }
     // The most frequent key by the kept counts (of current records; as of a moment only a guess at
-    // the largest list, which costs time, never results: any key may be the walked one).
+    // the list sizes, which costs time, never results: both reads below are exact for any key).
     const counts = keys.map((key) => readKeyCount(this.sql, tenant, index, key, undefined));
-    const walked = keys[counts.indexOf(Math.max(...counts))] as string;
+    const largest = Math.max(...counts);
+    const walked = keys[counts.indexOf(largest)] as string;
     const others = keys.filter((key) => key !== walked);
-    const candidates = new Set<string>(
+    const rest = counts.reduce((sum, n) => sum + n, 0) - largest;
+    // The candidates are read, then ranked again: worth it only when the walk skips most of the
+    // most frequent key's matches. Otherwise every match is ranked in one read.
+    if (largest <= 2 * (rest + limit)) return rank(`${table} e INDEXED BY ${byKey}`, []);
+    const walk = (): { id: string }[] =>
       this.all<{ id: string }>(
         `SELECT e.record_id AS id FROM ${table} e INDEXED BY ${byKey}
          JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
@@ -865,16 +872,17 @@ export class SqliteGraphStore implements GraphStore {
         walked,
         ...valid.params,
         limit,
-      ).map((row) => row.id),
-    );
-    if (others.length > 0)
-      for (const row of this.all<{ id: string }>(
-        `SELECT e.record_id AS id FROM ${table} e INDEXED BY ${byKey}
+      );
+    // One key: its walk is the answer (each record matches it once: score 1).
+    if (others.length === 0) return walk().map((row) => ({ id: row.id, score: 1 }));
+    const candidates = new Set<string>(walk().map((row) => row.id));
+    for (const row of this.all<{ id: string }>(
+      `SELECT e.record_id AS id FROM ${table} e INDEXED BY ${byKey}
          WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?))`,
-        tenant,
-        jsonList(others),
-      ))
-        candidates.add(row.id);
+      tenant,
+      jsonList(others),
+    ))
+      candidates.add(row.id);
     if (candidates.size === 0) return [];
     // From each candidate to its rows of the keys (primary key (tenant, record_id, key)): CROSS JOIN
     // keeps the planner from reading the keys' lists again.

@@ -557,6 +557,49 @@ export const runGraphStoreContract = (
       assert.deepEqual(ids(await store.recordsByTopics(A, ["travel"], 1)), [R4(A)]);
     });
 
+    it("recordsBy* cut at k: a frequent key's newest current records (ties by id), several keys first", async () => {
+      // 12 records share the topic "daily" and the entity Jon, said in pairs on the same day (ties);
+      // the two oldest also hold the topic "rare" and the entity Oslo. The newest one is superseded.
+      const specs = Array.from({ length: 12 }, (_, i) => ({
+        text: `Daily note number ${i}.`,
+        type: "fact" as const,
+        entities: i < 2 ? ["Jon", "Oslo"] : ["Jon"],
+        topics: i < 2 ? ["daily", "rare"] : ["daily"],
+        saidAt: `2023-03-${String(10 + Math.floor(i / 2)).padStart(2, "0")}T10:00:00.000Z`,
+      }));
+      await store.writeBatch(simpleBatch(C, "c7", specs));
+      const order = specs
+        .map((s) => ({ id: rid(C, s.text), saidAt: s.saidAt }))
+        .sort((a, b) => b.saidAt.localeCompare(a.saidAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        .map((r) => r.id);
+      const [newest, ...current] = order as [string, ...string[]];
+      const op = {
+        kind: "supersede" as const,
+        older: newest,
+        newer: current[0] as string,
+        validTo: "2023-04-01T00:00:00.000Z",
+      };
+      assert.equal((await applyConsolidation(store, { tenant: C, ops: [op], settled: [] })).superseded, 1);
+      const both = [rid(C, "Daily note number 0."), rid(C, "Daily note number 1.")].sort();
+      for (const k of [1, 2, 3, 5, 20]) {
+        const one = current.slice(0, k).map((id) => ({ id, score: 1 }));
+        assert.deepEqual(await store.recordsByTopics(C, ["daily"], k), one, `topic k ${k}`);
+        assert.deepEqual(await store.recordsByEntities(C, ["jon"], k), one, `entity k ${k}`);
+        // Records matching both keys rank first however old; then the newest single matches.
+        const two = [
+          ...both.map((id) => ({ id, score: 2 })),
+          ...current.filter((id) => !both.includes(id)).map((id) => ({ id, score: 1 })),
+        ].slice(0, k);
+        assert.deepEqual(await store.recordsByTopics(C, ["daily", "RARE"], k), two, `topics k ${k}`);
+        assert.deepEqual(await store.recordsByEntities(C, ["Oslo", "Jon"], k), two, `entities k ${k}`);
+      }
+      // As of a moment before the supersede, the newest version is the first again.
+      const march = Date.parse("2023-03-20T00:00:00.000Z");
+      assert.deepEqual(ids(await store.recordsByTopics(C, ["daily"], 2, undefined, march)), order.slice(0, 2));
+      assert.deepEqual(ids(await store.recordsByEntities(C, ["Jon"], 2, "c7", march)), order.slice(0, 2));
+      await store.deleteTenant(C);
+    });
+
     it("countRecordsByKey counts one key's records up to the cap, as many as recordsBy* returns", async () => {
       assert.equal(await store.countRecordsByKey(A, "entity", "CAROLINE", 10), 2);
       assert.equal(await store.countRecordsByKey(A, "entity", "caro", 10), 2);

@@ -3,9 +3,12 @@
 // search goes through the shared vector index with over-fetching). Skips unless NEO4J_URI is set
 // (npm run infra:up; eval "$(bash infra/env.sh)"). Each run uses its own label and index, dropped at
 // the end, because the contract's tenant names are fixed.
+import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { test } from "node:test";
 import { Neo4jVectorStore, type Neo4jVectorStoreOptions } from "../../services/core/adapters/neo4j/vector-store.ts";
-import { runVectorStoreContract } from "./vector-store.contract.ts";
+import type { VectorItem } from "../../services/core/ports.ts";
+import { mulberry32, randomUnit, runVectorStoreContract } from "./vector-store.contract.ts";
 
 const uri = process.env.NEO4J_URI;
 const skip = uri ? false : "NEO4J_URI not set: start with npm run infra:up";
@@ -36,3 +39,54 @@ const fixture = (exactThreshold?: number) => async () => {
 
 runVectorStoreContract("Neo4jVectorStore (exact under the threshold)", fixture(), { skip });
 runVectorStoreContract("Neo4jVectorStore (vector index, over-fetching)", fixture(0), { skip });
+
+// The exact path counts and scores in one statement: at the threshold's edge (exactly as many
+// matches as it allows, one more, none) a search still returns the exact top k, whichever path
+// answers, and an empty filtered set returns nothing.
+test("Neo4jVectorStore: searches at the exact threshold's edge return the exact top k", { skip }, async () => {
+  const fx = await fixture(5)();
+  try {
+    const rand = mulberry32(1805);
+    const tenant = "edge-tenant";
+    const items: VectorItem[] = Array.from({ length: 11 }, (_, i) => ({
+      id: `v${String(i).padStart(2, "0")}`,
+      vector: randomUnit(rand),
+      // c5: five items (exact path), c6: six (over the threshold: the vector index).
+      payload: { tenant, conversation: i < 5 ? "c5" : "c6", kind: "record" },
+    }));
+    await fx.store.upsert(tenant, items);
+    const q = randomUnit(rand);
+    const cosine = (a: Float32Array, b: Float32Array): number => {
+      let dot = 0;
+      let na = 0;
+      let nb = 0;
+      for (let i = 0; i < a.length; i++) {
+        dot += (a[i] as number) * (b[i] as number);
+        na += (a[i] as number) ** 2;
+        nb += (b[i] as number) ** 2;
+      }
+      return dot / Math.sqrt(na * nb);
+    };
+    for (const [conversation, size] of [
+      ["c5", 5],
+      ["c6", 6],
+    ] as const) {
+      const expected = items
+        .filter((i) => i.payload.conversation === conversation)
+        .map((i) => ({ id: i.id, score: cosine(i.vector, q) }))
+        .sort((a, b) => b.score - a.score)
+        .slice(0, 3);
+      const hits = await fx.store.search(tenant, q, 3, { conversation });
+      assert.deepEqual(
+        hits.map((h) => h.id),
+        expected.map((e) => e.id),
+        `${conversation} (${size} matches)`,
+      );
+      for (const [i, h] of hits.entries()) assert.ok(Math.abs(h.score - (expected[i]?.score ?? 0)) < 1e-5);
+    }
+    assert.deepEqual(await fx.store.search(tenant, q, 3, { conversation: "none" }), []);
+    assert.deepEqual(await fx.store.search("other-tenant", q, 3), []);
+  } finally {
+    await fx.cleanup();
+  }
+});

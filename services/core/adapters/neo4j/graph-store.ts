@@ -31,6 +31,7 @@ import {
   nextSeq,
   num,
   openDriver,
+  readRows,
   rows,
   runAutoCommitRetrying,
 } from "./driver.ts";
@@ -282,16 +283,6 @@ export class Neo4jGraphStore implements GraphStore {
     return this.driver.session(this.database ? { database: this.database } : {});
   }
 
-  private async read<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
-    await this.ensureSchema();
-    const session = this.session();
-    try {
-      return await session.executeRead(work);
-    } finally {
-      await session.close();
-    }
-  }
-
   private async write<T>(work: (tx: Tx) => Promise<T>): Promise<T> {
     await this.ensureSchema();
     const session = this.session();
@@ -302,8 +293,11 @@ export class Neo4jGraphStore implements GraphStore {
     }
   }
 
+  /** One read statement, auto-committed (driver.ts readRows: one round trip instead of a transaction's). */
   private async query<T>(cypher: string, params: Record<string, unknown>): Promise<T[]> {
-    return this.read(async (tx) => rows<T>(await tx.run(cypher, params)));
+    await this.ensureSchema();
+    this.check();
+    return readRows<T>(this.driver, this.database, cypher, params);
   }
 
   private async count(cypher: string, params: Record<string, unknown>): Promise<number> {

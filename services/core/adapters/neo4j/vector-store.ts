@@ -8,6 +8,7 @@ import {
   type Neo4jConnectionOptions,
   num,
   openDriver,
+  readRows,
   rows,
   runAutoCommitRetrying,
 } from "./driver.ts";
@@ -65,7 +66,7 @@ const RETURN_PAYLOAD =
  * Search strategy: Neo4j 5 has no filtered vector search (the index knows only the embedding), and
  * the index is shared by every tenant, so a plain top-k query may be filled with other tenants'
  * nodes. So a search first counts the tenant's nodes matching the filter (stopping past the
- * threshold):
+ * threshold; the count and the exact search below are one statement, one round trip):
  * - small filtered set (at most `exactThreshold`, default 2000): exact cosine in Cypher
  *   (vector.similarity.cosine) over just those nodes, found through the tenant index. It is exact
  *   (no recall loss under selective filters), and at this size cheaper than an over-fetching ANN
@@ -114,13 +115,10 @@ export class Neo4jVectorStore implements VectorStore {
     return this.driver.session(this.database ? { database: this.database } : {});
   }
 
+  /** One read statement, auto-committed (driver.ts readRows: one round trip instead of a transaction's). */
   private async read<T>(cypher: string, params: Record<string, unknown>): Promise<T[]> {
-    const session = this.session();
-    try {
-      return await session.executeRead(async (tx) => rows<T>(await tx.run(cypher, params)));
-    } finally {
-      await session.close();
-    }
+    this.check();
+    return readRows<T>(this.driver, this.database, cypher, params);
   }
 
   private async write<T>(work: (tx: ManagedTransaction) => Promise<T>): Promise<T> {
@@ -252,21 +250,26 @@ export class Neo4jVectorStore implements VectorStore {
     if (!(limit > 0)) return [];
     const { clause, params } = Neo4jVectorStore.where(tenant, filter);
     const q = Array.from(vector);
-    const [counted] = await this.read<{ n: unknown }>(
-      `MATCH (v:${this.label}) WHERE ${clause} WITH v LIMIT $cap RETURN count(v) AS n`,
-      { ...params, cap: int(this.exactThreshold + 1) },
+    // One statement counts the matching nodes (up to the threshold + 1) and, when they are few
+    // enough, scores them exactly: one round trip and one transaction instead of a count followed by
+    // a search (the common case; each read is a session, BEGIN, RUN and COMMIT on a loaded server).
+    // A set too large to score, or an empty one, comes back as one row without an id, with the count.
+    const exact = await this.read<VectorRow & { n: unknown }>(
+      `MATCH (v:${this.label}) WHERE ${clause}
+       WITH v LIMIT $cap
+       WITH collect(v) AS vs
+       WITH size(vs) AS n, vs
+       UNWIND CASE WHEN n > 0 AND n <= $threshold THEN vs ELSE [null] END AS v
+       WITH n, v, vector.similarity.cosine(v.embedding, $q) AS score
+       ORDER BY score DESC, v.id LIMIT $k
+       RETURN n, ${RETURN_PAYLOAD}, score`,
+      { ...params, q, k: int(limit), cap: int(this.exactThreshold + 1), threshold: int(this.exactThreshold) },
     );
-    const matching = num(counted?.n);
+    const matching = num(exact[0]?.n);
     if (matching === 0) return [];
     let found: VectorRow[];
     if (matching <= this.exactThreshold) {
-      found = await this.read<VectorRow>(
-        `MATCH (v:${this.label}) WHERE ${clause}
-         WITH v, vector.similarity.cosine(v.embedding, $q) AS score
-         ORDER BY score DESC, v.id LIMIT $k
-         RETURN ${RETURN_PAYLOAD}, score`,
-        { ...params, q, k: int(limit) },
-      );
+      found = exact;
     } else {
       const [all] = await this.read<{ n: unknown }>(`MATCH (v:${this.label}) RETURN count(v) AS n`, {});
       const total = num(all?.n);

@@ -22,27 +22,39 @@ const INDEXES = [RECORD_TEXT_INDEX, TURN_TEXT_INDEX] as const;
 const scopeFilter = (conversation: string | undefined): string =>
   `node.tenant = $tenant${conversation === undefined ? "" : " AND node.conversation = $conversation"}`;
 
-/** Of these terms, those an item of the scope holds: one query per term and index (terms in parallel), stopping at the first item. */
+/**
+ * Of these terms, those an item of the scope holds: one statement for them all (each term stops at
+ * its first item in either index). It ran as one query per term and index, the second after the
+ * first, which put up to two round trips per term before the query's routes could start.
+ */
 export const termsPresent = async (
   query: Query,
   tenant: string,
   terms: readonly string[],
   conversation?: string,
 ): Promise<string[]> => {
-  const holds = async (term: string): Promise<boolean> => {
-    for (const index of INDEXES) {
-      const rows = await query<{ one: unknown }>(
-        `CALL db.index.fulltext.queryNodes($index, $match) YIELD node
-         WHERE ${scopeFilter(conversation)} RETURN 1 AS one LIMIT 1`,
-        { index, match: anyTermQuery([term]), tenant, conversation: conversation ?? null },
-      );
-      if (rows.length > 0) return true;
-    }
-    return false;
-  };
   const asked = [...new Set(terms)].filter((t) => /^[\p{L}\p{N}]+$/u.test(t));
-  const found = await Promise.all(asked.map(holds));
-  return asked.filter((_, i) => found[i]);
+  if (asked.length === 0) return [];
+  const found = await query<{ term: string }>(
+    `UNWIND $asked AS a
+     CALL (a) {
+       CALL db.index.fulltext.queryNodes($recordIndex, a.match) YIELD node
+       WHERE ${scopeFilter(conversation)} RETURN 1 AS one LIMIT 1
+       UNION
+       CALL db.index.fulltext.queryNodes($turnIndex, a.match) YIELD node
+       WHERE ${scopeFilter(conversation)} RETURN 1 AS one LIMIT 1
+     }
+     RETURN DISTINCT a.term AS term`,
+    {
+      asked: asked.map((term) => ({ term, match: anyTermQuery([term]) })),
+      recordIndex: RECORD_TEXT_INDEX,
+      turnIndex: TURN_TEXT_INDEX,
+      tenant,
+      conversation: conversation ?? null,
+    },
+  );
+  const present = new Set(found.map((r) => r.term));
+  return asked.filter((t) => present.has(t));
 };
 
 /** The scope's terms within `maxDistance` (1 or 2) edits of a letters-only term, closest first. */

@@ -87,5 +87,28 @@ export const eraseControl = async (
   if (handOff?.role === "give") handOff.ids.give(parsed.tenant, conversation, erased.records);
   const handedOver = handOff?.role === "take" ? handOff.ids.erasedBy(parsed.tenant, conversation) : [];
   const ids = [...new Set([...erased.records, ...(input.erasedIds ?? []), ...handedOver])];
+  if (conversation !== undefined) await deleteLateCandidates(deps.graph, parsed.tenant, ids, erased.records);
   return ids.map((recordId) => ({ key: recordId, control: "erase" }));
+};
+
+/**
+ * Candidate rows of records erased before this control (by the other consumer, or by the caller's
+ * immediate erasure) that were written after that erasure: the records consumer computes a
+ * segment's candidates after writing its records, and the other consumer's erase can run in
+ * between, so this erasure finds no record and its candidates stay in the graph store. They go
+ * here; an id whose record exists again (the same text indexed in another conversation) is kept.
+ */
+const deleteLateCandidates = async (
+  graph: GraphStore,
+  tenant: string,
+  ids: readonly string[],
+  erasedNow: readonly string[],
+): Promise<void> => {
+  const again = new Set(erasedNow);
+  const earlier = ids.filter((id) => !again.has(id));
+  if (earlier.length === 0) return;
+  await graph.transact(tenant, { records: earlier }, (view) => ({
+    writes: { deleteRecords: earlier.filter((id) => !view.records.has(id)) },
+    result: undefined,
+  }));
 };

@@ -61,6 +61,8 @@ const event = (): RecordsEvent => {
 const race = async (handOff: ErasedRecordsHandOff | undefined) => {
   let queue: StageOutput<unknown>[] = [];
   let records: string[] = [];
+  let pendingAfter = -1;
+  let lateRows = 0;
   await withStores(async (s) => {
     const recordsConsumer = indexerStage({
       input: jsonCodec("memory.records.v1", RecordsEventSchema),
@@ -78,22 +80,30 @@ const race = async (handOff: ErasedRecordsHandOff | undefined) => {
     records = value.records.map((r) => r.id);
     const indexed = await recordsConsumer.handle(KEY, { kind: "event", value }, undefined);
     assert.ok(indexed.outputs.length > 0, "the segment's records have update candidates");
+    // The consumer writes a segment's candidate rows after its records: the rows as they were...
+    const rows = await s.graph.pendingUpdateCandidates("acme", 100);
     const early = await rawTurns.handle(KEY, { kind: "control", control: "erase" }, undefined);
+    // ...written again after the raw-turn consumer's erase (the interleaving CI met).
+    await s.graph.putUpdateCandidates(rows);
+    lateRows = rows.length;
     const late = await recordsConsumer.handle(KEY, { kind: "control", control: "erase" }, undefined);
     queue = [...early.outputs, ...indexed.outputs, ...late.outputs];
     assert.equal(await s.graph.countRecords("acme"), 0, "the stores hold none of them either way");
+    pendingAfter = await s.graph.countPendingCandidates("acme");
   });
   const live = new Set<string>();
   for (const m of queue) {
     if ("control" in m && m.control === "erase") live.delete(m.key);
     else live.add(m.key);
   }
-  return { queue, records, live };
+  return { queue, records, live, pendingAfter, lateRows };
 };
 
 describe("erase hand-off between the indexer's consumers", () => {
   it("without it, the records consumer's candidate sets outlive the records the raw-turn consumer erased", async () => {
-    const { live, records } = await race(undefined);
+    const { live, records, pendingAfter, lateRows } = await race(undefined);
+    assert.ok(lateRows > 0);
+    assert.equal(pendingAfter, lateRows, "the late candidate rows stay in the graph store");
     assert.ok(
       records.some((id) => live.has(id)),
       "the race this hand-off closes (a live candidate set of an erased record)",
@@ -101,8 +111,10 @@ describe("erase hand-off between the indexer's consumers", () => {
   });
 
   it("with it, the records consumer's erase control tombstones them after its candidate sets", async () => {
-    const { live, queue, records } = await race(new ErasedRecordsHandOff());
+    const { live, queue, records, pendingAfter, lateRows } = await race(new ErasedRecordsHandOff());
     assert.deepEqual([...live], [], "no live candidate set of an erased record");
+    assert.ok(lateRows > 0);
+    assert.equal(pendingAfter, 0, "the late candidate rows are deleted from the graph store too");
     const lastTombstone = (id: string) => queue.findLastIndex((m) => m.key === id && "control" in m);
     const lastValue = (id: string) => queue.findLastIndex((m) => m.key === id && !("control" in m));
     for (const id of records) assert.ok(lastTombstone(id) > lastValue(id), `${id}: tombstoned after its candidates`);

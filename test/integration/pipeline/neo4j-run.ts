@@ -1,8 +1,8 @@
 /**
  * What a pipeline test that runs stage processes on the Neo4j runtime opens first: its own topic
  * prefix and tenant, the stage processes' environment (real embedder, metrics on an ephemeral port),
- * a Kafka client, registry serdes, a producer, the Neo4j stores and the embedder. The test closes
- * what it opened (it knows when).
+ * a Kafka client, registry serdes, a producer, the Neo4j stores and the embedder. `close()` erases the
+ * run's tenant and closes and removes all of that; the test stops its stage processes first.
  */
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ import { kafkaClient } from "../../../services/core/adapters/kafka/process.ts";
 import { RegistrySerdes } from "../../../services/core/adapters/kafka/serde.ts";
 import { loadConfig } from "../../../services/core/config.ts";
 import { ROOT } from "../distributed/helpers.ts";
-import { runPrefix, testEnv } from "./helpers.ts";
+import { deleteSubjects, deleteTopics, runPrefix, testEnv } from "./helpers.ts";
 
 export const openNeo4jPipelineRun = async (name: string) => {
   const prefix = runPrefix(name);
@@ -28,5 +28,15 @@ export const openNeo4jPipelineRun = async (name: string) => {
   const producer = kafka.producer();
   const stores = await openStores(config, "neo4j");
   const embedder = await openEmbedder(config);
-  return { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder };
+  const close = async (): Promise<void> => {
+    await stores.graph.deleteTenant(tenant).catch(() => undefined);
+    await stores.vectors.deleteTenant(tenant).catch(() => undefined);
+    await stores.close();
+    await embedder.close();
+    await producer.disconnect().catch(() => undefined);
+    await serdes.close().catch(() => undefined);
+    await deleteTopics(kafka, prefix);
+    await deleteSubjects(prefix);
+  };
+  return { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder, close };
 };

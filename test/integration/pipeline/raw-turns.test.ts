@@ -15,7 +15,7 @@ import { keyOf, type SensoryTurn } from "../../../services/core/types.ts";
 import { emptyContext } from "../../../services/encoder/extractor.ts";
 import { rawTurnText } from "../../../services/indexer/raw-turns.ts";
 import { segmentOf, segmentTurnOf } from "../../helpers/stage-fixtures.ts";
-import { deleteSubjects, deleteTopics, skip as kafkaSkip } from "./helpers.ts";
+import { skip as kafkaSkip } from "./helpers.ts";
 import { openNeo4jPipelineRun } from "./neo4j-run.ts";
 import { startInstance, stopInstance, waitStarted } from "./stage-harness.ts";
 
@@ -31,8 +31,8 @@ test("a produced turn is found by the raw-turn routes before its segment closes"
   skip,
   timeout: 300_000,
 }, async () => {
-  const { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder } =
-    await openNeo4jPipelineRun("raw-turns");
+  const run = await openNeo4jPipelineRun("raw-turns");
+  const { tenant, env, config, kafka, serdes, producer, stores, embedder } = run;
   const indexer = startInstance("indexer", "0", env);
   const key = keyOf(tenant, "c1");
   const rowIds = TURNS.map((t) => turnRowId("c1", t.turnId));
@@ -126,13 +126,6 @@ test("a produced turn is found by the raw-turn routes before its segment closes"
     throw err;
   } finally {
     await stopInstance(indexer, "SIGTERM").catch(() => undefined);
-    await stores.graph.deleteTenant(tenant).catch(() => undefined);
-    await stores.vectors.deleteTenant(tenant).catch(() => undefined);
-    await stores.close();
-    await embedder.close();
-    await producer.disconnect().catch(() => undefined);
-    await serdes.close().catch(() => undefined);
-    await deleteTopics(kafka, prefix);
-    await deleteSubjects(prefix);
+    await run.close();
   }
 });

@@ -23,15 +23,7 @@ import { turnRowId } from "../../../services/core/ids.ts";
 import { keyOf, type Turn } from "../../../services/core/types.ts";
 import { rawTurnText } from "../../../services/indexer/raw-turns.ts";
 import { turnOf } from "../../helpers/stage-fixtures.ts";
-import {
-  deleteSubjects,
-  deleteTopics,
-  skip as kafkaSkip,
-  readAll,
-  registryUrl,
-  runPrefix,
-  waitGroupsDrained,
-} from "./helpers.ts";
+import { deleteSubjects, skip as kafkaSkip, readAll, registryUrl, runPrefix, waitGroupsDrained } from "./helpers.ts";
 import { openNeo4jPipelineRun } from "./neo4j-run.ts";
 import { type Instance, startInstance, stopInstance, waitStarted } from "./stage-harness.ts";
 
@@ -114,8 +106,8 @@ test("turns are embedded once, by the sensory stage; a turn without a vector is 
   skip,
   timeout: 300_000,
 }, async () => {
-  const { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder } =
-    await openNeo4jPipelineRun("turn-vectors");
+  const run = await openNeo4jPipelineRun("turn-vectors");
+  const { prefix, tenant, env, config, kafka, serdes, producer, stores, embedder } = run;
   const stages = (["sensory", "segmenter", "indexer"] as const).map((s) => startInstance(s, "0", env));
   const [sensory, segmenter, indexer] = stages as [Instance, Instance, Instance];
   const key = keyOf(tenant, "c1");
@@ -213,13 +205,6 @@ test("turns are embedded once, by the sensory stage; a turn without a vector is 
     throw err;
   } finally {
     for (const s of stages) await stopInstance(s, "SIGTERM").catch(() => undefined);
-    await stores.graph.deleteTenant(tenant).catch(() => undefined);
-    await stores.vectors.deleteTenant(tenant).catch(() => undefined);
-    await stores.close();
-    await embedder.close();
-    await producer.disconnect().catch(() => undefined);
-    await serdes.close().catch(() => undefined);
-    await deleteTopics(kafka, prefix);
-    await deleteSubjects(prefix);
+    await run.close();
   }
 });

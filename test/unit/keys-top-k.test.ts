@@ -15,6 +15,7 @@ import type { IndexBatch, ScoredId } from "../../services/core/ports.ts";
 import { normaliseKey } from "../../services/core/record-index.ts";
 import type { Entity } from "../../services/core/types.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
+import { UNDO_MIGRATION_10 } from "../helpers/sqlite-migration-undo.ts";
 
 /** mulberry32: a small seeded generator, so the store and the questions are the same on every run. */
 const seeded = (seed: number) => {
@@ -186,13 +187,7 @@ describe("SqliteGraphStore entity / topic lookups: bounded read = full read + cu
         asOf: await s.recordsByTopics("A", ["food", "music"], 6, undefined, TIMES[6]),
       });
       const expected = await read(a);
-      a.db.exec(`
-        DROP INDEX record_entities_entity;
-        DROP INDEX record_topics_topic;
-        ALTER TABLE record_entities DROP COLUMN said_at;
-        ALTER TABLE record_topics DROP COLUMN said_at;
-        CREATE INDEX record_entities_entity ON record_entities (tenant, entity);
-        CREATE INDEX record_topics_topic ON record_topics (tenant, topic);
+      a.db.exec(`${UNDO_MIGRATION_10}
         DELETE FROM migrations WHERE component = 'graph' AND version >= 10;
       `);
       await a.close();

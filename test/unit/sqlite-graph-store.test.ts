@@ -12,37 +12,11 @@ import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts"
 import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
 import { recordId } from "../../services/core/ids.ts";
 import { batchesFor, makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
+import { UNDO_MIGRATION_7, UNDO_MIGRATION_9, UNDO_MIGRATION_10 } from "../helpers/sqlite-migration-undo.ts";
 
 const R1 = (t: string) => recordId(t, "Caroline moved to Paris in May 2023.");
 const R3 = (t: string) => recordId(t, "Caroline prefers tea over coffee.");
 const R4 = (t: string) => recordId(t, "Melanie plans a trip to Paris from 2023-07-01 to 2023-07-14.");
-
-/** Rolls back migration 7 (conversation on the entity and topic rows, their indexes): for the older-store tests. */
-const UNDO_MIGRATION_7 = `
-  DROP INDEX record_entities_conv;
-  DROP INDEX record_entities_names;
-  DROP INDEX record_topics_conv;
-  DROP INDEX record_topics_names;
-  ALTER TABLE record_entities DROP COLUMN conversation;
-  ALTER TABLE record_topics DROP COLUMN conversation;
-`;
-
-/** Rolls back migration 10 (said_at on the entity and topic rows, in the key indexes): for the older-store tests. */
-const UNDO_MIGRATION_10 = `
-  DROP INDEX record_entities_entity;
-  DROP INDEX record_topics_topic;
-  ALTER TABLE record_entities DROP COLUMN said_at;
-  ALTER TABLE record_topics DROP COLUMN said_at;
-  CREATE INDEX record_entities_entity ON record_entities (tenant, entity);
-  CREATE INDEX record_topics_topic ON record_topics (tenant, topic);
-`;
-
-/** Rolls back migration 9 (the kept counts' tables): for the older-store tests. */
-const UNDO_MIGRATION_9 = `
-  DROP TABLE lexical_terms;
-  DROP TABLE lexical_scopes;
-  DROP TABLE key_counts;
-`;
 
 describe("SqliteGraphStore (SQLite only)", () => {
   let dir: string;

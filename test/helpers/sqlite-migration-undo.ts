@@ -1,0 +1,31 @@
+/**
+ * SQL that rolls a SQLite graph store back past one migration, so a test can build an older store
+ * and check that migrating it reads the same (test/unit/sqlite-graph-store.test.ts,
+ * test/unit/keys-top-k.test.ts). Each also needs its `migrations` row deleted.
+ */
+/** Rolls back migration 7 (conversation on the entity and topic rows, their indexes): for the older-store tests. */
+export const UNDO_MIGRATION_7 = `
+  DROP INDEX record_entities_conv;
+  DROP INDEX record_entities_names;
+  DROP INDEX record_topics_conv;
+  DROP INDEX record_topics_names;
+  ALTER TABLE record_entities DROP COLUMN conversation;
+  ALTER TABLE record_topics DROP COLUMN conversation;
+`;
+
+/** Rolls back migration 10 (said_at on the entity and topic rows, in the key indexes): for the older-store tests. */
+export const UNDO_MIGRATION_10 = `
+  DROP INDEX record_entities_entity;
+  DROP INDEX record_topics_topic;
+  ALTER TABLE record_entities DROP COLUMN said_at;
+  ALTER TABLE record_topics DROP COLUMN said_at;
+  CREATE INDEX record_entities_entity ON record_entities (tenant, entity);
+  CREATE INDEX record_topics_topic ON record_topics (tenant, topic);
+`;
+
+/** Rolls back migration 9 (the kept counts' tables): for the older-store tests. */
+export const UNDO_MIGRATION_9 = `
+  DROP TABLE lexical_terms;
+  DROP TABLE lexical_scopes;
+  DROP TABLE key_counts;
+`;

@@ -9,7 +9,13 @@ import { after, before, describe, it } from "node:test";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
-import { openSqlite, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
+import {
+  openSqlite,
+  SQLITE_CACHE_KIB,
+  SQLITE_WAL_AUTOCHECKPOINT_PAGES,
+  type SqliteDatabase,
+  schemaVersion,
+} from "../../services/core/adapters/sqlite-db.ts";
 import { recordId } from "../../services/core/ids.ts";
 import { batchesFor, makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 import { UNDO_MIGRATION_7, UNDO_MIGRATION_9, UNDO_MIGRATION_10 } from "../helpers/sqlite-migration-undo.ts";
@@ -39,6 +45,9 @@ describe("SqliteGraphStore (SQLite only)", () => {
   it("opens with WAL, foreign keys and the latest schema version", () => {
     assert.equal(db.pragma("journal_mode", { simple: true }), "wal");
     assert.equal(db.pragma("foreign_keys", { simple: true }), 1);
+    // Sized for stores of GBs (sqlite-db.ts): a 64 MiB page cache, a checkpoint every 10,000 WAL pages.
+    assert.equal(db.pragma("cache_size", { simple: true }), -SQLITE_CACHE_KIB);
+    assert.equal(db.pragma("wal_autocheckpoint", { simple: true }), SQLITE_WAL_AUTOCHECKPOINT_PAGES);
     assert.equal(schemaVersion(db, "graph"), GRAPH_MIGRATIONS.length);
   });
 

@@ -12,6 +12,12 @@ export type SqliteDatabase = Database.Database;
 /** The one database file shared by the graph store, the state store and the HNSW vector store. */
 export const SQLITE_FILE = "memory.db";
 
+/** Page cache of a connection in KiB (cache_size takes KiB as a negative number): 64 MiB. */
+export const SQLITE_CACHE_KIB = 65_536;
+
+/** WAL pages after which a commit checkpoints (SQLite's default: 1,000). */
+export const SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000;
+
 /**
  * Opens (creating the folder and the file if needed) `<dataDir>/memory.db` with WAL journaling,
  * synchronous=NORMAL, foreign keys on and secure_delete on, and makes sure the `migrations` table
@@ -21,6 +27,18 @@ export const SQLITE_FILE = "memory.db";
  * pages), so an erased row's text does not linger in the file's free space. It is a per-connection
  * setting, hence here, where every connection of the runtime is opened. A file written before it was
  * on may still hold deleted content in free space: it is vacuumed once (recorded as "storage" v1).
+ *
+ * Page cache and checkpoints (issue 18; docs/benchmarks.md "Write rate at 100K"): SQLite's
+ * defaults, a ~2 MiB page cache and a checkpoint every 1,000 WAL pages, are sized for small files.
+ * Writes to a store of GBs land on random leaves of the (tenant, id) and key indexes, so each
+ * segment's transactions dirty many distinct pages: the WAL reached 1,000 pages every few commits
+ * (one commit in ten took > 5 ms, most of the commit time), and each checkpoint (two fsyncs with
+ * synchronous=NORMAL, and a copy of every page, also of those rewritten many times since the last
+ * checkpoint) stalled the commit that ran it. With 10,000 pages a hot page is copied once per
+ * checkpoint instead of once per 1,000 pages, and the fsyncs are a tenth as many; the WAL file
+ * grows to about 40 MiB instead of 4 (truncateWal still empties it after an erasure). The 64 MiB
+ * cache keeps the indexes' upper levels and hot leaves in memory across transactions. Neither
+ * changes what is stored or read, nor when a commit is durable.
  *
  * Ownership: stores built on this handle (`new SqliteGraphStore(db)`, `new SqliteStateStore(db)`,
  * `new HnswVectorStore(db, dataDir)`) never close it; whoever opened it closes it with `db.close()`
@@ -33,6 +51,8 @@ export const openSqlite = (dataDir: string): SqliteDatabase => {
   db.pragma("synchronous = NORMAL");
   db.pragma("foreign_keys = ON");
   db.pragma("busy_timeout = 5000");
+  db.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
+  db.pragma(`wal_autocheckpoint = ${SQLITE_WAL_AUTOCHECKPOINT_PAGES}`);
   db.exec(`CREATE TABLE IF NOT EXISTS migrations (
     component TEXT NOT NULL,
     version INTEGER NOT NULL,

@@ -11,6 +11,7 @@ import { contentQuestion, withoutNames } from "./name-free.ts";
 import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
 import { type PackInput, packContext } from "./pack.ts";
 import { collectsMentions, DeterministicPlanner } from "./planner.ts";
+import { QueryVectors } from "./query-vectors.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
 export interface QueryDeps {
@@ -39,18 +40,14 @@ export const DEFAULT_QUERY_SETTINGS: QuerySettings = { ...CONFIG_DEFAULTS.query 
 
 /** Graph routes find candidates by exact keys; the question's embedding orders them. */
 const rerankBySimilarity = async (
-  deps: QueryDeps,
-  tenant: string,
+  vectors: QueryVectors,
   hits: readonly ScoredId[],
   qv: Float32Array,
   depth: number,
 ): Promise<ScoredId[]> => {
   if (hits.length === 0) return [];
-  const items = await deps.vectors.get(
-    tenant,
-    hits.map((h) => h.id),
-  );
-  const sim = new Map(items.map((it) => [it.id, dot(it.vector, qv)]));
+  const stored = await vectors.of(hits.map((h) => h.id));
+  const sim = new Map([...stored].map(([id, v]) => [id, dot(v, qv)]));
   return hits
     .map((h) => ({ id: h.id, score: h.score + (sim.get(h.id) ?? -1) }))
     .sort((a, b) => b.score - a.score)
@@ -174,6 +171,7 @@ export const runQuery = async (
   const cvec = contentVectors?.[0];
   const depth = settings.routeDepth;
   const routeMs: Partial<Record<RouteName, number>> = {};
+  const stored = new QueryVectors(deps.vectors, tenant);
   const timed = async (route: RouteName, run: () => Promise<ScoredId[]>): Promise<RankedList> => {
     const t = performance.now();
     const ids = await run();
@@ -217,12 +215,12 @@ export const runQuery = async (
     find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,
   ) =>
     selectiveKeys(keys, countKey(index), totalRecords).then(async (selective) =>
-      selective.length === 0 ? [] : rerankBySimilarity(deps, tenant, await find(selective, depth * 5), qvec, depth),
+      selective.length === 0 ? [] : rerankBySimilarity(stored, await find(selective, depth * 5), qvec, depth),
     );
   if (selectiveEntities.length > 0)
     jobs.push(
       timed("entity", async () =>
-        rerankBySimilarity(deps, tenant, await findByEntities(selectiveEntities, depth * 5), qvec, depth),
+        rerankBySimilarity(stored, await findByEntities(selectiveEntities, depth * 5), qvec, depth),
       ),
     );
   if (plan.topics.length > 0)
@@ -236,8 +234,7 @@ export const runQuery = async (
     jobs.push(
       timed("time", async () =>
         rerankBySimilarity(
-          deps,
-          tenant,
+          stored,
           await deps.graph.recordsInTime(tenant, window, depth * 5, conversation, asOf),
           qvec,
           depth,
@@ -253,20 +250,17 @@ export const runQuery = async (
     .map((f) => f.id);
   lists.push(
     await timed("event-frame", async () =>
-      rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
+      rerankBySimilarity(stored, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
     ),
   );
   const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);
 
   const recordIds = fused.filter((f) => !isTurnRowId(f.id)).map((f) => f.id);
   const turnIds = fused.filter((f) => isTurnRowId(f.id)).map((f) => f.id);
-  const [records, turns, vectors] = await Promise.all([
+  const [records, turns, vectorOf] = await Promise.all([
     deps.graph.getRecords(tenant, recordIds),
     getTurnsByRowIds(deps.graph, tenant, turnIds),
-    deps.vectors.get(
-      tenant,
-      fused.map((f) => f.id),
-    ),
+    stored.of(fused.map((f) => f.id)),
   ]);
   const items = new Map<string, Candidate>();
   for (const r of records) if (validAt(r, asOf)) items.set(r.id, recordItem(r));
@@ -274,7 +268,6 @@ export const runQuery = async (
     const id = turnRowId(t.conversation, t.turnId);
     if (asOf === undefined || Date.parse(t.timestamp) <= asOf) items.set(id, turnItem(id, t));
   }
-  const vectorOf = new Map(vectors.map((v) => [v.id, v.vector]));
   const diverse = maximalMarginalRelevance(
     fused
       .filter((f) => items.has(f.id))

@@ -92,6 +92,17 @@ const fromBlob = (b: Buffer): Float32Array => {
   return new Float32Array(copy.buffer);
 };
 
+/**
+ * The vector of a row read for a caller: a view on the blob's own memory when it is 4-byte
+ * aligned (a blob read by better-sqlite3 is a fresh Buffer nobody else holds, so the view is the
+ * caller's alone), else a copy (fromBlob). A get of the few hundred vectors a query reranks
+ * allocated and copied each vector twice.
+ */
+const vectorOfBlob = (b: Buffer): Float32Array =>
+  b.byteOffset % Float32Array.BYTES_PER_ELEMENT === 0 && b.byteLength % Float32Array.BYTES_PER_ELEMENT === 0
+    ? new Float32Array(b.buffer, b.byteOffset, b.byteLength / Float32Array.BYTES_PER_ELEMENT)
+    : fromBlob(b);
+
 /** A copy of JSON-like data (objects, arrays, primitives): what a payload is. */
 const copyData = <T>(value: T): T => {
   if (Array.isArray(value)) return value.map(copyData) as T;
@@ -476,7 +487,7 @@ export class HnswVectorStore implements VectorStore {
     const out: VectorItem[] = [];
     for (const id of wanted) {
       const r = byId.get(id);
-      if (r) out.push({ id, vector: fromBlob(r.vector), payload: JSON.parse(r.payload) as VectorPayload });
+      if (r) out.push({ id, vector: vectorOfBlob(r.vector), payload: JSON.parse(r.payload) as VectorPayload });
     }
     return out;
   }

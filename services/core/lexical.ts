@@ -109,17 +109,35 @@ export interface ScoredHit {
   score: number;
 }
 
+const SPACE = 32;
+
 /** A hit's term frequencies (query terms only) and length in terms. */
 interface TermCounts {
   tf: Map<string, number>;
   length: number;
 }
 
+/**
+ * The counts of the wanted terms in an item's stored terms (single-space separated) and its
+ * length, read in place: the occurrences of each wanted term as a whole word, found with indexOf,
+ * and the length as the spaces plus one (what split(" ") gives). A search scores every item it
+ * reads, and splitting each item's terms into an array was most of that work.
+ */
 const termCounts = (lex: string, wanted: ReadonlySet<string>): TermCounts => {
   const tf = new Map<string, number>();
-  const words = lex.length === 0 ? [] : lex.split(" ");
-  for (const w of words) if (wanted.has(w)) tf.set(w, (tf.get(w) ?? 0) + 1);
-  return { tf, length: words.length };
+  if (lex.length === 0) return { tf, length: 0 };
+  let length = 1;
+  for (let at = lex.indexOf(" "); at !== -1; at = lex.indexOf(" ", at + 1)) length++;
+  for (const term of wanted) {
+    if (term.length === 0) continue;
+    let n = 0;
+    for (let at = lex.indexOf(term); at !== -1; at = lex.indexOf(term, at + 1)) {
+      const end = at + term.length;
+      if ((at === 0 || lex.charCodeAt(at - 1) === SPACE) && (end === lex.length || lex.charCodeAt(end) === SPACE)) n++;
+    }
+    if (n > 0) tf.set(term, n);
+  }
+  return { tf, length };
 };
 
 /** BM25's IDF: ln(1 + (N - df + 0.5) / (df + 0.5)), never negative. */

@@ -5,10 +5,12 @@ import { turnRowId } from "../../ids.ts";
 import { parseConversationKey } from "../../keys.ts";
 import {
   anyTermQuery,
+  type ItemIdentity,
   LEXICAL_POOL_LIMIT,
   type LexicalHit,
   type LexicalScope,
   lexicalText,
+  type PostedItem,
   searchLexical,
   searchLexicalTopK,
 } from "../../lexical.ts";
@@ -732,7 +734,22 @@ export class SqliteGraphStore implements GraphStore {
     if (validAt === undefined && conversation === undefined) {
       return searchLexicalTopK(text, k, {
         statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", terms),
-        postings: async (term, without) => read(termMatch(term, without, tenant), false, -1),
+        // The full-text rows alone (terms and tenant); a record's id, time and validity only for
+        // the few that may enter the top k.
+        postings: async (term, without) =>
+          this.all<PostedItem>(
+            "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ?",
+            termMatch(term, without, tenant),
+            tenant,
+          ),
+        identify: async (keys) =>
+          new Map(
+            this.all<ItemIdentity & { key: number }>(
+              `SELECT r.seq AS key, r.id AS id, r.said_at AS time FROM records r
+               WHERE r.seq IN (SELECT value FROM json_each(?)) AND r.tenant = ?${conv}`,
+              ...scoped(JSON.stringify(keys), tenant),
+            ).map((r) => [r.key, { id: r.id, time: r.time }]),
+          ),
       });
     }
     return searchLexical(text, k, async (match) => ({
@@ -765,7 +782,23 @@ export class SqliteGraphStore implements GraphStore {
     if (conversation === undefined) {
       return searchLexicalTopK(text, k, {
         statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", terms),
-        postings: async (term, without) => read(termMatch(term, without, tenant), false, -1),
+        // As searchRecordsLexical: the full-text rows alone, a turn's key and time for the few
+        // that may enter the top k.
+        postings: async (term, without) =>
+          this.all<PostedItem>(
+            "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ?",
+            termMatch(term, without, tenant),
+            tenant,
+          ),
+        identify: async (keys) =>
+          new Map(
+            this.all<{ key: number; conversation: string; turn_id: string; timestamp: string }>(
+              `SELECT t.seq AS key, t.conversation AS conversation, t.turn_id AS turn_id, t.timestamp AS timestamp
+               FROM turns t WHERE t.seq IN (SELECT value FROM json_each(?)) AND t.tenant = ?`,
+              JSON.stringify(keys),
+              tenant,
+            ).map((r) => [r.key, { id: turnRowId(r.conversation, r.turn_id), time: Date.parse(r.timestamp) }]),
+          ),
       });
     }
     return searchLexical(text, k, async (match) => ({

@@ -745,8 +745,9 @@ export class SqliteGraphStore implements GraphStore {
         identify: async (keys) =>
           new Map(
             this.all<ItemIdentity & { key: number }>(
-              `SELECT r.seq AS key, r.id AS id, r.said_at AS time FROM records r
-               WHERE r.seq IN (SELECT value FROM json_each(?)) AND r.tenant = ?${conv}`,
+              // CROSS JOIN: from each key to its row (rowid), not through an index on the tenant.
+              `SELECT r.seq AS key, r.id AS id, r.said_at AS time FROM json_each(?) j
+               CROSS JOIN records r ON r.seq = j.value WHERE r.tenant = ?${conv}`,
               ...scoped(JSON.stringify(keys), tenant),
             ).map((r) => [r.key, { id: r.id, time: r.time }]),
           ),
@@ -793,8 +794,10 @@ export class SqliteGraphStore implements GraphStore {
         identify: async (keys) =>
           new Map(
             this.all<{ key: number; conversation: string; turn_id: string; timestamp: string }>(
+              // CROSS JOIN: from each key to its row (rowid); left to itself, the planner walked
+              // every turn of the tenant through the tenant's index.
               `SELECT t.seq AS key, t.conversation AS conversation, t.turn_id AS turn_id, t.timestamp AS timestamp
-               FROM turns t WHERE t.seq IN (SELECT value FROM json_each(?)) AND t.tenant = ?`,
+               FROM json_each(?) j CROSS JOIN turns t ON t.seq = j.value WHERE t.tenant = ?`,
               JSON.stringify(keys),
               tenant,
             ).map((r) => [r.key, { id: turnRowId(r.conversation, r.turn_id), time: Date.parse(r.timestamp) }]),

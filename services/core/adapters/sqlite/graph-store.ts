@@ -46,6 +46,7 @@ import {
   readKeyCount,
   readLexicalStatistics,
 } from "./scope-counts.ts";
+import { UnchangedDataMemo } from "./unchanged-data-memo.ts";
 import { SqliteVocabulary } from "./vocabulary.ts";
 
 type Statement = BetterSqlite3.Statement<Param[], unknown>;
@@ -181,6 +182,17 @@ export class SqliteGraphStore implements GraphStore {
   private readonly ownsDb: boolean;
   private readonly cursors: CursorCodec;
   private readonly statements = new Map<string, Statement>();
+  /**
+   * knownEntities / knownTopics by tenant and conversation, until any write (unchanged-data-memo.ts):
+   * a tenant-wide read is a seek per distinct name (hundreds of topics), about 1.5 ms each at
+   * 10,000 records per tenant, and every query made both.
+   */
+  private readonly knownNames = new UnchangedDataMemo<readonly string[]>(() => {
+    const row = this.all<{ changes: number; version: number }>(
+      "SELECT total_changes() AS changes, (SELECT data_version FROM pragma_data_version) AS version",
+    )[0];
+    return `${row?.version}:${row?.changes}`;
+  }, 1024);
   /** The cached-statement runner the transactional primitives (graph-transaction.ts) use. */
   private readonly sql: SqlRunner = {
     all: (sql, ...params) => this.all(sql, ...params),
@@ -1113,29 +1125,38 @@ export class SqliteGraphStore implements GraphStore {
    * Distinct canonical entity names (aliases excluded), sorted. Tenant-wide: a seek from each name
    * to the next in record_entities_names (distinctNames), not a read of every row; one
    * conversation: its rows only (record_entities_conv, named: without statistics the planner would
-   * take the name index to skip the sort and read the whole tenant).
+   * take the name index to skip the sort and read the whole tenant). Every query reads them, so
+   * they are kept until the database changes (knownNames).
    */
   async knownEntities(tenant: string, conversation?: string): Promise<string[]> {
-    return conversation === undefined
-      ? this.distinctNames("record_entities", "tenant = ? AND is_alias = 0", tenant)
-      : this.all<{ name: string }>(
-          `SELECT DISTINCT name FROM record_entities INDEXED BY record_entities_conv
-           WHERE tenant = ? AND conversation = ? AND is_alias = 0 ORDER BY name`,
-          tenant,
-          conversation,
-        ).map((r) => r.name);
+    return [
+      ...this.knownNames.get(`e\u0000${tenant}\u0000${conversation ?? ""}`, () =>
+        conversation === undefined
+          ? this.distinctNames("record_entities", "tenant = ? AND is_alias = 0", tenant)
+          : this.all<{ name: string }>(
+              `SELECT DISTINCT name FROM record_entities INDEXED BY record_entities_conv
+               WHERE tenant = ? AND conversation = ? AND is_alias = 0 ORDER BY name`,
+              tenant,
+              conversation,
+            ).map((r) => r.name),
+      ),
+    ];
   }
 
-  /** Distinct topic display names, sorted (read as knownEntities reads names). */
+  /** Distinct topic display names, sorted (read and kept as knownEntities' names are). */
   async knownTopics(tenant: string, conversation?: string): Promise<string[]> {
-    return conversation === undefined
-      ? this.distinctNames("record_topics", "tenant = ?", tenant)
-      : this.all<{ name: string }>(
-          `SELECT DISTINCT name FROM record_topics INDEXED BY record_topics_conv
-           WHERE tenant = ? AND conversation = ? ORDER BY name`,
-          tenant,
-          conversation,
-        ).map((r) => r.name);
+    return [
+      ...this.knownNames.get(`t\u0000${tenant}\u0000${conversation ?? ""}`, () =>
+        conversation === undefined
+          ? this.distinctNames("record_topics", "tenant = ?", tenant)
+          : this.all<{ name: string }>(
+              `SELECT DISTINCT name FROM record_topics INDEXED BY record_topics_conv
+               WHERE tenant = ? AND conversation = ? ORDER BY name`,
+              tenant,
+              conversation,
+            ).map((r) => r.name),
+      ),
+    ];
   }
 
   /**

@@ -1,4 +1,4 @@
-// The known entity / topic names the SQLite store keeps between queries: never older than the data,
+// The known entity / topic names and record counts the SQLite store keeps between queries: never older than the data,
 // whoever wrote (this handle, another connection), and each caller gets its own array.
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -23,7 +23,7 @@ const batch = (conversation: string, segment: string, text: string, entities: st
   return { tenant: "A", conversation, segment: seg, records: [rec], eventFrames: [] };
 };
 
-describe("SqliteGraphStore known names kept until the data changes", () => {
+describe("SqliteGraphStore known names and record counts kept until the data changes", () => {
   let dir: string;
   let db: SqliteDatabase;
   let other: SqliteDatabase;
@@ -53,6 +53,8 @@ describe("SqliteGraphStore known names kept until the data changes", () => {
     first.push("Mallory");
     assert.deepEqual(await store.knownEntities("A"), ["Caroline"]);
     assert.deepEqual(await store.knownTopics("A", "c1"), ["hiking"]);
+    assert.equal(await store.countRecords("A"), 1);
+    assert.equal(await store.countRecords("A"), 1);
   });
 
   it("sees a write through its own handle at once", async () => {
@@ -60,6 +62,7 @@ describe("SqliteGraphStore known names kept until the data changes", () => {
     await store.writeBatch(batch("c1", "s2", "Melanie paints.", ["Melanie"], ["painting"]));
     assert.deepEqual(await store.knownEntities("A"), ["Caroline", "Melanie"]);
     assert.deepEqual(await store.knownTopics("A", "c1"), ["hiking", "painting"]);
+    assert.equal(await store.countRecords("A", "c1"), 2);
   });
 
   it("sees a write committed by another connection at once", async () => {
@@ -68,11 +71,13 @@ describe("SqliteGraphStore known names kept until the data changes", () => {
     assert.deepEqual(await store.knownEntities("A", "c2"), ["Jon"]);
     assert.deepEqual(await store.knownEntities("A"), ["Caroline", "Jon", "Melanie"]);
     assert.deepEqual(await store.knownTopics("A"), ["dance", "hiking", "painting"]);
+    assert.equal(await store.countRecords("A"), 3);
   });
 
   it("sees an erasure", async () => {
     await writer.deleteTenant("A");
     assert.deepEqual(await store.knownEntities("A"), []);
     assert.deepEqual(await store.knownTopics("A", "c1"), []);
+    assert.equal(await store.countRecords("A"), 0);
   });
 });

@@ -187,12 +187,9 @@ export class SqliteGraphStore implements GraphStore {
    * a tenant-wide read is a seek per distinct name (hundreds of topics), about 1.5 ms each at
    * 10,000 records per tenant, and every query made both.
    */
-  private readonly knownNames = new UnchangedDataMemo<readonly string[]>(() => {
-    const row = this.all<{ changes: number; version: number }>(
-      "SELECT total_changes() AS changes, (SELECT data_version FROM pragma_data_version) AS version",
-    )[0];
-    return `${row?.version}:${row?.changes}`;
-  }, 1024);
+  private readonly knownNames = new UnchangedDataMemo<readonly string[]>(() => this.dataStamp(), 1024);
+  /** countRecords the same way: tenant-wide, a count over the tenant's index (0.5–1 ms at 10,000 records). */
+  private readonly recordCounts = new UnchangedDataMemo<number>(() => this.dataStamp(), 1024);
   /** The cached-statement runner the transactional primitives (graph-transaction.ts) use. */
   private readonly sql: SqlRunner = {
     all: (sql, ...params) => this.all(sql, ...params),
@@ -222,6 +219,14 @@ export class SqliteGraphStore implements GraphStore {
       this.statements.set(sql, s);
     }
     return s;
+  }
+
+  /** Changes whenever the database does (another connection's commit, or a row this one changed). */
+  private dataStamp(): string {
+    const row = this.all<{ changes: number; version: number }>(
+      "SELECT total_changes() AS changes, (SELECT data_version FROM pragma_data_version) AS version",
+    )[0];
+    return `${row?.version}:${row?.changes}`;
   }
 
   private all<T>(sql: string, ...params: Param[]): T[] {
@@ -663,9 +668,11 @@ export class SqliteGraphStore implements GraphStore {
 
   /** All stored records of the tenant (superseded versions included). */
   async countRecords(tenant: string, conversation?: string): Promise<number> {
-    return conversation === undefined
-      ? this.count("SELECT COUNT(*) AS n FROM records WHERE tenant = ?", tenant)
-      : this.count("SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND conversation = ?", tenant, conversation);
+    return this.recordCounts.get(`${tenant}\u0000${conversation ?? ""}`, () =>
+      conversation === undefined
+        ? this.count("SELECT COUNT(*) AS n FROM records WHERE tenant = ?", tenant)
+        : this.count("SELECT COUNT(*) AS n FROM records WHERE tenant = ? AND conversation = ?", tenant, conversation),
+    );
   }
 
   async countSegments(tenant: string, conversation?: string): Promise<number> {

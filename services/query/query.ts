@@ -105,6 +105,33 @@ const turnItem = (id: string, t: StoredTurn): Candidate => ({
 });
 
 /**
+ * The vectors of the question as the routes ask it (names corrected) and of its name-free form.
+ * With the question embedded early (`early`, while a model planned), the others are embedded as
+ * before, one call each; otherwise both in one call: one forward pass where the model takes texts
+ * of similar length together (the name-free question is the question less a name or two), which
+ * gives the same vectors as one call each (checked bit for bit on the dev questions), and a
+ * question whose name was corrected is no longer embedded as written too.
+ */
+const embedTexts = async (
+  embedder: Embedder,
+  early: Promise<Float32Array[]> | undefined,
+  question: string,
+  asked: string,
+  content: string | undefined,
+): Promise<{ qvec: Float32Array; cvec: Float32Array | undefined; embeddingCalls: number }> => {
+  if (!early) {
+    const [qvec, cvec] = await embedder.embed(content === undefined ? [asked] : [asked, content]);
+    return { qvec: qvec as Float32Array, cvec, embeddingCalls: content === undefined ? 1 : 2 };
+  }
+  const [[qvec], contentVectors] = await Promise.all([
+    asked === question ? early : embedder.embed([asked]),
+    content === undefined ? Promise.resolve(undefined) : embedder.embed([content]),
+  ]);
+  const cvec = contentVectors?.[0];
+  return { qvec: qvec as Float32Array, cvec, embeddingCalls: (cvec ? 2 : 1) + (asked === question ? 0 : 1) };
+};
+
+/**
  * The query service: plan once, run the routes in parallel, fuse with RRF, expand through event
  * frames, diversify with MMR and pack a dated, sourced context into the token budget.
  */
@@ -121,16 +148,20 @@ export const runQuery = async (
   // route by the validity filter below, the graph routes in the store; without it, current records.
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
-  // The question's embedding runs while the planner reads the indexes.
-  const questionVector = deps.embedder.embed([req.question]);
+  const planner = deps.planner ?? DETERMINISTIC;
+  // A planner that waits on a model (an LLM) plans while the question is embedded. The
+  // deterministic planner waits on nothing, and neither do the store reads before the routes, so
+  // nothing can overlap the embedding (the ONNX embedder runs on the event loop): then the texts
+  // the routes need are embedded once they are known, in one call (embedTexts below).
+  const early = planner instanceof DeterministicPlanner ? undefined : deps.embedder.embed([req.question]);
   // Awaited below; until then a failure of the reads must not leave its rejection unhandled.
-  questionVector.catch(() => {});
+  early?.catch(() => {});
   const [knownEntities, knownTopics, totalRecords] = await Promise.all([
     deps.graph.knownEntities(tenant, conversation),
     deps.graph.knownTopics(tenant, conversation),
     deps.graph.countRecords(tenant, conversation),
   ]);
-  const planned = await (deps.planner ?? DETERMINISTIC).plan({
+  const planned = await planner.plan({
     // The planner's LLM cost is booked to this tenant (unattributed without it).
     tenant,
     question: req.question,
@@ -160,15 +191,10 @@ export const runQuery = async (
   const commonNames = plan.entities.filter((e) => !selectiveEntities.includes(e));
   // A misspelled common name is blanked as written too.
   for (const n of near.names) if (commonNames.includes(n.known)) commonNames.push(n.asked);
-  // A question with a misspelt name is embedded with the name corrected (one more embedding; none without).
+  // A question with a misspelt name is embedded with the name corrected.
   const asked = correctedQuestion(req.question, near);
   const content = collectsMentions(req.question) ? contentQuestion(asked, commonNames) : undefined;
-  const [[qv], contentVectors] = await Promise.all([
-    asked === req.question ? questionVector : deps.embedder.embed([asked]),
-    content === undefined ? Promise.resolve(undefined) : deps.embedder.embed([content]),
-  ]);
-  const qvec = qv as Float32Array;
-  const cvec = contentVectors?.[0];
+  const { qvec, cvec, embeddingCalls } = await embedTexts(deps.embedder, early, req.question, asked, content);
   const depth = settings.routeDepth;
   const routeMs: Partial<Record<RouteName, number>> = {};
   const stored = new QueryVectors(deps.vectors, tenant);
@@ -300,7 +326,7 @@ export const runQuery = async (
     items: packed.items,
     plan,
     cost: {
-      embeddingCalls: (cvec ? 2 : 1) + (asked === req.question ? 0 : 1),
+      embeddingCalls,
       ...planned.cost,
       ms: performance.now() - started,
       routeMs,

@@ -109,17 +109,35 @@ export interface ScoredHit {
   score: number;
 }
 
+const SPACE = 32;
+
 /** A hit's term frequencies (query terms only) and length in terms. */
 interface TermCounts {
   tf: Map<string, number>;
   length: number;
 }
 
+/**
+ * The counts of the wanted terms in an item's stored terms (single-space separated) and its
+ * length, read in place: the occurrences of each wanted term as a whole word, found with indexOf,
+ * and the length as the spaces plus one (what split(" ") gives). A search scores every item it
+ * reads, and splitting each item's terms into an array was most of that work.
+ */
 const termCounts = (lex: string, wanted: ReadonlySet<string>): TermCounts => {
   const tf = new Map<string, number>();
-  const words = lex.length === 0 ? [] : lex.split(" ");
-  for (const w of words) if (wanted.has(w)) tf.set(w, (tf.get(w) ?? 0) + 1);
-  return { tf, length: words.length };
+  if (lex.length === 0) return { tf, length: 0 };
+  let length = 1;
+  for (let at = lex.indexOf(" "); at !== -1; at = lex.indexOf(" ", at + 1)) length++;
+  for (const term of wanted) {
+    if (term.length === 0) continue;
+    let n = 0;
+    for (let at = lex.indexOf(term); at !== -1; at = lex.indexOf(term, at + 1)) {
+      const end = at + term.length;
+      if ((at === 0 || lex.charCodeAt(at - 1) === SPACE) && (end === lex.length || lex.charCodeAt(end) === SPACE)) n++;
+    }
+    if (n > 0) tf.set(term, n);
+  }
+  return { tf, length };
 };
 
 /** BM25's IDF: ln(1 + (N - df + 0.5) / (df + 0.5)), never negative. */
@@ -210,12 +228,39 @@ export interface LexicalStatistics {
   terms: ReadonlyMap<string, TermStatistics>;
 }
 
+/** An item of a term's postings as the top-k ranking first reads it: the store's key and its stored terms. */
+export interface PostedItem {
+  key: number;
+  lex: string;
+}
+
+/** An item's id and time (ties go to the newer item), read only for items that may enter the top k. */
+export interface ItemIdentity {
+  id: string;
+  /** Epoch milliseconds. */
+  time: number;
+}
+
 /** A store's side of the top-k ranking. */
 export interface LexicalPostings {
   statistics(terms: readonly string[]): Promise<LexicalStatistics>;
-  /** Every item in scope holding `term` and none of `without` (whose items were read already). */
-  postings(term: string, without: readonly string[]): Promise<readonly LexicalHit[]>;
+  /**
+   * Every item holding `term` and none of `without` (whose items were read already), with its
+   * terms: every item of the scope, and it may also hold items the scope excludes (another
+   * tenant's, a superseded record), which `identify` then leaves out.
+   */
+  postings(term: string, without: readonly string[]): Promise<readonly PostedItem[]>;
+  /**
+   * The ids and times of these items, by key; an item out of the scope is left out. Asked only
+   * for the few items that score high enough to enter the top k: the items' ids and times are a
+   * second read in a store (the full-text index holds the terms, the item's table the rest), and
+   * reading them for every posted item was most of a tenant-wide search's cost.
+   */
+  identify(keys: readonly number[]): Promise<ReadonlyMap<number, ItemIdentity>>;
 }
+
+/** Items identified per store read once the top k is full (until then, as many as it lacks). */
+const IDENTIFY_BATCH = 16;
 
 /** Relative slack on the score bounds, far above the rounding of a sum of ≤ 32 terms. */
 const BOUND_SLACK = 1e-9;
@@ -228,7 +273,8 @@ const BOUND_SLACK = 1e-9;
  * so far, so its score is at most the sum of the remaining terms' bounds (each term's contribution
  * at its largest count in an item and smallest length per count: TermStatistics); once the k-th
  * best score read is above that sum, no unread item can enter the top k (not even by a tie) and the
- * common terms' postings are never read.
+ * common terms' postings are never read. Of the items read, only those scoring at least the k-th
+ * best so far are identified (`LexicalPostings.identify`).
  */
 export const rankBm25TopK = async (
   terms: readonly string[],
@@ -263,22 +309,41 @@ export const rankBm25TopK = async (
   const remaining: number[] = new Array(order.length + 1).fill(0);
   for (let i = order.length - 1; i >= 0; i--) remaining[i] = (remaining[i + 1] as number) + (bound[i] as number);
   const top: Ranked[] = [];
-  const seen = new Set<string>();
+  const seen = new Set<number>();
   for (let i = 0; i < order.length; i++) {
     const kth = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
     if (kth !== undefined && kth > (remaining[i] as number) * (1 + BOUND_SLACK)) break;
-    for (const hit of await store.postings(order[i] as string, order.slice(0, i))) {
-      if (seen.has(hit.id)) continue;
-      seen.add(hit.id);
-      const score = bm25Score(terms, idf, avgLength, termCounts(hit.lex, wanted));
-      if (!(score > 0)) continue;
-      const item = { id: hit.id, time: hit.time, score };
-      if (top.length >= limit && byRank(item, top[limit - 1] as Ranked) >= 0) continue;
-      // Insert in rank order (k is small: a route's depth).
-      let at = top.length;
-      while (at > 0 && byRank(item, top[at - 1] as Ranked) < 0) at--;
-      top.splice(at, 0, item);
-      if (top.length > limit) top.pop();
+    const scored: { key: number; score: number }[] = [];
+    for (const posted of await store.postings(order[i] as string, order.slice(0, i))) {
+      if (seen.has(posted.key)) continue;
+      seen.add(posted.key);
+      const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, wanted));
+      if (score > 0) scored.push({ key: posted.key, score });
+    }
+    // Best first, identified in small batches: once an item scores below the k-th best, so does
+    // every item after it, and the k-th best only rises, so none of them could enter the top k
+    // and they are never identified. Which of the items enter does not depend on the order they
+    // are offered in (the top k of a set under one total order), so the result is that of
+    // offering every item of the postings.
+    scored.sort((a, b) => b.score - a.score);
+    let next = 0;
+    while (next < scored.length) {
+      const floor = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
+      if (floor !== undefined && (scored[next] as { score: number }).score < floor) break;
+      const batch = scored.slice(next, next + Math.max(IDENTIFY_BATCH, limit - top.length));
+      next += batch.length;
+      const known = await store.identify(batch.map((b) => b.key));
+      for (const { key, score } of batch) {
+        const who = known.get(key);
+        if (!who) continue;
+        const item = { id: who.id, time: who.time, score };
+        if (top.length >= limit && byRank(item, top[limit - 1] as Ranked) >= 0) continue;
+        // Insert in rank order (k is small: a route's depth).
+        let at = top.length;
+        while (at > 0 && byRank(item, top[at - 1] as Ranked) < 0) at--;
+        top.splice(at, 0, item);
+        if (top.length > limit) top.pop();
+      }
     }
   }
   return top.map(({ id, score }) => ({ id, score }));

@@ -11,6 +11,7 @@ import { contentQuestion, withoutNames } from "./name-free.ts";
 import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
 import { type PackInput, packContext } from "./pack.ts";
 import { collectsMentions, DeterministicPlanner } from "./planner.ts";
+import { QueryVectors } from "./query-vectors.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
 export interface QueryDeps {
@@ -39,18 +40,14 @@ export const DEFAULT_QUERY_SETTINGS: QuerySettings = { ...CONFIG_DEFAULTS.query 
 
 /** Graph routes find candidates by exact keys; the question's embedding orders them. */
 const rerankBySimilarity = async (
-  deps: QueryDeps,
-  tenant: string,
+  vectors: QueryVectors,
   hits: readonly ScoredId[],
   qv: Float32Array,
   depth: number,
 ): Promise<ScoredId[]> => {
   if (hits.length === 0) return [];
-  const items = await deps.vectors.get(
-    tenant,
-    hits.map((h) => h.id),
-  );
-  const sim = new Map(items.map((it) => [it.id, dot(it.vector, qv)]));
+  const stored = await vectors.of(hits.map((h) => h.id));
+  const sim = new Map([...stored].map(([id, v]) => [id, dot(v, qv)]));
   return hits
     .map((h) => ({ id: h.id, score: h.score + (sim.get(h.id) ?? -1) }))
     .sort((a, b) => b.score - a.score)
@@ -108,6 +105,33 @@ const turnItem = (id: string, t: StoredTurn): Candidate => ({
 });
 
 /**
+ * The vectors of the question as the routes ask it (names corrected) and of its name-free form.
+ * With the question embedded early (`early`, while a model planned), the others are embedded as
+ * before, one call each; otherwise both in one call: one forward pass where the model takes texts
+ * of similar length together (the name-free question is the question less a name or two), which
+ * gives the same vectors as one call each (checked bit for bit on the dev questions), and a
+ * question whose name was corrected is no longer embedded as written too.
+ */
+const embedTexts = async (
+  embedder: Embedder,
+  early: Promise<Float32Array[]> | undefined,
+  question: string,
+  asked: string,
+  content: string | undefined,
+): Promise<{ qvec: Float32Array; cvec: Float32Array | undefined; embeddingCalls: number }> => {
+  if (!early) {
+    const [qvec, cvec] = await embedder.embed(content === undefined ? [asked] : [asked, content]);
+    return { qvec: qvec as Float32Array, cvec, embeddingCalls: content === undefined ? 1 : 2 };
+  }
+  const [[qvec], contentVectors] = await Promise.all([
+    asked === question ? early : embedder.embed([asked]),
+    content === undefined ? Promise.resolve(undefined) : embedder.embed([content]),
+  ]);
+  const cvec = contentVectors?.[0];
+  return { qvec: qvec as Float32Array, cvec, embeddingCalls: (cvec ? 2 : 1) + (asked === question ? 0 : 1) };
+};
+
+/**
  * The query service: plan once, run the routes in parallel, fuse with RRF, expand through event
  * frames, diversify with MMR and pack a dated, sourced context into the token budget.
  */
@@ -124,16 +148,20 @@ export const runQuery = async (
   // route by the validity filter below, the graph routes in the store; without it, current records.
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
-  // The question's embedding runs while the planner reads the indexes.
-  const questionVector = deps.embedder.embed([req.question]);
+  const planner = deps.planner ?? DETERMINISTIC;
+  // A planner that waits on a model (an LLM) plans while the question is embedded. The
+  // deterministic planner waits on nothing, and neither do the store reads before the routes, so
+  // nothing can overlap the embedding (the ONNX embedder runs on the event loop): then the texts
+  // the routes need are embedded once they are known, in one call (embedTexts below).
+  const early = planner instanceof DeterministicPlanner ? undefined : deps.embedder.embed([req.question]);
   // Awaited below; until then a failure of the reads must not leave its rejection unhandled.
-  questionVector.catch(() => {});
+  early?.catch(() => {});
   const [knownEntities, knownTopics, totalRecords] = await Promise.all([
     deps.graph.knownEntities(tenant, conversation),
     deps.graph.knownTopics(tenant, conversation),
     deps.graph.countRecords(tenant, conversation),
   ]);
-  const planned = await (deps.planner ?? DETERMINISTIC).plan({
+  const planned = await planner.plan({
     // The planner's LLM cost is booked to this tenant (unattributed without it).
     tenant,
     question: req.question,
@@ -163,17 +191,13 @@ export const runQuery = async (
   const commonNames = plan.entities.filter((e) => !selectiveEntities.includes(e));
   // A misspelled common name is blanked as written too.
   for (const n of near.names) if (commonNames.includes(n.known)) commonNames.push(n.asked);
-  // A question with a misspelt name is embedded with the name corrected (one more embedding; none without).
+  // A question with a misspelt name is embedded with the name corrected.
   const asked = correctedQuestion(req.question, near);
   const content = collectsMentions(req.question) ? contentQuestion(asked, commonNames) : undefined;
-  const [[qv], contentVectors] = await Promise.all([
-    asked === req.question ? questionVector : deps.embedder.embed([asked]),
-    content === undefined ? Promise.resolve(undefined) : deps.embedder.embed([content]),
-  ]);
-  const qvec = qv as Float32Array;
-  const cvec = contentVectors?.[0];
+  const { qvec, cvec, embeddingCalls } = await embedTexts(deps.embedder, early, req.question, asked, content);
   const depth = settings.routeDepth;
   const routeMs: Partial<Record<RouteName, number>> = {};
+  const stored = new QueryVectors(deps.vectors, tenant);
   const timed = async (route: RouteName, run: () => Promise<ScoredId[]>): Promise<RankedList> => {
     const t = performance.now();
     const ids = await run();
@@ -217,12 +241,12 @@ export const runQuery = async (
     find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,
   ) =>
     selectiveKeys(keys, countKey(index), totalRecords).then(async (selective) =>
-      selective.length === 0 ? [] : rerankBySimilarity(deps, tenant, await find(selective, depth * 5), qvec, depth),
+      selective.length === 0 ? [] : rerankBySimilarity(stored, await find(selective, depth * 5), qvec, depth),
     );
   if (selectiveEntities.length > 0)
     jobs.push(
       timed("entity", async () =>
-        rerankBySimilarity(deps, tenant, await findByEntities(selectiveEntities, depth * 5), qvec, depth),
+        rerankBySimilarity(stored, await findByEntities(selectiveEntities, depth * 5), qvec, depth),
       ),
     );
   if (plan.topics.length > 0)
@@ -236,8 +260,7 @@ export const runQuery = async (
     jobs.push(
       timed("time", async () =>
         rerankBySimilarity(
-          deps,
-          tenant,
+          stored,
           await deps.graph.recordsInTime(tenant, window, depth * 5, conversation, asOf),
           qvec,
           depth,
@@ -253,20 +276,17 @@ export const runQuery = async (
     .map((f) => f.id);
   lists.push(
     await timed("event-frame", async () =>
-      rerankBySimilarity(deps, tenant, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
+      rerankBySimilarity(stored, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
     ),
   );
   const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);
 
   const recordIds = fused.filter((f) => !isTurnRowId(f.id)).map((f) => f.id);
   const turnIds = fused.filter((f) => isTurnRowId(f.id)).map((f) => f.id);
-  const [records, turns, vectors] = await Promise.all([
+  const [records, turns, vectorOf] = await Promise.all([
     deps.graph.getRecords(tenant, recordIds),
     getTurnsByRowIds(deps.graph, tenant, turnIds),
-    deps.vectors.get(
-      tenant,
-      fused.map((f) => f.id),
-    ),
+    stored.of(fused.map((f) => f.id)),
   ]);
   const items = new Map<string, Candidate>();
   for (const r of records) if (validAt(r, asOf)) items.set(r.id, recordItem(r));
@@ -274,7 +294,6 @@ export const runQuery = async (
     const id = turnRowId(t.conversation, t.turnId);
     if (asOf === undefined || Date.parse(t.timestamp) <= asOf) items.set(id, turnItem(id, t));
   }
-  const vectorOf = new Map(vectors.map((v) => [v.id, v.vector]));
   const diverse = maximalMarginalRelevance(
     fused
       .filter((f) => items.has(f.id))
@@ -307,7 +326,7 @@ export const runQuery = async (
     items: packed.items,
     plan,
     cost: {
-      embeddingCalls: (cvec ? 2 : 1) + (asked === req.question ? 0 : 1),
+      embeddingCalls,
       ...planned.cost,
       ms: performance.now() - started,
       routeMs,

@@ -12,10 +12,16 @@ import { seededRandom } from "../helpers/seeded.ts";
 
 /**
  * An in-memory store for the top-k ranking, built from a corpus: document frequencies and scope
- * counts as a store keeps them, postings with the `without` exclusion, and a count of the items it
- * handed out (to show that common terms' postings are skipped).
+ * counts as a store keeps them, postings with the `without` exclusion, and counts of the items it
+ * handed out (to show that common terms' postings are skipped) and identified (to show that few
+ * are). `outside` items are posted too but are out of the scope (another tenant's, superseded):
+ * in no statistics, and identify leaves them out.
  */
-const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPostings & { read: number } => {
+const memoryStore = (
+  corpus: readonly LexicalHit[],
+  loose = false,
+  outside: readonly LexicalHit[] = [],
+): LexicalPostings & { read: number; identified: number } => {
   const words = (h: LexicalHit): string[] => (h.lex.length === 0 ? [] : h.lex.split(" "));
   const kept = new Map<string, TermStatistics>();
   for (const h of corpus) {
@@ -40,8 +46,10 @@ const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPosti
           : { ...k, maxTf: (k.maxTf as number) + 2, minLengthPerTf: (k.minLengthPerTf as number) / 2 },
       );
   const totalLength = corpus.reduce((sum, h) => sum + words(h).length, 0);
+  const posted = [...corpus, ...outside];
   const store = {
     read: 0,
+    identified: 0,
     async statistics(terms: readonly string[]) {
       return {
         scope: { items: corpus.length, totalLength },
@@ -49,12 +57,25 @@ const memoryStore = (corpus: readonly LexicalHit[], loose = false): LexicalPosti
       };
     },
     async postings(term: string, without: readonly string[]) {
-      const hits = corpus.filter((h) => {
-        const w = new Set(words(h));
-        return w.has(term) && !without.some((x) => w.has(x));
-      });
-      store.read += hits.length;
-      return hits;
+      const items = posted
+        .map((h, key) => ({ key, lex: h.lex }))
+        .filter((h) => {
+          const w = new Set(h.lex.length === 0 ? [] : h.lex.split(" "));
+          return w.has(term) && !without.some((x) => w.has(x));
+        });
+      store.read += items.filter((h) => h.key < corpus.length).length;
+      return items;
+    },
+    async identify(keys: readonly number[]) {
+      store.identified += keys.length;
+      return new Map(
+        keys
+          .filter((key) => key < corpus.length)
+          .map((key) => {
+            const h = corpus[key] as LexicalHit;
+            return [key, { id: h.id, time: h.time }];
+          }),
+      );
     },
   };
   return store;
@@ -120,6 +141,34 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
     assert.equal(compared, 24 * 10 * 3);
     // The point of it: many queries stop before reading every item holding a query term.
     assert.ok(pruned > compared / 4, `pruned ${pruned} of ${compared}`);
+  });
+
+  it("leaves out posted items outside the scope and identifies only the items that may enter the top k", async () => {
+    let compared = 0;
+    let fewer = 0;
+    for (let seed = 1; seed <= 12; seed++) {
+      const corpus = corpusOf(seed, 400, 300);
+      // Out-of-scope copies of in-scope items (the same terms score as high) and items of their own.
+      const outside = [
+        ...corpus.filter((_, i) => i % 7 === 0).map((h, i) => ({ ...h, id: `x${i}` })),
+        ...corpusOf(seed + 100, 100, 300).map((h) => ({ ...h, id: `y${h.id}` })),
+      ];
+      const store = memoryStore(corpus, seed % 2 === 0, outside);
+      const rnd = seededRandom(2000 + seed);
+      for (let q = 0; q < 10; q++) {
+        const terms = [
+          ...new Set(Array.from({ length: 1 + Math.floor(rnd() * 6) }, () => `w${Math.floor(300 ** rnd()) - 1}`)),
+        ];
+        for (const k of [1, 5, 20]) {
+          store.read = 0;
+          store.identified = 0;
+          assert.deepEqual(await rankBm25TopK(terms, k, store), exhaustive(corpus, terms, k), `seed ${seed} ${terms}`);
+          if (store.identified < store.read) fewer++;
+          compared++;
+        }
+      }
+    }
+    assert.ok(fewer > compared / 2, `identified fewer than read in ${fewer} of ${compared}`);
   });
 
   it("orders equal scores by newer time then id, across the k-th place", async () => {

@@ -1,4 +1,5 @@
 import type { ContextItem } from "../core/query-types.ts";
+import { withoutSaidDay } from "../core/text/record-text.ts";
 import { countTokens } from "../core/tokens.ts";
 
 export const CONTEXT_HEADER = "Memories (dated, with sources; newest facts override older ones):";
@@ -25,7 +26,9 @@ const cite = (item: PackInput): string => `[${item.turnIds.join(",")}]`;
 /**
  * One item's line under its header. A raw turn is "Speaker: text [D1:3]", its label left out when
  * the line above is a turn by the same speaker; a record is "- text [D1:3,D1:4]" (it names its
- * subject), with its event date in parentheses when that is not the day it was said.
+ * subject), with its event date in parentheses when that is not the day it was said. A record's
+ * own prefix day ("Ana (2023-05-08): ...") is left out: it is the day its header gives, and
+ * repeating it cost about 7 of a record's ~57 tokens, budget that now packs further items.
  */
 export const renderItem = (item: PackInput, previous?: PackInput): string => {
   if (item.kind === "turn") {
@@ -34,8 +37,9 @@ export const renderItem = (item: PackInput, previous?: PackInput): string => {
     return `${continues || speaker === "" ? "  " : `${speaker}: `}${item.text} ${cite(item)}`;
   }
   const eventDay = day(item.date);
-  const dated = eventDay !== day(saidAtOf(item)) ? `(${eventDay}) ` : "";
-  return `- ${dated}${item.text} ${cite(item)}`;
+  const saidDay = day(saidAtOf(item));
+  const dated = eventDay !== saidDay ? `(${eventDay}) ` : "";
+  return `- ${dated}${withoutSaidDay(item.text, saidDay)} ${cite(item)}`;
 };
 
 export interface Packed {

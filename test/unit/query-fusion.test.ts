@@ -194,6 +194,37 @@ describe("budget packing", () => {
     );
   });
 
+  it("leaves a record's prefix day out under the header that gives it, and keeps any other day", () => {
+    const said = "2023-05-08T10:00:00Z";
+    const record = (id: string, text: string, date = said): PackInput => ({
+      ...item(id, date, text),
+      turnIds: [`D1:${id}`],
+      session: "s1",
+      saidAt: said,
+    });
+    const packed = packContext(
+      [
+        record("1", 'Ana (2023-05-08), asked by Ben "Where did Ana go?": Ana went to Oslo.'),
+        record("2", "Ana (2023-05-08): Ana signed up for pottery the week before.", "2023-05-01T00:00:00Z"),
+        record("3", "Ana (2023-05-07): Ana said this the day before."),
+      ],
+      500,
+    );
+    assert.deepEqual(packed.context.split("\n"), [
+      CONTEXT_HEADER,
+      "[2023-05-08] c1 s1:",
+      "- (2023-05-01) Ana: Ana signed up for pottery the week before. [D1:2]",
+      '- Ana, asked by Ben "Where did Ana go?": Ana went to Oslo. [D1:1]',
+      "- Ana (2023-05-07): Ana said this the day before. [D1:3]",
+    ]);
+    assert.equal(packed.tokens, countTokens(packed.context));
+    assert.equal(
+      packed.items[0]?.text,
+      'Ana (2023-05-08), asked by Ben "Where did Ana go?": Ana went to Oslo.',
+      "items keep the stored text",
+    );
+  });
+
   it("returns an empty context when nothing fits", () => {
     assert.deepEqual(packContext([item("1", "2024-01-01", "x ".repeat(300))], 20), {
       context: "",

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { recordPrefix, recordText, statementText } from "../../services/core/text/record-text.ts";
+import { recordPrefix, recordText, statementText, withoutSaidDay } from "../../services/core/text/record-text.ts";
 
 describe("record text format: one writer, one reader", () => {
   it("writes the speaker and day, and the asker's question when there is one", () => {
@@ -25,5 +25,26 @@ describe("record text format: one writer, one reader", () => {
   it("leaves a text without the prefix as it is, trimmed (LLM encoder records)", () => {
     assert.equal(statementText("  Ana lives in Boston (since 2020).  "), "Ana lives in Boston (since 2020).");
     assert.equal(statementText("Ana (2024-01-02) moved: to Boston."), "Ana (2024-01-02) moved: to Boston.");
+  });
+
+  it("drops the prefix's day only where it is the given day (shown in a header already)", () => {
+    assert.equal(
+      withoutSaidDay(recordText("Ana", "2024-01-02", "Ana lives in Boston."), "2024-01-02"),
+      "Ana: Ana lives in Boston.",
+    );
+    assert.equal(
+      withoutSaidDay(
+        recordText("Jon", "2023-01-20", "Yes!", { speaker: "Gina", question: "Did Jon (finally) go?" }),
+        "2023-01-20",
+      ),
+      'Jon, asked by Gina "Did Jon (finally) go?": Yes!',
+    );
+    const other = recordText("Mary Ann", "2023-12-31", "Mary Ann moved.");
+    assert.equal(withoutSaidDay(other, "2024-01-01"), other, "another day stays");
+    for (const text of ["Ana (2024-01-02) moved: to Boston.", "Ana (2024-01-02), then Boston.", "Ana lives in Boston."])
+      assert.equal(withoutSaidDay(text, "2024-01-02"), text, "not a prefix");
+    // Bounded like the reader: a very long speaker-like run is not scanned as a prefix.
+    const long = `${"x".repeat(50_000)} (2024-01-02): y`;
+    assert.equal(withoutSaidDay(long, "2024-01-02"), long);
   });
 });

@@ -36,3 +36,18 @@ const PREFIX = /^[^\n(]{1,120}?\s\(\d{4}-\d{2}-\d{2}\)(?:,\s*asked by [^":]{1,12
 
 /** The statement of a record: its text without the prefix recordPrefix writes, trimmed. */
 export const statementText = (text: string): string => text.replace(PREFIX, "").trim();
+
+// The prefix up to its day: the speaker and " (YYYY-MM-DD)", bounded as PREFIX is, followed by
+// the rest of a prefix (":" or ", asked by"), so that a statement merely starting with a date in
+// parentheses is not taken for one.
+const SAID_DAY = /^([^\n(]{1,120}?)\s\((\d{4}-\d{2}-\d{2})\)(?=:|,\s*asked by )/;
+
+/**
+ * A record's text without the day in its prefix when that is `day` ("Ana (2023-05-08): ..." ->
+ * "Ana: ..."): where the text is shown under a header that already gives the day it was said, the
+ * prefix's copy of it adds nothing. Any other text is returned as it is.
+ */
+export const withoutSaidDay = (text: string, day: string): string => {
+  const m = SAID_DAY.exec(text);
+  return m && m[2] === day ? `${m[1]}${text.slice(m[0].length)}` : text;
+};

@@ -898,6 +898,48 @@ export class Neo4jGraphStore implements GraphStore {
   }
 
   /**
+   * Several tenant-wide lookups of recordsByTopics (the candidate lookups of a segment, one per
+   * record) in one statement, each answered as recordsByTopics(tenant, topics, k) answers it: the
+   * same match, score and order per lookup, in a subquery of one UNWIND.
+   */
+  async recordsByTopicsMany(
+    tenant: string,
+    lookups: readonly { topics: readonly string[]; k: number }[],
+  ): Promise<ScoredId[][]> {
+    const asked = lookups.map((l, i) => ({
+      i,
+      keys: uniq(l.topics.map(normaliseKey).filter(Boolean)),
+      limit: Math.floor(l.k),
+    }));
+    const live = asked.filter((a) => a.keys.length > 0 && a.limit > 0);
+    const out: ScoredId[][] = lookups.map(() => []);
+    if (live.length === 0) return out;
+    // Every lookup takes the largest k; each one's hits are the first of its own k in the same order.
+    const found = await this.query<ScoreRow & { i: unknown }>(
+      `UNWIND $lookups AS l
+       CALL (l) {
+         MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
+         WHERE t.key IN l.keys${validity("r", undefined)}
+         WITH r, count(DISTINCT t.key) AS score
+         RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit
+       }
+       RETURN l.i AS i, id, score`,
+      {
+        tenant,
+        lookups: live.map((a) => ({ i: int(a.i), keys: a.keys })),
+        limit: int(Math.max(...live.map((a) => a.limit))),
+      },
+    );
+    const limitOf = new Map(live.map((a) => [a.i, a.limit]));
+    for (const row of found) {
+      const i = num(row.i);
+      const list = out[i] as ScoredId[];
+      if (list.length < (limitOf.get(i) ?? 0)) list.push(toScored(row));
+    }
+    return out;
+  }
+
+  /**
    * Matches of one entity / topic key, counted up to the cap: `WITH DISTINCT r LIMIT` stops the
    * expansion at `cap` records, where recordsBy* aggregates and sorts every match first.
    */

@@ -1,4 +1,5 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
+import { mapLimit } from "../../map-limit.ts";
 import type {
   VectorFilter,
   VectorHit,
@@ -71,6 +72,9 @@ const MANY_WHERE = `v.tenant = $tenant
   AND (q.timeFrom IS NULL OR v.time >= q.timeFrom)
   AND (q.timeTo IS NULL OR v.time <= q.timeTo)
   AND (q.entityKeys IS NULL OR any(e IN coalesce(v.entityKeys, []) WHERE e IN q.entityKeys))`;
+
+/** searchMany's searches of the vector index in flight at once (as the candidate lookups ran before). */
+const INDEX_SEARCHES_AT_ONCE = 4;
 
 const RETURN_PAYLOAD =
   "v.id AS id, v.tenant AS tenant, v.conversation AS conversation, v.kind AS kind, v.type AS type, v.time AS time, v.entities AS entities";
@@ -348,22 +352,21 @@ export class Neo4jVectorStore implements VectorStore {
       list.push(row);
       rowsOf.set(i, list);
     }
+    const large: typeof live = [];
     for (const a of live) {
       const mine = rowsOf.get(a.i) ?? [];
       const matching = num(mine[0]?.n);
       if (matching === 0) continue;
-      const filter = a.query.filter;
-      if (matching <= this.exactThreshold) {
-        out[a.i] = Neo4jVectorStore.hits(tenant, filter, mine.slice(0, a.limit));
-      } else {
-        const { clause, params } = Neo4jVectorStore.where(tenant, filter);
-        out[a.i] = Neo4jVectorStore.hits(
-          tenant,
-          filter,
-          await this.searchIndex(clause, params, Array.from(a.query.vector), a.limit),
-        );
-      }
+      if (matching <= this.exactThreshold)
+        out[a.i] = Neo4jVectorStore.hits(tenant, a.query.filter, mine.slice(0, a.limit));
+      else large.push(a);
     }
+    // Sets too large to score go to the vector index, a few at a time (each is one to a few reads).
+    await mapLimit(large, INDEX_SEARCHES_AT_ONCE, async (a) => {
+      const { clause, params } = Neo4jVectorStore.where(tenant, a.query.filter);
+      const found = await this.searchIndex(clause, params, Array.from(a.query.vector), a.limit);
+      out[a.i] = Neo4jVectorStore.hits(tenant, a.query.filter, found);
+    });
     return out;
   }
 

@@ -404,13 +404,19 @@ export class Neo4jVectorStore implements VectorStore {
        WITH collect(v) AS vs
        CALL (vs) {
          UNWIND CASE WHEN size(vs) <= $threshold THEN vs ELSE [] END AS v
-         WITH v, v.embedding AS embedding
+         RETURN collect({v: v, embedding: v.embedding}) AS items
+       }
+       CALL (items) {
          UNWIND $queries AS q
-         WITH q, v, embedding WHERE ${MANY_WHERE}
-         WITH q, v, vector.similarity.cosine(embedding, q.vector) AS score
-         ORDER BY q.i, score DESC, v.id
-         WITH q.i AS i, collect(v {.id, .tenant, .conversation, .kind, .type, .time, .entities, score: score}) AS hits
-         RETURN collect({i: i, hits: hits[..$k]}) AS answers
+         CALL (q, items) {
+           UNWIND items AS item
+           WITH q, item.v AS v, item.embedding AS embedding
+           WHERE ${MANY_WHERE}
+           WITH v, vector.similarity.cosine(embedding, q.vector) AS score
+           ORDER BY score DESC, v.id LIMIT $k
+           RETURN collect(v {.id, .tenant, .conversation, .kind, .type, .time, .entities, score: score}) AS hits
+         }
+         RETURN collect({i: q.i, hits: hits}) AS answers
        }
        RETURN size(vs) AS total, answers`,
       {

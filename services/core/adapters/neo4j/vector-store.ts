@@ -296,10 +296,11 @@ export class Neo4jVectorStore implements VectorStore {
   }
 
   /**
-   * The searches of one statement (the candidate lookups of a segment: two per record), each
-   * answered as search() answers it: the same count and exact scoring per query, in a subquery of
-   * one UNWIND, where each search was a round trip of its own. A query whose filtered set is too
-   * large to score exactly goes to the vector index as in search().
+   * Several searches (the candidate lookups of a segment: two per record), each answered as
+   * search() answers it, where each search was a round trip of its own: one statement over a
+   * shared scan when the tenant's nodes they can match are few (searchShared), else one statement
+   * with the same count and exact scoring per query in a subquery of one UNWIND; a query whose
+   * filtered set is too large to score exactly goes to the vector index as in search().
    */
   async searchMany(tenant: string, queries: readonly VectorQuery[]): Promise<VectorHit[][]> {
     this.check();

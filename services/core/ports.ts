@@ -259,9 +259,22 @@ export interface VectorHit {
  * Vector store. Tenancy is a storage boundary: every call names the tenant and
  * an implementation must never return another tenant's item.
  */
+/** One search of a batch (VectorStore.searchMany). */
+export interface VectorQuery {
+  vector: Float32Array;
+  k: number;
+  filter?: VectorFilter;
+}
+
 export interface VectorStore {
   upsert(tenant: string, items: readonly VectorItem[]): Promise<void>;
   search(tenant: string, vector: Float32Array, k: number, filter?: VectorFilter): Promise<VectorHit[]>;
+  /**
+   * Several searches of one tenant, each answered as search() would answer it, in the order asked.
+   * Optional: a store where each search is a round trip to a server (Neo4j) answers them together;
+   * without it the caller runs search() per query.
+   */
+  searchMany?(tenant: string, queries: readonly VectorQuery[]): Promise<VectorHit[][]>;
   get(tenant: string, ids: readonly string[]): Promise<VectorItem[]>;
   delete(tenant: string, ids: readonly string[]): Promise<void>;
   deleteTenant(tenant: string): Promise<void>;
@@ -385,6 +398,16 @@ export interface RecordIndexes {
     conversation?: string,
     validAt?: number,
   ): Promise<ScoredId[]>;
+  /**
+   * Several tenant-wide, current-only recordsByTopics lookups, each answered as
+   * recordsByTopics(tenant, topics, k) would, in the order asked. Optional: a store where each
+   * lookup is a round trip to a server (Neo4j) answers them together; without it the caller runs
+   * recordsByTopics per lookup.
+   */
+  recordsByTopicsMany?(
+    tenant: string,
+    lookups: readonly { topics: readonly string[]; k: number }[],
+  ): Promise<ScoredId[][]>;
   /**
    * How many of the records recordsByEntities / recordsByTopics would return for this one key,
    * counted up to `cap` (min(matches, cap)): a selectivity test whose cost is bounded by the cap,

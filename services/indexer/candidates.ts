@@ -5,7 +5,7 @@
  * stay soft: candidates are only written down here, nothing else changes until consolidation.
  */
 import { mapLimit } from "../core/map-limit.ts";
-import type { GraphStore, VectorStore } from "../core/ports.ts";
+import type { GraphStore, ScoredId, VectorHit, VectorQuery, VectorStore } from "../core/ports.ts";
 import { nameKey } from "../core/text/names.ts";
 import { analyse } from "../core/text/statement.ts";
 import type { MemoryRecord, UpdateCandidate } from "../core/types.ts";
@@ -19,10 +19,11 @@ export interface CandidateSettings {
   /** Most candidates kept per record (similarity ones first, then by similarity). */
   maxPerRecord: number;
   /**
-   * Records whose neighbours are looked up at the same time (default 4). Each record's lookup is
-   * three store reads, then one or two more, each a round trip to the store; one record after
-   * another, a segment of 30 records was 150 round trips end to end (seconds on Neo4j under load).
-   * The reads do not depend on each other (the batch is written before), so the result is the same.
+   * Store reads in flight at once where a store has no batched form (searchMany,
+   * recordsByTopicsMany) and each search or topic lookup is a call of its own (default 4). One
+   * after another, a segment of 30 records was 150 round trips end to end (seconds on Neo4j under
+   * load). The reads do not depend on each other (the batch is written before), so the result is
+   * the same.
    */
   concurrency?: number;
 }
@@ -112,9 +113,75 @@ export const selectCandidates = (
 export interface CandidateDeps {
   graph: GraphStore;
   vectors: VectorStore;
-  /** Awaited before each record's lookup (the indexer's FreshnessGate: raw-turn writes first). */
+  /** Awaited before each round of lookups (the indexer's FreshnessGate: raw-turn writes first). */
   yieldTo?: () => Promise<void>;
 }
+
+/** One record's lookup: `extra` more neighbours per route after a replay's later records were dropped. */
+interface Lookup {
+  record: MemoryRecord;
+  index: number;
+  vector: Float32Array;
+  subject: string;
+  extra: number;
+}
+
+interface Routes {
+  near: VectorHit[];
+  sameSubject: VectorHit[];
+  topical: ScoredId[];
+}
+
+/**
+ * The three routes of every lookup of a round: the vector searches in one searchMany call and the
+ * topic lookups in one recordsByTopicsMany call where the stores have them (Neo4j: one statement
+ * each for the whole segment, where a search per record was a round trip each), else one store
+ * call per search, `concurrency` at a time. The answers are the same either way.
+ */
+const routesOf = async (
+  deps: CandidateDeps,
+  tenant: string,
+  lookups: readonly Lookup[],
+  settings: CandidateSettings,
+): Promise<Routes[]> => {
+  const limit = settings.concurrency ?? 4;
+  const queries: VectorQuery[] = [];
+  const topicLookups: { topics: readonly string[]; k: number }[] = [];
+  for (const l of lookups) {
+    const k = settings.neighbours + 1 + l.extra;
+    queries.push({ vector: l.vector, k, filter: { kind: "record" } });
+    if (l.subject) queries.push({ vector: l.vector, k, filter: { kind: "record", entities: [l.subject] } });
+    if (l.record.topics.length > 0)
+      topicLookups.push({ topics: l.record.topics, k: settings.neighbours * 4 + l.extra });
+  }
+  const { vectors, graph } = deps;
+  const [hits, topical] = await Promise.all([
+    vectors.searchMany
+      ? vectors.searchMany(tenant, queries)
+      : mapLimit(queries, limit, (q) => vectors.search(tenant, q.vector, q.k, q.filter)),
+    graph.recordsByTopicsMany
+      ? graph.recordsByTopicsMany(tenant, topicLookups)
+      : mapLimit(topicLookups, limit, (t) => graph.recordsByTopics(tenant, t.topics, t.k)),
+  ]);
+  let h = 0;
+  let t = 0;
+  return lookups.map((l) => ({
+    near: hits[h++] ?? [],
+    sameSubject: l.subject ? (hits[h++] ?? []) : [],
+    topical: l.record.topics.length > 0 ? (topical[t++] ?? []) : [],
+  }));
+};
+
+/** The records of the ids (one getRecords for the whole round), by id. */
+const recordsById = async (
+  graph: GraphStore,
+  tenant: string,
+  ids: Iterable<string>,
+): Promise<Map<string, MemoryRecord>> => {
+  const wanted = [...new Set(ids)];
+  const found = wanted.length > 0 ? await graph.getRecords(tenant, wanted) : [];
+  return new Map(found.map((r) => [r.id, r]));
+};
 
 /**
  * Finds the update candidates of a batch of just-written records: nearest records by vector (the
@@ -127,6 +194,11 @@ export interface CandidateDeps {
  * they can when a segment is processed again after later ones were written (a Kafka indexer
  * replaying a chunk whose commit was lost to a rebalance, a crash before the commit), and the
  * replay must find the candidates the first pass found, not more.
+ *
+ * The records are looked up together, round by round (routes, then the records found, then the
+ * vectors of those no route scored): a few store calls per segment instead of five per record.
+ * Each record's answer is the one a lookup of that record alone gives (the reads do not depend on
+ * each other; the batch is written before).
  */
 export const findUpdateCandidates = async (
   deps: CandidateDeps,
@@ -140,57 +212,56 @@ export const findUpdateCandidates = async (
   const segmentEnd = segment ? Date.parse(segment.end) : Number.NaN;
   const later = (r: MemoryRecord): boolean =>
     segment !== undefined && r.source.conversation === segment.conversation && Date.parse(r.source.saidAt) > segmentEnd;
-  const perRecord = await mapLimit(
-    records,
-    settings.concurrency ?? 4,
-    async (record, i): Promise<UpdateCandidate[]> => {
-      const vector = vectorOf.get(record.id);
-      if (!vector) return [];
-      if (deps.yieldTo) await deps.yieldTo();
-      const subject = analyse(record).subject;
-      // Later records of the conversation (a replay: see above) are dropped, and the routes asked
-      // again for as many more, so that they do not crowd out what the first pass found. In stream
-      // order there are none and this runs once.
-      let extra = 0;
-      let neighbours: Neighbour[] = [];
-      for (let round = 0; round < 3; round++) {
-        const k = settings.neighbours + 1 + extra;
-        const [near, sameSubject, topical] = await Promise.all([
-          deps.vectors.search(tenant, vector, k, { kind: "record" }),
-          subject
-            ? deps.vectors.search(tenant, vector, k, { kind: "record", entities: [subject] })
-            : Promise.resolve([]),
-          record.topics.length > 0
-            ? deps.graph.recordsByTopics(tenant, record.topics, settings.neighbours * 4 + extra)
-            : Promise.resolve([]),
-        ]);
-        const similarity = new Map<string, number>();
-        for (const h of [...near, ...sameSubject]) similarity.set(h.id, h.score);
-        const ids = [
-          ...new Set([...near.map((h) => h.id), ...sameSubject.map((h) => h.id), ...topical.map((h) => h.id)]),
-        ]
-          .filter((id) => id !== record.id)
-          .filter((id) => {
-            const p = position.get(id);
-            return p === undefined || p < i;
-          });
-        const found = ids.length > 0 ? await deps.graph.getRecords(tenant, ids) : [];
-        const dropped = found.filter(later).length;
-        if (dropped > 0 && round < 2) {
-          extra += dropped;
-          continue;
-        }
-        const kept = found.filter((r) => !later(r));
-        const unscored = kept.map((r) => r.id).filter((id) => !similarity.has(id));
-        if (unscored.length > 0) {
-          for (const item of await deps.vectors.get(tenant, unscored))
-            similarity.set(item.id, cosine(vector, item.vector));
-        }
-        neighbours = kept.map((r) => ({ record: r, similarity: similarity.get(r.id) ?? 0 }));
-        break;
+  const perRecord: UpdateCandidate[][] = records.map(() => []);
+  let pending: Lookup[] = records.flatMap((record, index) => {
+    const vector = vectorOf.get(record.id);
+    return vector ? [{ record, index, vector, subject: analyse(record).subject, extra: 0 }] : [];
+  });
+  // Later records of the conversation (a replay: see above) are dropped, and the routes asked
+  // again for as many more, so that they do not crowd out what the first pass found. In stream
+  // order there are none and this runs once.
+  for (let round = 0; round < 3 && pending.length > 0; round++) {
+    if (deps.yieldTo) await deps.yieldTo();
+    const routes = await routesOf(deps, tenant, pending, settings);
+    const idsOf = pending.map((l, j) => {
+      const r = routes[j] as Routes;
+      return [
+        ...new Set([...r.near.map((h) => h.id), ...r.sameSubject.map((h) => h.id), ...r.topical.map((h) => h.id)]),
+      ]
+        .filter((id) => id !== l.record.id)
+        .filter((id) => {
+          const p = position.get(id);
+          return p === undefined || p < l.index;
+        });
+    });
+    const byId = await recordsById(deps.graph, tenant, idsOf.flat());
+    const again: Lookup[] = [];
+    const settled: { lookup: Lookup; kept: MemoryRecord[]; similarity: Map<string, number> }[] = [];
+    pending.forEach((lookup, j) => {
+      const found = (idsOf[j] as string[]).flatMap((id) => byId.get(id) ?? []);
+      const dropped = found.filter(later).length;
+      if (dropped > 0 && round < 2) {
+        again.push({ ...lookup, extra: lookup.extra + dropped });
+        return;
       }
-      return neighbours.length === 0 ? [] : selectCandidates(record, neighbours, settings);
-    },
-  );
+      const r = routes[j] as Routes;
+      const similarity = new Map<string, number>();
+      for (const h of [...r.near, ...r.sameSubject]) similarity.set(h.id, h.score);
+      settled.push({ lookup, kept: found.filter((x) => !later(x)), similarity });
+    });
+    const unscored = new Set(settled.flatMap((s) => s.kept.map((r) => r.id).filter((id) => !s.similarity.has(id))));
+    const stored = new Map<string, Float32Array>();
+    if (unscored.size > 0)
+      for (const item of await deps.vectors.get(tenant, [...unscored])) stored.set(item.id, item.vector);
+    for (const { lookup, kept, similarity } of settled) {
+      for (const r of kept) {
+        const v = similarity.has(r.id) ? undefined : stored.get(r.id);
+        if (v) similarity.set(r.id, cosine(lookup.vector, v));
+      }
+      const neighbours = kept.map((r) => ({ record: r, similarity: similarity.get(r.id) ?? 0 }));
+      perRecord[lookup.index] = neighbours.length === 0 ? [] : selectCandidates(lookup.record, neighbours, settings);
+    }
+    pending = again;
+  }
   return perRecord.flat();
 };

@@ -6,7 +6,7 @@
  * with the freshness bench, raw turns that arrived while a segment was indexed waited 1–2 s more.
  *
  * The raw-turn consumer runs its store writes as urgent work; the records consumer waits for the
- * gate to be idle before each of its steps (an embedding slice, a record's candidate lookup, the
+ * gate to be idle before each of its steps (an embedding slice, a round of candidate lookups, the
  * batch write). A step already running is not interrupted. So that a steady stream of raw turns
  * cannot hold the records back for long, a wait ends after maxWaitMs however busy the gate is.
  */

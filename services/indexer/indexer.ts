@@ -10,8 +10,9 @@ export interface IndexerDeps {
   /** Update-candidate selection (default: DEFAULT_CANDIDATE_SETTINGS); false: write no candidates. */
   candidates?: CandidateSettings | false;
   /**
-   * Awaited before each store step (the vector upsert, the batch write, each record's candidate
-   * lookup): the Kafka indexer's FreshnessGate, which lets its raw-turn writes go first.
+   * Awaited before each store step (the vector upsert, the batch write, each round of the
+   * segment's candidate lookups): the Kafka indexer's FreshnessGate, which lets its raw-turn writes
+   * go first.
    */
   yieldTo?: () => Promise<void>;
 }

@@ -593,6 +593,20 @@ export const runGraphStoreContract = (
         assert.deepEqual(await store.recordsByTopics(C, ["daily", "RARE"], k), two, `topics k ${k}`);
         assert.deepEqual(await store.recordsByEntities(C, ["Oslo", "Jon"], k), two, `entities k ${k}`);
       }
+      // A batch of lookups (recordsByTopicsMany, where the store has it) answers each one as
+      // recordsByTopics does: the cut at each k, ties, superseded versions left out, no keys.
+      if (store.recordsByTopicsMany) {
+        const lookups = [
+          ...[1, 2, 3, 5, 20].map((k) => ({ topics: ["daily"], k })),
+          ...[1, 3, 20].map((k) => ({ topics: ["daily", "RARE"], k })),
+          { topics: ["nothing-like-it"], k: 5 },
+          { topics: [], k: 5 },
+          { topics: ["daily"], k: 0 },
+        ];
+        const expected = await Promise.all(lookups.map((l) => store.recordsByTopics(C, l.topics, l.k)));
+        assert.deepEqual(await store.recordsByTopicsMany(C, lookups), expected);
+        assert.deepEqual(await store.recordsByTopicsMany(C, []), []);
+      }
       // As of a moment before the supersede, the newest version is the first again.
       const march = Date.parse("2023-03-20T00:00:00.000Z");
       assert.deepEqual(ids(await store.recordsByTopics(C, ["daily"], 2, undefined, march)), order.slice(0, 2));

@@ -84,6 +84,26 @@ test("Neo4jVectorStore: searches at the exact threshold's edge return the exact 
       );
       for (const [i, h] of hits.entries()) assert.ok(Math.abs(h.score - (expected[i]?.score ?? 0)) < 1e-5);
     }
+    // searchMany at the same edge: one scan serves c5's queries (5 nodes, within the threshold);
+    // c6's (6 nodes) and a mixed batch are counted per query, and c6 goes to the vector index.
+    const batches = [
+      [
+        { vector: q, k: 3, filter: { conversation: "c5" } },
+        { vector: items[0]?.vector as Float32Array, k: 2, filter: { conversation: "c5" } },
+      ],
+      [
+        { vector: q, k: 3, filter: { conversation: "c6" } },
+        { vector: q, k: 4, filter: { conversation: "c6", kind: "record" as const } },
+      ],
+      [
+        { vector: q, k: 3, filter: { conversation: "c5" } },
+        { vector: q, k: 3, filter: { conversation: "c6" } },
+      ],
+    ];
+    for (const batch of batches) {
+      const expected = await Promise.all(batch.map((b) => fx.store.search(tenant, b.vector, b.k, b.filter)));
+      assert.deepEqual(await fx.store.searchMany(tenant, batch), expected);
+    }
     assert.deepEqual(await fx.store.search(tenant, q, 3, { conversation: "none" }), []);
     assert.deepEqual(await fx.store.search("other-tenant", q, 3), []);
   } finally {

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { VectorItem, VectorKind, VectorPayload, VectorStore } from "../../services/core/ports.ts";
+import type { VectorItem, VectorKind, VectorPayload, VectorQuery, VectorStore } from "../../services/core/ports.ts";
 import type { RecordType } from "../../services/core/types.ts";
 import { seededRandom } from "../helpers/seeded.ts";
 
@@ -192,6 +192,37 @@ export const runVectorStoreContract = (
         hits.every((h) => h.payload.conversation === "c0" && h.payload.kind === "record" && h.payload.type === "fact"),
       );
       assert.deepEqual(await store.search(A, target.vector, 3, { conversation: "nowhere" }), []);
+    });
+
+    it("answers a batch of searches (searchMany) as search() answers each one", async (t) => {
+      const many = store.searchMany?.bind(store);
+      if (!many) {
+        t.skip("the store has no searchMany");
+        return;
+      }
+      const qs = [11, 12, 13, 14].map((s) => randomUnit(mulberry32(s)));
+      const batches: VectorQuery[][] = [
+        // One kind for all (the candidate lookups' shape: one scan may serve them all).
+        qs.flatMap((vector, i) => [
+          { vector, k: 5 + i, filter: { kind: "record" as const } },
+          { vector, k: 3, filter: { kind: "record" as const, entities: ["paris"] } },
+        ]),
+        // Mixed filters, k = 0, a k larger than the set, an empty filtered set, no filter.
+        [
+          { vector: qs[0] as Float32Array, k: 4, filter: { conversation: "c1", types: ["fact", "plan"] } },
+          { vector: qs[1] as Float32Array, k: 0 },
+          { vector: qs[2] as Float32Array, k: 1000, filter: { kind: "turn" } },
+          { vector: qs[3] as Float32Array, k: 3, filter: { conversation: "nowhere" } },
+          { vector: qs[0] as Float32Array, k: 6, filter: { timeFrom: T0 + 10 * DAY, timeTo: T0 + 30 * DAY } },
+          { vector: qs[1] as Float32Array, k: 7 },
+        ],
+      ];
+      for (const batch of batches) {
+        const expected = await Promise.all(batch.map((q) => store.search(A, q.vector, q.k, q.filter)));
+        assert.deepEqual(await many(A, batch), expected);
+      }
+      assert.deepEqual(await many(A, []), []);
+      assert.deepEqual(await many("nobody", [{ vector: qs[0] as Float32Array, k: 3 }]), [[]]);
     });
 
     it("gets items by id in the order asked, skipping unknown ids", async () => {

@@ -12,7 +12,7 @@ import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-stor
 import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { mapLimit } from "../../services/core/map-limit.ts";
-import type { Embedder, GraphStore, VectorStore } from "../../services/core/ports.ts";
+import type { Embedder, GraphStore, VectorQuery, VectorStore } from "../../services/core/ports.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { DEFAULT_CANDIDATE_SETTINGS, findUpdateCandidates } from "../../services/indexer/candidates.ts";
 import { FreshnessGate } from "../../services/indexer/freshness-gate.ts";
@@ -270,9 +270,42 @@ describe("update candidates found several records at a time", () => {
       });
       assert.ok(one.length > 0, "the records have candidates among each other");
       assert.deepEqual(four, one);
-      assert.equal(oneMost, 3, "one record at a time: its three reads at once");
-      assert.ok(inFlight.most > 3, `lookups of several records overlap (${inFlight.most} reads at once)`);
-      assert.ok(inFlight.most <= 12, "at most four records' three reads at once");
+      // The searches and the topic lookups of all records go side by side, each `concurrency` at a time.
+      assert.equal(oneMost, 2, "one at a time: one search and one topic lookup at once");
+      assert.ok(inFlight.most > 2, `lookups of several records overlap (${inFlight.most} reads at once)`);
+      assert.ok(inFlight.most <= 8, "at most four searches and four topic lookups at once");
+
+      // A store with the batched reads (searchMany, recordsByTopicsMany: Neo4j's, one statement
+      // each) gives the same candidates with one call per route and round.
+      const calls = new Map<string, number>();
+      const counted = <T extends object>(target: T, batched: Record<string, unknown>): T =>
+        new Proxy(target, {
+          get(t, p, r) {
+            const v = p in batched ? batched[p as string] : Reflect.get(t, p, r);
+            if (typeof v !== "function") return v;
+            return (...args: unknown[]) => {
+              calls.set(String(p), (calls.get(String(p)) ?? 0) + 1);
+              return v.apply(p in batched ? undefined : t, args);
+            };
+          },
+        });
+      const batchedDeps = {
+        graph: counted<GraphStore>(graph, {
+          recordsByTopicsMany: (tenant: string, lookups: readonly { topics: readonly string[]; k: number }[]) =>
+            Promise.all(lookups.map((l) => graph.recordsByTopics(tenant, l.topics, l.k))),
+        }),
+        vectors: counted<VectorStore>(vectors, {
+          searchMany: (tenant: string, queries: readonly VectorQuery[]) =>
+            Promise.all(queries.map((q) => vectors.search(tenant, q.vector, q.k, q.filter))),
+        }),
+      };
+      assert.deepEqual(await findUpdateCandidates(batchedDeps, "A", records, vectorOf), one);
+      assert.equal(calls.get("searchMany"), 1);
+      assert.equal(calls.get("recordsByTopicsMany"), 1);
+      assert.equal(calls.get("getRecords"), 1);
+      assert.ok((calls.get("get") ?? 0) <= 1);
+      assert.equal(calls.get("search"), undefined);
+      assert.equal(calls.get("recordsByTopics"), undefined);
     } finally {
       await vectors.close();
       await graph.close();

@@ -1,5 +1,14 @@
 import type { Driver, ManagedTransaction, Session } from "neo4j-driver";
-import type { VectorFilter, VectorHit, VectorItem, VectorKind, VectorPayload, VectorStore } from "../../ports.ts";
+import { mapLimit } from "../../map-limit.ts";
+import type {
+  VectorFilter,
+  VectorHit,
+  VectorItem,
+  VectorKind,
+  VectorPayload,
+  VectorQuery,
+  VectorStore,
+} from "../../ports.ts";
 import type { RecordType } from "../../types.ts";
 import { compileFilter, entityKey } from "../../vector-filter.ts";
 import {
@@ -51,6 +60,21 @@ const payloadOf = (r: VectorRow): VectorPayload => {
 
 /** Neo4j's cosine score is (1 + cos) / 2, in [0, 1]; the port's score is the cosine itself. */
 const cosineOf = (neo4jScore: unknown): number => 2 * num(neo4jScore) - 1;
+
+/**
+ * searchMany's filter, with the query's own values (`q`, from manyParams): the conditions of
+ * where() below, each one skipped where the query has no value for it.
+ */
+const MANY_WHERE = `v.tenant = $tenant
+  AND (q.conversation IS NULL OR v.conversation = q.conversation)
+  AND (q.kind IS NULL OR v.kind = q.kind)
+  AND (q.types IS NULL OR v.type IN q.types)
+  AND (q.timeFrom IS NULL OR v.time >= q.timeFrom)
+  AND (q.timeTo IS NULL OR v.time <= q.timeTo)
+  AND (q.entityKeys IS NULL OR any(e IN coalesce(v.entityKeys, []) WHERE e IN q.entityKeys))`;
+
+/** searchMany's searches of the vector index in flight at once (as the candidate lookups ran before). */
+const INDEX_SEARCHES_AT_ONCE = 4;
 
 const RETURN_PAYLOAD =
   "v.id AS id, v.tenant AS tenant, v.conversation AS conversation, v.kind AS kind, v.type AS type, v.time AS time, v.entities AS entities";
@@ -267,26 +291,190 @@ export class Neo4jVectorStore implements VectorStore {
     );
     const matching = num(exact[0]?.n);
     if (matching === 0) return [];
-    let found: VectorRow[];
-    if (matching <= this.exactThreshold) {
-      found = exact;
-    } else {
-      const [all] = await this.read<{ n: unknown }>(`MATCH (v:${this.label}) RETURN count(v) AS n`, {});
-      const total = num(all?.n);
-      let kp = Math.min(Math.max(limit * 10, 100), total);
-      for (;;) {
-        found = await this.read<VectorRow>(
-          `CALL db.index.vector.queryNodes($index, $kp, $q) YIELD node AS v
-           WITH v WHERE ${clause}
-           WITH v, vector.similarity.cosine(v.embedding, $q) AS score
-           ORDER BY score DESC, v.id LIMIT $k
-           RETURN ${RETURN_PAYLOAD}, score`,
-          { ...params, index: this.indexName, kp: int(kp), q, k: int(limit) },
-        );
-        if (found.length >= limit || kp >= total) break;
-        kp = Math.min(kp * 4, total);
-      }
+    const found = matching <= this.exactThreshold ? exact : await this.searchIndex(clause, params, q, limit);
+    return Neo4jVectorStore.hits(tenant, filter, found);
+  }
+
+  /**
+   * Several searches (the candidate lookups of a segment: two per record), each answered as
+   * search() answers it, where each search was a round trip of its own: one statement over a
+   * shared scan when the tenant's nodes they can match are few (searchShared), else one statement
+   * with the same count and exact scoring per query in a subquery of one UNWIND; a query whose
+   * filtered set is too large to score exactly goes to the vector index as in search().
+   */
+  async searchMany(tenant: string, queries: readonly VectorQuery[]): Promise<VectorHit[][]> {
+    this.check();
+    if (queries.length === 0) return [];
+    const dim = await this.indexDimension();
+    if (dim === undefined) return queries.map(() => []);
+    for (const query of queries) Neo4jVectorStore.checkDimension(dim, query.vector.length, "query vector");
+    const asked = queries.map((query, i) => ({ i, limit: Math.floor(query.k), query }));
+    const live = asked.filter((a) => a.limit > 0);
+    const out: VectorHit[][] = queries.map(() => []);
+    if (live.length === 0) return out;
+    // Every query takes the largest k; each one's hits are the first of its own k in the same order.
+    const kMax = Math.max(...live.map((a) => a.limit));
+    const params = live.map((a) => ({
+      i: int(a.i),
+      vector: Array.from(a.query.vector),
+      ...Neo4jVectorStore.manyParams(a.query.filter),
+    }));
+    const shared = await this.searchShared(tenant, params, kMax);
+    if (shared) {
+      for (const a of live)
+        out[a.i] = Neo4jVectorStore.hits(tenant, a.query.filter, (shared.get(a.i) ?? []).slice(0, a.limit));
+      return out;
     }
+    const found = await this.read<VectorRow & { i: unknown; n: unknown }>(
+      `UNWIND $queries AS q
+       CALL (q) {
+         MATCH (v:${this.label}) WHERE ${MANY_WHERE}
+         WITH v LIMIT $cap
+         WITH collect(v) AS vs
+         WITH size(vs) AS n, vs
+         UNWIND CASE WHEN n > 0 AND n <= $threshold THEN vs ELSE [null] END AS v
+         WITH n, v, vector.similarity.cosine(v.embedding, q.vector) AS score
+         ORDER BY score DESC, v.id LIMIT $k
+         RETURN n, ${RETURN_PAYLOAD}, score
+       }
+       RETURN q.i AS i, n, id, tenant, conversation, kind, type, time, entities, score`,
+      {
+        tenant,
+        queries: params,
+        k: int(kMax),
+        cap: int(this.exactThreshold + 1),
+        threshold: int(this.exactThreshold),
+      },
+    );
+    const rowsOf = new Map<number, (VectorRow & { n: unknown })[]>();
+    for (const row of found) {
+      const i = num(row.i);
+      const list = rowsOf.get(i) ?? [];
+      list.push(row);
+      rowsOf.set(i, list);
+    }
+    const large: typeof live = [];
+    for (const a of live) {
+      const mine = rowsOf.get(a.i) ?? [];
+      const matching = num(mine[0]?.n);
+      if (matching === 0) continue;
+      if (matching <= this.exactThreshold)
+        out[a.i] = Neo4jVectorStore.hits(tenant, a.query.filter, mine.slice(0, a.limit));
+      else large.push(a);
+    }
+    // Sets too large to score go to the vector index, a few at a time (each is one to a few reads).
+    await mapLimit(large, INDEX_SEARCHES_AT_ONCE, async (a) => {
+      const { clause, params } = Neo4jVectorStore.where(tenant, a.query.filter);
+      const found = await this.searchIndex(clause, params, Array.from(a.query.vector), a.limit);
+      out[a.i] = Neo4jVectorStore.hits(tenant, a.query.filter, found);
+    });
+    return out;
+  }
+
+  /**
+   * The queries of searchMany over one scan, when the nodes they can match (the tenant's, of the
+   * kind and conversation every query names, if they all name the same) are few enough to score
+   * exactly: each node's embedding is read once for all queries, where a statement per query read
+   * it again for each (reading the 384-d property is about half of an exact search's cost). Every
+   * query's filtered set is then within the threshold too, so search() would score it exactly: the
+   * same top k by (score desc, id). Undefined when the scan holds more nodes than the threshold
+   * (then each query is counted on its own).
+   */
+  private async searchShared(
+    tenant: string,
+    queries: readonly Record<string, unknown>[],
+    k: number,
+  ): Promise<Map<number, VectorRow[]> | undefined> {
+    const common = (field: string): unknown => {
+      const first = queries[0]?.[field] ?? null;
+      return queries.every((q) => (q[field] ?? null) === first) ? first : null;
+    };
+    const kind = common("kind");
+    const conversation = common("conversation");
+    const base = [
+      "v.tenant = $tenant",
+      ...(kind === null ? [] : ["v.kind = $kind"]),
+      ...(conversation === null ? [] : ["v.conversation = $conversation"]),
+    ].join(" AND ");
+    const [row] = await this.read<{
+      total: unknown;
+      answers: { i: unknown; hits: (VectorRow & { score: unknown })[] }[];
+    }>(
+      `MATCH (v:${this.label}) WHERE ${base}
+       WITH v LIMIT $cap
+       WITH collect(v) AS vs
+       CALL (vs) {
+         UNWIND CASE WHEN size(vs) <= $threshold THEN vs ELSE [] END AS v
+         RETURN collect({v: v, embedding: v.embedding}) AS items
+       }
+       CALL (items) {
+         UNWIND $queries AS q
+         CALL (q, items) {
+           UNWIND items AS item
+           WITH q, item.v AS v, item.embedding AS embedding
+           WHERE ${MANY_WHERE}
+           WITH v, vector.similarity.cosine(embedding, q.vector) AS score
+           ORDER BY score DESC, v.id LIMIT $k
+           RETURN collect(v {.id, .tenant, .conversation, .kind, .type, .time, .entities, score: score}) AS hits
+         }
+         RETURN collect({i: q.i, hits: hits}) AS answers
+       }
+       RETURN size(vs) AS total, answers`,
+      {
+        tenant,
+        kind,
+        conversation,
+        queries: [...queries],
+        k: int(k),
+        cap: int(this.exactThreshold + 1),
+        threshold: int(this.exactThreshold),
+      },
+    );
+    if (!row || num(row.total) > this.exactThreshold) return undefined;
+    return new Map(row.answers.map((a) => [num(a.i), a.hits]));
+  }
+
+  /** The filter of one query of searchMany as parameters of MANY_WHERE (null: no condition). */
+  private static manyParams(filter?: VectorFilter): Record<string, unknown> {
+    return {
+      conversation: filter?.conversation ?? null,
+      kind: filter?.kind ?? null,
+      types: filter?.types && filter.types.length > 0 ? [...filter.types] : null,
+      timeFrom: filter?.timeFrom ?? null,
+      timeTo: filter?.timeTo ?? null,
+      entityKeys: filter?.entities && filter.entities.length > 0 ? [...new Set(filter.entities.map(entityKey))] : null,
+    };
+  }
+
+  /**
+   * A large filtered set: db.index.vector.queryNodes with k' candidates, filtered in the query,
+   * k' growing 4x until k hits survive or k' covers every node; survivors re-scored exactly.
+   */
+  private async searchIndex(
+    clause: string,
+    params: Record<string, unknown>,
+    q: number[],
+    limit: number,
+  ): Promise<VectorRow[]> {
+    const [all] = await this.read<{ n: unknown }>(`MATCH (v:${this.label}) RETURN count(v) AS n`, {});
+    const total = num(all?.n);
+    let kp = Math.min(Math.max(limit * 10, 100), total);
+    for (;;) {
+      const found = await this.read<VectorRow>(
+        `CALL db.index.vector.queryNodes($index, $kp, $q) YIELD node AS v
+         WITH v WHERE ${clause}
+         WITH v, vector.similarity.cosine(v.embedding, $q) AS score
+         ORDER BY score DESC, v.id LIMIT $k
+         RETURN ${RETURN_PAYLOAD}, score`,
+        { ...params, index: this.indexName, kp: int(kp), q, k: int(limit) },
+      );
+      if (found.length >= limit || kp >= total) return found;
+      kp = Math.min(kp * 4, total);
+    }
+  }
+
+  /** Rows as hits: the tenant and the filter checked again here, so another tenant's item never passes. */
+  private static hits(tenant: string, filter: VectorFilter | undefined, found: readonly VectorRow[]): VectorHit[] {
     const keep = compileFilter(filter);
     return found
       .filter((r) => r.tenant === tenant)

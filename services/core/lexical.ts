@@ -14,7 +14,9 @@
  * Two ways to rank. `searchLexical` counts document frequencies over the hits: exact while the
  * hits in scope number at most LEXICAL_POOL_LIMIT (they are then all the items containing each
  * term); above it the pool is the index's best LEXICAL_POOL_LIMIT hits and the scores are
- * approximate (store-specific). Its cost grows with every item holding any query term.
+ * approximate (store-specific). Its cost grows with every item holding any query term; a store
+ * that reads an item's terms apart from its id and time hands over the hits by key and identifies
+ * only the few that may enter the top k (`rankBm25Posted`: same scores and order).
  * `searchLexicalTopK` takes the document frequencies and scope counts a store keeps with its writes
  * and ranks by MaxScore: the same scores and top k as the exhaustive ranking over every item in
  * scope, reading the rare terms' items and a common term's only while it could still change the
@@ -174,6 +176,29 @@ const byRank = (a: Ranked, b: Ranked): number =>
   b.score - a.score || b.time - a.time || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /**
+ * The exhaustive BM25 score of each item (by key) that scores above 0: document frequencies counted
+ * over the items (exact when they are every item in scope holding a query term), the scope's counts
+ * as given. `rankBm25` and `rankBm25Posted` both score with it, so equal items give bit-equal scores.
+ */
+const scoreEach = <K>(
+  terms: readonly string[],
+  items: ReadonlyMap<K, string>,
+  scope: LexicalScope,
+): { key: K; score: number }[] => {
+  const wanted = new Set(terms);
+  const docs = [...items].map(([key, lex]) => ({ key, counts: termCounts(lex, wanted) }));
+  const df = new Map<string, number>();
+  for (const d of docs) for (const t of d.counts.tf.keys()) df.set(t, (df.get(t) ?? 0) + 1);
+  // The scope's counts come from another query than the hits; neither may undercut the other.
+  const n = Math.max(scope.items, docs.length);
+  const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
+  const idf = new Map(terms.map((t) => [t, idfOf(n, df.get(t) ?? 0)]));
+  return docs
+    .map((d) => ({ key: d.key, score: bm25Score(terms, idf, avgLength, d.counts) }))
+    .filter((s) => s.score > 0);
+};
+
+/**
  * BM25 of each hit for the query terms (IDF ln(1 + (N - df + 0.5) / (df + 0.5)), never negative),
  * the best `k`, ties by newer time then id. Terms are summed in query order so that equal inputs
  * give bit-equal scores in every store. Document frequencies are counted over the hits: exact when
@@ -189,17 +214,11 @@ export const rankBm25 = (
   if (terms.length === 0 || hits.length === 0 || !(limit > 0)) return [];
   const unique = new Map<string, LexicalHit>();
   for (const h of hits) if (!unique.has(h.id)) unique.set(h.id, h);
-  const wanted = new Set(terms);
-  const docs = [...unique.values()].map((h) => ({ hit: h, counts: termCounts(h.lex, wanted) }));
-  const df = new Map<string, number>();
-  for (const d of docs) for (const t of d.counts.tf.keys()) df.set(t, (df.get(t) ?? 0) + 1);
-  // The scope's counts come from another query than the hits; neither may undercut the other.
-  const n = Math.max(scope.items, docs.length);
-  const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
-  const idf = new Map(terms.map((t) => [t, idfOf(n, df.get(t) ?? 0)]));
-  const scored = docs
-    .map((d) => ({ id: d.hit.id, time: d.hit.time, score: bm25Score(terms, idf, avgLength, d.counts) }))
-    .filter((s) => s.score > 0);
+  const scored = scoreEach(terms, new Map([...unique].map(([id, h]) => [id, h.lex])), scope).map(({ key, score }) => ({
+    id: key,
+    time: (unique.get(key) as LexicalHit).time,
+    score,
+  }));
   scored.sort(byRank);
   return scored.slice(0, limit).map(({ id, score }) => ({ id, score }));
 };
@@ -265,6 +284,72 @@ const IDENTIFY_BATCH = 16;
 /** Relative slack on the score bounds, far above the rounding of a sum of ≤ 32 terms. */
 const BOUND_SLACK = 1e-9;
 
+/** An item read and scored whose id and time are not read yet. */
+interface ScoredKey {
+  key: number;
+  score: number;
+}
+
+/**
+ * Offers scored items to `top` (the best `limit` so far, in rank order), best first, identified in
+ * small batches: once an item scores below the k-th best, so does every item after it, and the k-th
+ * best only rises, so none of them could enter the top k and they are never identified. Which of
+ * the items enter does not depend on the order they are offered in (the top k of a set under one
+ * total order), so the result is that of offering every item. An item `identify` leaves out (out
+ * of the scope) is skipped.
+ */
+const offerBestFirst = async (
+  scored: ScoredKey[],
+  top: Ranked[],
+  limit: number,
+  identify: LexicalPostings["identify"],
+): Promise<void> => {
+  scored.sort((a, b) => b.score - a.score);
+  let next = 0;
+  while (next < scored.length) {
+    const floor = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
+    if (floor !== undefined && (scored[next] as ScoredKey).score < floor) break;
+    const batch = scored.slice(next, next + Math.max(IDENTIFY_BATCH, limit - top.length));
+    next += batch.length;
+    const known = await identify(batch.map((b) => b.key));
+    for (const { key, score } of batch) {
+      const who = known.get(key);
+      if (!who) continue;
+      const item = { id: who.id, time: who.time, score };
+      if (top.length >= limit && byRank(item, top[limit - 1] as Ranked) >= 0) continue;
+      // Insert in rank order (k is small: a route's depth).
+      let at = top.length;
+      while (at > 0 && byRank(item, top[at - 1] as Ranked) < 0) at--;
+      top.splice(at, 0, item);
+      if (top.length > limit) top.pop();
+    }
+  }
+};
+
+/**
+ * The same top k as `rankBm25` over these items (same scores, same order, ties included) when
+ * `posted` are the hits (every item in scope holding a query term) by key: every item is scored
+ * (the document frequencies are counted over them all), and only the few that may enter the top k
+ * are identified (`offerBestFirst`). For a store whose full-text rows hold an item's terms and its
+ * scope but not its id and time: reading those for every hit was most of an exhaustive search's
+ * cost. Duplicate keys count once.
+ */
+export const rankBm25Posted = async (
+  terms: readonly string[],
+  posted: readonly PostedItem[],
+  scope: LexicalScope,
+  k: number,
+  identify: LexicalPostings["identify"],
+): Promise<ScoredHit[]> => {
+  const limit = Math.floor(k);
+  if (terms.length === 0 || posted.length === 0 || !(limit > 0)) return [];
+  const unique = new Map<number, string>();
+  for (const p of posted) if (!unique.has(p.key)) unique.set(p.key, p.lex);
+  const top: Ranked[] = [];
+  await offerBestFirst(scoreEach(terms, unique, scope), top, limit, identify);
+  return top.map(({ id, score }) => ({ id, score }));
+};
+
 /**
  * The same top k as `rankBm25` over every item in scope holding a query term (same scores, same
  * order, ties included), reading fewer items: MaxScore over the terms' postings. Terms are taken
@@ -313,38 +398,14 @@ export const rankBm25TopK = async (
   for (let i = 0; i < order.length; i++) {
     const kth = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
     if (kth !== undefined && kth > (remaining[i] as number) * (1 + BOUND_SLACK)) break;
-    const scored: { key: number; score: number }[] = [];
+    const scored: ScoredKey[] = [];
     for (const posted of await store.postings(order[i] as string, order.slice(0, i))) {
       if (seen.has(posted.key)) continue;
       seen.add(posted.key);
       const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, wanted));
       if (score > 0) scored.push({ key: posted.key, score });
     }
-    // Best first, identified in small batches: once an item scores below the k-th best, so does
-    // every item after it, and the k-th best only rises, so none of them could enter the top k
-    // and they are never identified. Which of the items enter does not depend on the order they
-    // are offered in (the top k of a set under one total order), so the result is that of
-    // offering every item of the postings.
-    scored.sort((a, b) => b.score - a.score);
-    let next = 0;
-    while (next < scored.length) {
-      const floor = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
-      if (floor !== undefined && (scored[next] as { score: number }).score < floor) break;
-      const batch = scored.slice(next, next + Math.max(IDENTIFY_BATCH, limit - top.length));
-      next += batch.length;
-      const known = await store.identify(batch.map((b) => b.key));
-      for (const { key, score } of batch) {
-        const who = known.get(key);
-        if (!who) continue;
-        const item = { id: who.id, time: who.time, score };
-        if (top.length >= limit && byRank(item, top[limit - 1] as Ranked) >= 0) continue;
-        // Insert in rank order (k is small: a route's depth).
-        let at = top.length;
-        while (at > 0 && byRank(item, top[at - 1] as Ranked) < 0) at--;
-        top.splice(at, 0, item);
-        if (top.length > limit) top.pop();
-      }
-    }
+    await offerBestFirst(scored, top, limit, store.identify.bind(store));
   }
   return top.map(({ id, score }) => ({ id, score }));
 };
@@ -360,15 +421,19 @@ export const searchLexicalTopK = async (text: string, k: number, store: LexicalP
   return rankBm25TopK(terms, limit, store);
 };
 
-/** What a store finds for an index query: the hits in scope (at most LEXICAL_POOL_LIMIT) and the scope's counts. */
-export interface LexicalFind {
-  hits: readonly LexicalHit[];
-  scope: LexicalScope;
-}
+/**
+ * What a store finds for an index query: the hits in scope (at most LEXICAL_POOL_LIMIT) and the
+ * scope's counts; or, from a store that can read an item's terms apart from its id and time, every
+ * hit in scope by key (at most LEXICAL_POOL_LIMIT) with the read of ids and times
+ * (`rankBm25Posted`). The same ranking either way.
+ */
+export type LexicalFind =
+  | { hits: readonly LexicalHit[]; scope: LexicalScope }
+  | { posted: readonly PostedItem[]; scope: LexicalScope; identify: LexicalPostings["identify"] };
 
 /**
  * The lexical search every graph store runs, so all of them rank alike: the query's terms, the
- * store's hits for `anyTermQuery(terms)` and its scope counts, then `rankBm25`. No terms (empty
+ * store's hits for `anyTermQuery(terms)` and its scope counts, then `rankBm25` (or `rankBm25Posted`). No terms (empty
  * text, stop words only) or k < 1: no hits, and the store is not asked.
  */
 export const searchLexical = async (
@@ -380,6 +445,8 @@ export const searchLexical = async (
   const match = anyTermQuery(terms);
   const limit = Math.floor(k);
   if (!match || !(limit > 0)) return [];
-  const { hits, scope } = await find(match);
-  return rankBm25(terms, hits, scope, limit);
+  const found = await find(match);
+  return "posted" in found
+    ? rankBm25Posted(terms, found.posted, found.scope, limit, found.identify)
+    : rankBm25(terms, found.hits, found.scope, limit);
 };

@@ -4,6 +4,7 @@ import {
   type LexicalHit,
   type LexicalPostings,
   rankBm25,
+  rankBm25Posted,
   rankBm25TopK,
   searchLexicalTopK,
   type TermStatistics,
@@ -198,5 +199,89 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
     assert.equal(store.read, 0);
     assert.deepEqual(await rankBm25TopK(["mars"], 3, store), []);
     assert.equal(store.read, 0);
+  });
+});
+
+describe("exhaustive BM25 identified late (rankBm25Posted)", () => {
+  /** The hits of a query by key (the corpus index), with the item-table read counted. */
+  const posted = (corpus: readonly LexicalHit[], terms: readonly string[]) => {
+    const wanted = new Set(terms);
+    const items = corpus
+      .map((h, key) => ({ key, lex: h.lex }))
+      .filter((h) => h.lex.split(" ").some((w) => wanted.has(w)));
+    const counter = { identified: 0 };
+    const identify = async (keys: readonly number[]) => {
+      counter.identified += keys.length;
+      return new Map(
+        keys.map((key) => [key, { id: (corpus[key] as LexicalHit).id, time: (corpus[key] as LexicalHit).time }]),
+      );
+    };
+    return { items, identify, counter };
+  };
+  const scopeOf = (corpus: readonly LexicalHit[]) => ({
+    items: corpus.length,
+    totalLength: corpus.reduce((sum, h) => sum + (h.lex.length === 0 ? 0 : h.lex.split(" ").length), 0),
+  });
+
+  it("returns rankBm25's top k over the same hits, scores bit-equal and ties in the same order, identifying few", async () => {
+    let compared = 0;
+    let fewer = 0;
+    for (let seed = 1; seed <= 16; seed++) {
+      const corpus = corpusOf(seed, 200 + seed * 20, 300);
+      const rnd = seededRandom(3000 + seed);
+      for (let q = 0; q < 10; q++) {
+        const terms = [
+          ...new Set(Array.from({ length: 1 + Math.floor(rnd() * 8) }, () => `w${Math.floor(300 ** rnd()) - 1}`)),
+        ];
+        // A scope larger than the corpus (items of no query term elsewhere), as a store's counts are.
+        const scope =
+          seed % 2 === 0
+            ? scopeOf(corpus)
+            : { items: corpus.length + 50, totalLength: scopeOf(corpus).totalLength + 400 };
+        for (const k of [1, 5, 20]) {
+          const { items, identify, counter } = posted(corpus, terms);
+          const hits = items.map((p) => corpus[p.key] as LexicalHit);
+          assert.deepEqual(
+            await rankBm25Posted(terms, items, scope, k, identify),
+            rankBm25(terms, hits, scope, k),
+            `seed ${seed} query ${terms.join(" ")} k ${k}`,
+          );
+          if (counter.identified < items.length) fewer++;
+          compared++;
+        }
+      }
+    }
+    assert.ok(fewer > compared / 2, `identified fewer than the hits in ${fewer} of ${compared}`);
+  });
+
+  it("orders equal scores by newer time then id across the k-th place, counts a key once, skips items identify leaves out", async () => {
+    const corpus: LexicalHit[] = [
+      { id: "b", lex: "moon", time: 5 },
+      { id: "a", lex: "moon", time: 5 },
+      { id: "c", lex: "moon", time: 9 },
+      { id: "d", lex: "sun", time: 1 },
+      { id: "e", lex: "sun sun", time: 1 },
+    ];
+    const scope = scopeOf(corpus);
+    for (const k of [1, 2, 3, 4, 5]) {
+      const { items, identify } = posted(corpus, ["moon", "sun"]);
+      assert.deepEqual(
+        await rankBm25Posted(["moon", "sun"], [...items, ...items], scope, k, identify),
+        rankBm25(["moon", "sun"], corpus, scope, k),
+      );
+    }
+    const { items } = posted(corpus, ["moon"]);
+    const withoutA = async (keys: readonly number[]) =>
+      new Map(
+        keys
+          .filter((key) => key !== 1)
+          .map((key) => [key, { id: (corpus[key] as LexicalHit).id, time: (corpus[key] as LexicalHit).time }]),
+      );
+    assert.deepEqual(
+      (await rankBm25Posted(["moon"], items, scope, 3, withoutA)).map((h) => h.id),
+      ["c", "b"],
+    );
+    assert.deepEqual(await rankBm25Posted(["moon"], items, scope, 0, withoutA), []);
+    assert.deepEqual(await rankBm25Posted([], items, scope, 3, withoutA), []);
   });
 });

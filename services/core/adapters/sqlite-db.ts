@@ -15,6 +15,12 @@ export const SQLITE_FILE = "memory.db";
 /** Page cache of a connection in KiB (cache_size takes KiB as a negative number): 64 MiB. */
 export const SQLITE_CACHE_KIB = 65_536;
 
+/**
+ * Bytes of the database file a connection reads through a memory map: the most this SQLite build
+ * maps (SQLITE_MAX_MMAP_SIZE, 0x7fff0000; larger values are capped to it).
+ */
+export const SQLITE_MMAP_BYTES = 0x7fff_0000;
+
 /** WAL pages after which a commit checkpoints (SQLite's default: 1,000). */
 export const SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000;
 
@@ -40,6 +46,14 @@ export const SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000;
  * cache keeps the indexes' upper levels and hot leaves in memory across transactions. Neither
  * changes what is stored or read, nor when a commit is durable.
  *
+ * Memory-mapped reads (issue 18; docs/benchmarks.md "Query cost at 100K", third pass): a query
+ * reads rows scattered over the whole file (a vector read of 200 ids touches ~200 pages), which the
+ * page cache cannot hold at 100K records (1.7 GB); each miss was a pread and a copy into the cache.
+ * Through the map a page already in the OS's file cache is read in place. Writes still go through
+ * write() (SQLite writes through the map only when built to), and the WAL is not mapped. The pages
+ * read count in the process's RSS as file-backed pages (shared with the OS file cache and
+ * reclaimable, not heap); a file larger than the map is read past it as before.
+ *
  * Ownership: stores built on this handle (`new SqliteGraphStore(db)`, `new SqliteStateStore(db)`,
  * `new HnswVectorStore(db, dataDir)`) never close it; whoever opened it closes it with `db.close()`
  * after closing the stores.
@@ -52,6 +66,7 @@ export const openSqlite = (dataDir: string): SqliteDatabase => {
   db.pragma("foreign_keys = ON");
   db.pragma("busy_timeout = 5000");
   db.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
+  db.pragma(`mmap_size = ${SQLITE_MMAP_BYTES}`);
   db.pragma(`wal_autocheckpoint = ${SQLITE_WAL_AUTOCHECKPOINT_PAGES}`);
   db.exec(`CREATE TABLE IF NOT EXISTS migrations (
     component TEXT NOT NULL,

@@ -7,6 +7,7 @@ import {
   anyTermQuery,
   type ItemIdentity,
   LEXICAL_POOL_LIMIT,
+  type LexicalFind,
   type LexicalHit,
   type LexicalScope,
   lexicalText,
@@ -762,6 +763,16 @@ export class SqliteGraphStore implements GraphStore {
         ...scoped(match, tenant, tenant),
         limit,
       );
+    // A record's id and time, by full-text rowid, if it is in the scope searched.
+    const identify = async (keys: readonly number[]): Promise<ReadonlyMap<number, ItemIdentity>> =>
+      new Map(
+        this.all<ItemIdentity & { key: number }>(
+          // CROSS JOIN: from each key to its row (rowid), not through an index on the tenant.
+          `SELECT r.seq AS key, r.id AS id, r.said_at AS time FROM json_each(?) j
+           CROSS JOIN records r ON r.seq = j.value WHERE r.tenant = ?${conv}`,
+          ...scoped(JSON.stringify(keys), tenant),
+        ).map((r) => [r.key, { id: r.id, time: r.time }]),
+      );
     if (validAt === undefined && conversation === undefined) {
       return searchLexicalTopK(text, k, {
         statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", terms),
@@ -773,25 +784,43 @@ export class SqliteGraphStore implements GraphStore {
             termMatch(term, without, tenant),
             tenant,
           ),
-        identify: async (keys) =>
-          new Map(
-            this.all<ItemIdentity & { key: number }>(
-              // CROSS JOIN: from each key to its row (rowid), not through an index on the tenant.
-              `SELECT r.seq AS key, r.id AS id, r.said_at AS time FROM json_each(?) j
-               CROSS JOIN records r ON r.seq = j.value WHERE r.tenant = ?${conv}`,
-              ...scoped(JSON.stringify(keys), tenant),
-            ).map((r) => [r.key, { id: r.id, time: r.time }]),
-          ),
+        identify,
       });
     }
-    return searchLexical(text, k, async (match) => ({
-      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
-      scope: this.all<LexicalScope>(
+    const scope = (): LexicalScope =>
+      this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(r.lex_len), 0) AS totalLength
          FROM records r WHERE r.tenant = ?${conv}`,
         ...scoped(tenant),
-      )[0] as LexicalScope,
-    }));
+      )[0] as LexicalScope;
+    const exhaustive = (match: string): LexicalFind => ({
+      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
+      scope: scope(),
+    });
+    if (conversation === undefined || validAt !== undefined) return searchLexical(text, k, async (m) => exhaustive(m));
+    // Current records of one conversation: the full-text rows alone (terms, tenant and
+    // conversation, which are the record's: the row is written and deleted with it), less the
+    // conversation's superseded records (a covering index, records_lex_scope); every hit is scored
+    // and only the few that may enter the top k are read from `records` (rankBm25Posted). Joining
+    // every hit to its record was most of the search.
+    return searchLexical(text, k, async (match) => {
+      const superseded = new Set(
+        this.all<{ seq: number }>(
+          "SELECT seq FROM records WHERE tenant = ? AND conversation = ? AND superseded_by IS NOT NULL",
+          tenant,
+          conversation,
+        ).map((r) => r.seq),
+      );
+      const posted = this.all<PostedItem>(
+        "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ? AND conversation = ? LIMIT ?",
+        scopedMatch(match, tenant, conversation),
+        tenant,
+        conversation,
+        LEXICAL_POOL_LIMIT + 1 + superseded.size,
+      ).filter((p) => !superseded.has(p.key));
+      // Over the pool: the index's best hits, as before.
+      return posted.length > LEXICAL_POOL_LIMIT ? exhaustive(match) : { posted, scope: scope(), identify };
+    });
   }
 
   /**
@@ -811,6 +840,17 @@ export class SqliteGraphStore implements GraphStore {
         ...scoped(match, tenant, tenant),
         limit,
       ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) }));
+    // A turn's id and time, by full-text rowid, if it is in the scope searched.
+    const identify = async (keys: readonly number[]): Promise<ReadonlyMap<number, ItemIdentity>> =>
+      new Map(
+        this.all<{ key: number; conversation: string; turn_id: string; timestamp: string }>(
+          // CROSS JOIN: from each key to its row (rowid); left to itself, the planner walked
+          // every turn of the tenant through the tenant's index.
+          `SELECT t.seq AS key, t.conversation AS conversation, t.turn_id AS turn_id, t.timestamp AS timestamp
+           FROM json_each(?) j CROSS JOIN turns t ON t.seq = j.value WHERE t.tenant = ?${conv}`,
+          ...scoped(JSON.stringify(keys), tenant),
+        ).map((r) => [r.key, { id: turnRowId(r.conversation, r.turn_id), time: Date.parse(r.timestamp) }]),
+      );
     if (conversation === undefined) {
       return searchLexicalTopK(text, k, {
         statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", terms),
@@ -822,26 +862,31 @@ export class SqliteGraphStore implements GraphStore {
             termMatch(term, without, tenant),
             tenant,
           ),
-        identify: async (keys) =>
-          new Map(
-            this.all<{ key: number; conversation: string; turn_id: string; timestamp: string }>(
-              // CROSS JOIN: from each key to its row (rowid); left to itself, the planner walked
-              // every turn of the tenant through the tenant's index.
-              `SELECT t.seq AS key, t.conversation AS conversation, t.turn_id AS turn_id, t.timestamp AS timestamp
-               FROM json_each(?) j CROSS JOIN turns t ON t.seq = j.value WHERE t.tenant = ?`,
-              JSON.stringify(keys),
-              tenant,
-            ).map((r) => [r.key, { id: turnRowId(r.conversation, r.turn_id), time: Date.parse(r.timestamp) }]),
-          ),
+        identify,
       });
     }
-    return searchLexical(text, k, async (match) => ({
-      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
-      scope: this.all<LexicalScope>(
+    // As searchRecordsLexical in one conversation: the full-text rows alone (a turn's tenant and
+    // conversation are its row's), every hit scored, the few that may enter the top k identified.
+    return searchLexical(text, k, async (match) => {
+      const scope = this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
         ...scoped(tenant),
-      )[0] as LexicalScope,
-    }));
+      )[0] as LexicalScope;
+      const posted = this.all<PostedItem>(
+        "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ? AND conversation = ? LIMIT ?",
+        scopedMatch(match, tenant, conversation),
+        tenant,
+        conversation,
+        LEXICAL_POOL_LIMIT + 1,
+      );
+      // Over the pool: the index's best hits, as before.
+      if (posted.length > LEXICAL_POOL_LIMIT)
+        return {
+          hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
+          scope,
+        };
+      return { posted, scope, identify };
+    });
   }
 
   /** Current records mentioning any of the entities (name or alias, case-insensitive); score = distinct entities matched. */

@@ -49,7 +49,10 @@ const qdrantLabel = (config: Config): string =>
 
 /** SQLite graph store; HNSW vectors in the data folder unless the configuration puts them in Qdrant. */
 export const openSqliteStores = (config: Config): OpenedSqliteStores => {
-  const db = openSqlite(config.dataDir);
+  const db = openSqlite(config.dataDir, {
+    pageCacheMiB: config.cache.sqlitePageCacheMiB,
+    mmapMiB: config.cache.sqliteMmapMiB,
+  });
   const graph = new SqliteGraphStore(db, { cursorSecret: cursorSecretOf(config) });
   const vectors: VectorStore =
     vectorStoreKind(config) === "qdrant"

@@ -4,6 +4,12 @@ import { resolve } from "node:path";
 import { z } from "zod";
 import { TenantNameSchema } from "./tenant-name.ts";
 
+/**
+ * The embedded store's SQLite memory defaults (config.cache): a 64 MiB page cache and reads of up
+ * to 2047 MiB of the file through a memory map (SQLite's largest map).
+ */
+export const SQLITE_DEFAULTS = { pageCacheMiB: 64, mmapMiB: 2047 } as const;
+
 const num = z.coerce.number();
 const port = num.int("must be a whole number").min(0, "must be 0 to 65535").max(65535, "must be 0 to 65535");
 /**
@@ -291,14 +297,27 @@ export const ConfigSchema = z.object({
    *   in memory (the state is in its SQLite store too). A conversation pushed out with an open
    *   segment has it closed as an idle one would be. At least 64 (two inbox batches of conversations).
    * - attentionPairs: turn-pair attention shares the segmenter memoises (boundaries attention / both).
+   * - sqlitePageCacheMiB: the embedded store's SQLite page cache (one connection per process).
+   * - sqliteMmapMiB: how much of the SQLite file is read through a memory map (0: none; SQLite caps
+   *   it at 2047). Mapped pages count in RSS as file-backed, reclaimable pages; a disk read error
+   *   on a mapped page ends the process (SIGBUS) instead of failing the one call.
+   *   docs/benchmarks.md ("Write rate at 100K", "Query cost at 100K") has the measurements.
    */
   cache: z
     .object({
       embeddingEntries: num.int("must be a whole number").min(256).default(4096),
       conversationStates: num.int("must be a whole number").min(64).default(10_000),
       attentionPairs: num.int("must be a whole number").min(64).default(4096),
+      sqlitePageCacheMiB: num.int("must be a whole number").min(2).default(SQLITE_DEFAULTS.pageCacheMiB),
+      sqliteMmapMiB: num.int("must be a whole number").min(0).max(2047).default(SQLITE_DEFAULTS.mmapMiB),
     })
-    .default({ embeddingEntries: 4096, conversationStates: 10_000, attentionPairs: 4096 }),
+    .default({
+      embeddingEntries: 4096,
+      conversationStates: 10_000,
+      attentionPairs: 4096,
+      sqlitePageCacheMiB: SQLITE_DEFAULTS.pageCacheMiB,
+      sqliteMmapMiB: SQLITE_DEFAULTS.mmapMiB,
+    }),
   /**
    * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
    * are this share of its points (erasure always rebuilds it; see docs/erasure.md).
@@ -458,6 +477,8 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_EMBEDDING_CACHE_ENTRIES: ["cache", "embeddingEntries"],
   MEMORY_CONVERSATION_CACHE_ENTRIES: ["cache", "conversationStates"],
   MEMORY_ATTENTION_CACHE_ENTRIES: ["cache", "attentionPairs"],
+  MEMORY_SQLITE_CACHE_MIB: ["cache", "sqlitePageCacheMiB"],
+  MEMORY_SQLITE_MMAP_MIB: ["cache", "sqliteMmapMiB"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],
   MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
   MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],

@@ -25,6 +25,8 @@ describe("cache settings", () => {
       embeddingEntries: 4096,
       conversationStates: 10_000,
       attentionPairs: 4096,
+      sqlitePageCacheMiB: 64,
+      sqliteMmapMiB: 2047,
     });
     assert.equal(DEFAULT_EMBEDDING_CACHE_ENTRIES, CONFIG_DEFAULTS.cache.embeddingEntries);
     const c = loadConfig(
@@ -33,9 +35,17 @@ describe("cache settings", () => {
         MEMORY_EMBEDDING_CACHE_ENTRIES: "1000",
         MEMORY_CONVERSATION_CACHE_ENTRIES: "500",
         MEMORY_ATTENTION_CACHE_ENTRIES: "300",
+        MEMORY_SQLITE_CACHE_MIB: "16",
+        MEMORY_SQLITE_MMAP_MIB: "0",
       }),
     );
-    assert.deepEqual(c.cache, { embeddingEntries: 1000, conversationStates: 500, attentionPairs: 300 });
+    assert.deepEqual(c.cache, {
+      embeddingEntries: 1000,
+      conversationStates: 500,
+      attentionPairs: 300,
+      sqlitePageCacheMiB: 16,
+      sqliteMmapMiB: 0,
+    });
     const settings = engineSettingsFrom(c);
     assert.equal(settings.conversationStates, 500);
     assert.equal(settings.attentionPairs, 300);
@@ -49,6 +59,14 @@ describe("cache settings", () => {
     assert.throws(
       () => loadConfig({}, env({ MEMORY_CONVERSATION_CACHE_ENTRIES: "many" })),
       /cache\.conversationStates.*MEMORY_CONVERSATION_CACHE_ENTRIES/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_SQLITE_MMAP_MIB: "4096" })),
+      /cache\.sqliteMmapMiB.*MEMORY_SQLITE_MMAP_MIB/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_SQLITE_CACHE_MIB: "1" })),
+      /cache\.sqlitePageCacheMiB.*MEMORY_SQLITE_CACHE_MIB/,
     );
   });
 });

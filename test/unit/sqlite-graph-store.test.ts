@@ -11,11 +11,11 @@ import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-stor
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import {
   openSqlite,
-  SQLITE_CACHE_KIB,
   SQLITE_WAL_AUTOCHECKPOINT_PAGES,
   type SqliteDatabase,
   schemaVersion,
 } from "../../services/core/adapters/sqlite-db.ts";
+import { SQLITE_DEFAULTS } from "../../services/core/config.ts";
 import { recordId } from "../../services/core/ids.ts";
 import { batchesFor, makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 import { UNDO_MIGRATION_7, UNDO_MIGRATION_9, UNDO_MIGRATION_10 } from "../helpers/sqlite-migration-undo.ts";
@@ -45,10 +45,24 @@ describe("SqliteGraphStore (SQLite only)", () => {
   it("opens with WAL, foreign keys and the latest schema version", () => {
     assert.equal(db.pragma("journal_mode", { simple: true }), "wal");
     assert.equal(db.pragma("foreign_keys", { simple: true }), 1);
-    // Sized for stores of GBs (sqlite-db.ts): a 64 MiB page cache, a checkpoint every 10,000 WAL pages.
-    assert.equal(db.pragma("cache_size", { simple: true }), -SQLITE_CACHE_KIB);
+    // Sized for stores of GBs (sqlite-db.ts): a 64 MiB page cache, reads through a memory map, a
+    // checkpoint every 10,000 WAL pages.
+    assert.equal(db.pragma("cache_size", { simple: true }), -SQLITE_DEFAULTS.pageCacheMiB * 1024);
+    assert.equal(db.pragma("mmap_size", { simple: true }), SQLITE_DEFAULTS.mmapMiB * 1024 * 1024);
     assert.equal(db.pragma("wal_autocheckpoint", { simple: true }), SQLITE_WAL_AUTOCHECKPOINT_PAGES);
     assert.equal(schemaVersion(db, "graph"), GRAPH_MIGRATIONS.length);
+  });
+
+  it("takes its page cache and memory map from the configuration (MEMORY_SQLITE_CACHE_MIB / _MMAP_MIB)", () => {
+    const other = mkdtempSync(join(tmpdir(), "graph-store-memory-"));
+    const small = openSqlite(other, { pageCacheMiB: 8, mmapMiB: 0 });
+    try {
+      assert.equal(small.pragma("cache_size", { simple: true }), -8 * 1024);
+      assert.equal(small.pragma("mmap_size", { simple: true }), 0);
+    } finally {
+      small.close();
+      rmSync(other, { recursive: true, force: true });
+    }
   });
 
   it("supersede marks a record of the tenant, and a replay keeps it", async () => {

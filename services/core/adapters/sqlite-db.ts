@@ -6,20 +6,18 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { SQLITE_DEFAULTS } from "../config.ts";
 
 export type SqliteDatabase = Database.Database;
 
 /** The one database file shared by the graph store, the state store and the HNSW vector store. */
 export const SQLITE_FILE = "memory.db";
 
-/** Page cache of a connection in KiB (cache_size takes KiB as a negative number): 64 MiB. */
-export const SQLITE_CACHE_KIB = 65_536;
-
-/**
- * Bytes of the database file a connection reads through a memory map: the most this SQLite build
- * maps (SQLITE_MAX_MMAP_SIZE, 0x7fff0000; larger values are capped to it).
- */
-export const SQLITE_MMAP_BYTES = 0x7fff_0000;
+/** Page cache and memory map of a connection (config.cache.sqlitePageCacheMiB / sqliteMmapMiB). */
+export interface SqliteMemory {
+  pageCacheMiB: number;
+  mmapMiB: number;
+}
 
 /** WAL pages after which a commit checkpoints (SQLite's default: 1,000). */
 export const SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000;
@@ -58,15 +56,16 @@ export const SQLITE_WAL_AUTOCHECKPOINT_PAGES = 10_000;
  * `new HnswVectorStore(db, dataDir)`) never close it; whoever opened it closes it with `db.close()`
  * after closing the stores.
  */
-export const openSqlite = (dataDir: string): SqliteDatabase => {
+export const openSqlite = (dataDir: string, memory: SqliteMemory = SQLITE_DEFAULTS): SqliteDatabase => {
   mkdirSync(dataDir, { recursive: true });
   const db = new Database(join(dataDir, SQLITE_FILE));
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("foreign_keys = ON");
   db.pragma("busy_timeout = 5000");
-  db.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
-  db.pragma(`mmap_size = ${SQLITE_MMAP_BYTES}`);
+  // cache_size takes KiB as a negative number; mmap_size takes bytes (SQLite caps it at 0x7fff0000).
+  db.pragma(`cache_size = -${memory.pageCacheMiB * 1024}`);
+  db.pragma(`mmap_size = ${Math.min(memory.mmapMiB * 1024 * 1024, 0x7fff_0000)}`);
   db.pragma(`wal_autocheckpoint = ${SQLITE_WAL_AUTOCHECKPOINT_PAGES}`);
   db.exec(`CREATE TABLE IF NOT EXISTS migrations (
     component TEXT NOT NULL,

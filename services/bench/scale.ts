@@ -516,7 +516,8 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
       `${fmt(s.query.tenant.p50, 1)} / ${fmt(s.query.tenant.p95, 1)} / ${fmt(s.query.tenant.p99, 1)}`,
       `${fmt(s.questionEmbedding.p50, 1)} / ${fmt(s.questionEmbedding.p95, 1)}`,
       `${fmt(s.p95OverEmbedding.conversation, 2)}, ${fmt(s.p95OverEmbedding.tenant, 2)}`,
-      fmt(s.write.recordsPerSecond, 0),
+      // A size measured on a kept store (--reuse-store) wrote nothing: no rate, rather than 0.
+      s.write.seconds > 0 ? fmt(s.write.recordsPerSecond, 0) : "–",
       mb(s.memory.rssBytes),
       s.disk ? fmtInt(s.disk.bytesPerRecord) : "–",
       fmt(s.coldStartMs, 0),

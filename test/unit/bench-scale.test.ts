@@ -162,7 +162,11 @@ describe("bench scale", () => {
     };
     const kept = join(dir, "kept");
     const built = (await runScaleBench({ ...common, sizes: [200], keepStore: kept })).report.sizes[0];
-    const reused = (await runScaleBench({ ...common, sizes: [999_999], reuseStore: kept })).report;
+    const { report: reused, markdown: reusedMarkdown } = await runScaleBench({
+      ...common,
+      sizes: [999_999],
+      reuseStore: kept,
+    });
     assert.ok(built);
     const [again] = reused.sizes;
     assert.ok(again);
@@ -176,6 +180,10 @@ describe("bench scale", () => {
     );
     assert.equal(again.query.tenant.n, 4);
     assert.equal(again.write.recordsPerSecond, 0);
+    // Nothing was written, so the table gives no write rate rather than 0.
+    const row = reusedMarkdown.split("\n").find((l) => l.startsWith(`| ${again.records.toLocaleString("en-US")} |`));
+    assert.ok(row, reusedMarkdown);
+    assert.equal(row.split("|")[8]?.trim(), "–");
     await assert.rejects(runScaleBench({ ...common, sizes: [10], keepStore: kept, reuseStore: kept }), /not both/);
   });
 });

@@ -10,8 +10,8 @@ export const compactKey = (text: string, maxChars: number): string =>
 
 /**
  * A bounded least-recently-used map: a Map keeps insertion order, so re-inserting on every hit
- * keeps the oldest entry first and eviction is O(1). Used for memoised pure results (token counts,
- * vectors, attention shares) and for the embedded runtime's per-conversation stage states, whose
+ * keeps the oldest entry first and eviction is O(1). Used for memoised pure results (vectors,
+ * attention shares, place names) and for the embedded runtime's per-conversation stage states, whose
  * owner acts on what is dropped through `onEvict`.
  */
 export class LruCache<K, V> {

@@ -183,6 +183,7 @@ interface ScaleFlags {
   tenants: number;
   keepStore?: string;
   reuseStore?: string;
+  growStore?: string;
   out: string;
   progress: boolean;
 }
@@ -195,6 +196,17 @@ const sizesArg = (v: string): number[] => {
 };
 
 const runScale = async (config: Config, o: ScaleFlags): Promise<void> => {
+  // A grown store is built over several runs: SIGINT / SIGTERM stop this one between two
+  // segments with the vector indexes saved, and the next run carries on from there.
+  const stop = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    console.error(`bench scale: ${signal}: stopping after the segment being written`);
+    stop.abort();
+  };
+  if (o.growStore) {
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+  }
   const { markdown, files } = await runScaleBench({
     config,
     data: o.data,
@@ -204,9 +216,13 @@ const runScale = async (config: Config, o: ScaleFlags): Promise<void> => {
     tenants: o.tenants,
     ...(o.keepStore ? { keepStore: o.keepStore } : {}),
     ...(o.reuseStore ? { reuseStore: o.reuseStore } : {}),
+    ...(o.growStore ? { growStore: o.growStore, signal: stop.signal } : {}),
     out: o.out,
     progress: o.progress,
     log: (line) => console.error(line),
+  }).finally(() => {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
   });
   console.log(markdown);
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
@@ -320,6 +336,10 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--tenants <n>", "tenants the conversation copies are spread over", positive, 10)
     .option("--keep-store <dir>", "build the store in this (empty) folder and keep it, to profile or inspect it")
     .option("--reuse-store <dir>", "measure a store kept by --keep-store (no build; --records is ignored)")
+    .option(
+      "--grow-store <dir>",
+      "grow a kept store (or start one in an empty folder) to the sizes asked, over several runs if need be: SIGINT/SIGTERM stops between segments, the next run carries on",
+    )
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--no-progress", "no progress bar")
     .action(async (o: ScaleFlags) => runScale(config(), o));

@@ -9,7 +9,9 @@
  *
  * Vectors: the first copy of each dev conversation gets real embeddings (the sample); every later
  * copy gets, per text, the real vector of the same position in the first copy perturbed
- * (scale-data.ts perturb), so the neighbourhood structure is that of real data.
+ * (scale-data.ts perturb), so the neighbourhood structure is that of real data. Each copy draws its
+ * noise from a source seeded by (seed, copy, conversation), so a store grown in several runs
+ * (`growStore`) holds the same data as one grown in one.
  */
 import { createHash, randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -39,6 +41,9 @@ export type ScaleStore = (typeof SCALE_STORES)[number];
 
 /** Queries of each kind before the measured ones (JIT, statement caches, page cache). */
 const WARM_UP_QUERIES = 5;
+
+/** A long build writes its vector indexes to their files this often (records), for a kill's sake. */
+const FLUSH_EVERY_RECORDS = 50_000;
 
 export interface ScaleBenchOptions {
   /** The configuration (model folder, query settings); the store lives in a fresh temporary folder. */
@@ -76,6 +81,17 @@ export interface ScaleBenchOptions {
    * and one size (the store's own) is measured; `sizes` is ignored.
    */
   reuseStore?: string;
+  /**
+   * Grow the store in this folder (created when missing; empty or a store this bench kept) to the
+   * sizes asked, carrying on where an earlier run stopped: a store of 1,000,000 records takes hours
+   * on a small machine, so it can be built over several runs. Conversations the store holds in
+   * full are kept; one cut short by a kill is written again (the indexer's writes are idempotent).
+   * Sizes the store already holds are not measured again. `signal` stops a run between two
+   * segments, with the vector indexes written to their files.
+   */
+  growStore?: string;
+  /** Stops the build between two segments (the sizes measured so far are reported). */
+  signal?: AbortSignal;
   /** Output folder; null writes nothing. */
   out: string | null;
   progress?: boolean;
@@ -143,21 +159,32 @@ export interface ScaleBenchReport {
   sizes: ScaleSizeResult[];
 }
 
-/** Returns the vectors prepared for its next call: indexSegment's own write path without re-embedding. */
+/**
+ * Returns the vectors prepared for the texts of the segment being written: indexSegment's own write
+ * path without re-embedding. By text, since a segment written again (a resumed build) asks only
+ * for the vectors the store does not hold yet.
+ */
 class PreparedEmbedder implements Embedder {
   readonly id = "prepared";
-  next: Float32Array[] = [];
+  private byText = new Map<string, Float32Array[]>();
   constructor(readonly dimension: number) {}
+  prepare(texts: readonly string[], vectors: readonly Float32Array[]): void {
+    this.byText.clear();
+    texts.forEach((text, i) => {
+      const list = this.byText.get(text) ?? [];
+      list.push(vectors[i] as Float32Array);
+      this.byText.set(text, list);
+    });
+  }
   stats(): EmbedderStats {
     return { calls: 0, texts: 0, ms: 0 };
   }
   async embed(texts: readonly string[]): Promise<Float32Array[]> {
-    if (texts.length !== this.next.length) {
-      throw new Error(`PreparedEmbedder: ${texts.length} texts asked, ${this.next.length} vectors prepared`);
-    }
-    const out = this.next;
-    this.next = [];
-    return out;
+    return texts.map((text) => {
+      const v = this.byText.get(text)?.shift();
+      if (!v) throw new Error(`PreparedEmbedder: no vector prepared for ${JSON.stringify(text.slice(0, 60))}`);
+      return v;
+    });
   }
 }
 
@@ -184,6 +211,50 @@ interface BuiltConversation {
   copy: number;
 }
 
+/** Turns a copy of a dev conversation stores (one row per turn id). */
+const turnCountOf = (source: LocomoConversation): number => new Set(source.turns.map((t) => t.turnId)).size;
+
+interface StoredConversation extends BuiltConversation {
+  records: number;
+  turns: number;
+}
+
+/** A kept store's conversations with their record and turn counts, in the order the build made them (copy, then dev order). */
+const readStoredConversations = (
+  db: NonNullable<OpenedSqliteStores["db"]>,
+  dev: readonly LocomoConversation[],
+  dataFile: string,
+): StoredConversation[] => {
+  const order = new Map(dev.map((d, i) => [d.id, i]));
+  const recordCounts = new Map(
+    db
+      .prepare<[], { tenant: string; conversation: string; n: number }>(
+        "SELECT tenant, conversation, COUNT(*) AS n FROM records GROUP BY tenant, conversation",
+      )
+      .all()
+      .map((r) => [`${r.tenant}\u0000${r.conversation}`, r.n]),
+  );
+  return db
+    .prepare<[], { tenant: string; conversation: string; n: number }>(
+      "SELECT tenant, conversation, COUNT(*) AS n FROM turns GROUP BY tenant, conversation",
+    )
+    .all()
+    .map((r) => {
+      const at = r.conversation.lastIndexOf("-c");
+      const source = dev.find((d) => d.id === r.conversation.slice(0, at));
+      if (!source) throw new Error(`bench scale: ${r.conversation} in the kept store is no copy of ${dataFile}`);
+      return {
+        tenant: r.tenant,
+        conversation: r.conversation,
+        source,
+        copy: Number(r.conversation.slice(at + 2)),
+        records: recordCounts.get(`${r.tenant}\u0000${r.conversation}`) ?? 0,
+        turns: r.n,
+      };
+    })
+    .sort((a, b) => a.copy - b.copy || (order.get(a.source.id) ?? 0) - (order.get(b.source.id) ?? 0));
+};
+
 export const runScaleBench = async (
   options: ScaleBenchOptions,
 ): Promise<{
@@ -206,17 +277,19 @@ export const runScaleBench = async (
   const dev = loadLocomo(dataFile);
   if (dev.length === 0) throw new Error(`no conversations in ${dataFile}`);
 
-  if (options.keepStore && options.reuseStore) throw new Error("bench scale: --keep-store or --reuse-store, not both");
+  const storeModes = [options.keepStore, options.reuseStore, options.growStore].filter((d) => d !== undefined);
+  if (storeModes.length > 1) throw new Error("bench scale: --keep-store, --reuse-store or --grow-store, not both");
   const store: ScaleStore = options.store ?? "embedded";
-  if (store === "neo4j" && (options.keepStore || options.reuseStore))
-    throw new Error("bench scale: --keep-store and --reuse-store are for the embedded store");
+  if (store === "neo4j" && storeModes.length > 0)
+    throw new Error("bench scale: --keep-store, --reuse-store and --grow-store are for the embedded store");
   // Tenants of a Neo4j run carry a prefix of their own: the server is shared (tests, other runs),
   // and the cleanup at the end erases exactly these tenants.
   const tenantPrefix = store === "neo4j" ? `scale-${randomUUID().slice(0, 8)}-` : "scale-";
 
   const embedder = options.embedder ?? (await openEmbedder(options.config));
-  const kept = options.keepStore ?? options.reuseStore;
+  const kept = options.keepStore ?? options.reuseStore ?? options.growStore;
   const dataDir = kept ? resolve(kept) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
+  if (options.growStore) mkdirSync(dataDir, { recursive: true });
   if (options.keepStore) {
     mkdirSync(dataDir, { recursive: true });
     if (readdirSync(dataDir).length > 0) throw new Error(`bench scale: --keep-store folder ${dataDir} is not empty`);
@@ -226,11 +299,14 @@ export const runScaleBench = async (
     dataDir,
     ...(store === "neo4j" ? { store: { ...options.config.store, kind: "neo4j" as const } } : {}),
   };
-  // The SQLite handle is there for --reuse-store, which reads a kept embedded store's rows back.
+  // The SQLite handle is there for --reuse-store and --grow-store, which read a kept store's rows back.
   const openScaleStores = async (): Promise<OpenedStores & { db?: OpenedSqliteStores["db"] }> =>
     store === "neo4j" ? openStores(config, "neo4j") : openSqliteStores(config);
   const settings = querySettingsFrom(config);
+  /** The questions' source; each copy's vector noise has its own (copyRandom). */
   const rnd = seededRandom(seed);
+  const copyRandom = (c: number, source: LocomoConversation): (() => number) =>
+    seededRandom(createHash("sha256").update(`${seed}/${c}/${source.id}`).digest().readUInt32LE(0));
   const bar = options.progress
     ? new SingleBar({
         format: "bench scale {phase} [{bar}] {value}/{total} records | {eta_formatted} left",
@@ -254,7 +330,6 @@ export const runScaleBench = async (
   const realEmbedded = { records: 0, turns: 0 };
   let records = 0;
   let turns = 0;
-  let copy = 0;
   const date = new Date().toISOString();
   // The commit the run's code came from: read once at the start (a long run may outlive a commit).
   const environment = runEnvironment();
@@ -290,37 +365,61 @@ export const runScaleBench = async (
     // Untimed warm-up of the model.
     await embedder.embed(["warm-up"]);
     const prepared = new PreparedEmbedder(embedder.dimension);
-    const buildOne = async (source: LocomoConversation, c: number): Promise<{ seconds: number; vectors: number }> => {
+    const segmentsOf = (tenant: string, source: LocomoConversation, c: number) =>
+      fixedSegments(tenant, `${source.id}-c${c}`, disguiseTurns(source, disguiseOf(source, c)), segmentTurns);
+    /** Real embeddings of a first copy's texts, one call per segment (as its build makes them). */
+    const embedFirstCopy = async (source: LocomoConversation, tenant: string): Promise<Float32Array[][]> => {
+      let state: EncoderState | undefined;
+      const out: Float32Array[][] = [];
+      for (const [si, segment] of segmentsOf(tenant, source, 0).entries()) {
+        const encoded = encodeSegment(segment, state);
+        state = encoded.state;
+        const texts = vectorTexts(deriveIndexBatch(segment, encoded.records));
+        const vs = texts.length > 0 ? await embedder.embed(texts.map((t) => t.text)) : [];
+        vs.forEach((v, i) => {
+          realVectors.set(`${source.id}/${si}/${i}`, v);
+          realPool.push(v);
+        });
+        realEmbedded.records += encoded.records.length;
+        realEmbedded.turns += segment.turns.length;
+        out.push(vs);
+      }
+      return out;
+    };
+    /** Writes one copy of a dev conversation; a stop asked for is honoured between its segments. */
+    const buildOne = async (
+      source: LocomoConversation,
+      c: number,
+    ): Promise<{ seconds: number; vectors: number; complete: boolean }> => {
       const tenant = `${tenantPrefix}t${built.length % tenantCount}`;
       touched.add(tenant);
-      const conversation = `${source.id}-c${c}`;
-      const disguise = disguiseOf(source, c);
-      const segments = fixedSegments(tenant, conversation, disguiseTurns(source, disguise), segmentTurns);
+      const segments = segmentsOf(tenant, source, c);
+      const real = c === 0 ? await embedFirstCopy(source, tenant) : undefined;
+      const noisy = copyRandom(c, source);
       let state: EncoderState | undefined;
       let seconds = 0;
       let vectors = 0;
       for (const [si, segment] of segments.entries()) {
+        // Cut short: the next --grow-store run writes this conversation again.
+        if (si > 0 && options.signal?.aborted) return { seconds, vectors, complete: false };
         const encoded = encodeSegment(segment, state);
         state = encoded.state;
         const texts = vectorTexts(deriveIndexBatch(segment, encoded.records));
         let vs: Float32Array[];
-        if (c === 0) {
-          vs = texts.length > 0 ? await embedder.embed(texts.map((t) => t.text)) : [];
-          vs.forEach((v, i) => {
-            realVectors.set(`${source.id}/${si}/${i}`, v);
-            realPool.push(v);
-          });
-          realEmbedded.records += encoded.records.length;
-          realEmbedded.turns += segment.turns.length;
+        if (real) {
+          vs = real[si] ?? [];
         } else {
           vs = texts.map((_, i) => {
             const base =
               realVectors.get(`${source.id}/${si}/${i}`) ??
-              (realPool[Math.floor(rnd() * realPool.length)] as Float32Array);
-            return perturb(base, noise, rnd);
+              (realPool[Math.floor(noisy() * realPool.length)] as Float32Array);
+            return perturb(base, noise, noisy);
           });
         }
-        prepared.next = vs;
+        prepared.prepare(
+          texts.map((t) => t.text),
+          vs,
+        );
         const t0 = performance.now();
         await indexSegment(
           { graph: stores.graph, vectors: stores.vectors, embedder: prepared },
@@ -334,46 +433,88 @@ export const runScaleBench = async (
         recordsPerTenant.set(tenant, (recordsPerTenant.get(tenant) ?? 0) + encoded.records.length);
         bar?.update(Math.min(records, sizes[sizes.length - 1] as number), { phase: "build" });
       }
-      built.push({ tenant, conversation, source, copy: c });
-      return { seconds, vectors };
+      built.push({ tenant, conversation: `${source.id}-c${c}`, source, copy: c });
+      return { seconds, vectors, complete: true };
     };
 
-    if (options.reuseStore) {
-      // The kept store's conversations, in the order the build made them (copy, then dev order).
-      const order = new Map(dev.map((d, i) => [d.id, i]));
+    /** The next conversation to build: copy, then the dev conversation's index. */
+    let next = { copy: 0, index: 0 };
+    const advance = (): void => {
+      next =
+        next.index + 1 < dev.length ? { copy: next.copy, index: next.index + 1 } : { copy: next.copy + 1, index: 0 };
+    };
+    if (options.reuseStore || options.growStore) {
       const db = stores.db;
-      if (!db) throw new Error("bench scale: --reuse-store needs the embedded store");
-      const rows = db
-        .prepare<[], { tenant: string; conversation: string; n: number }>(
-          "SELECT tenant, conversation, COUNT(*) AS n FROM records GROUP BY tenant, conversation",
-        )
-        .all()
-        .map((r) => {
-          const at = r.conversation.lastIndexOf("-c");
-          const source = dev.find((d) => d.id === r.conversation.slice(0, at));
-          if (!source) throw new Error(`bench scale: --reuse-store: ${r.conversation} is no copy of ${dataFile}`);
-          return { ...r, source, copy: Number(r.conversation.slice(at + 2)) };
-        })
-        .sort((a, b) => a.copy - b.copy || (order.get(a.source.id) ?? 0) - (order.get(b.source.id) ?? 0));
-      for (const r of rows) {
+      if (!db) throw new Error("bench scale: --reuse-store and --grow-store need the embedded store");
+      const stored = readStoredConversations(db, dev, dataFile);
+      const last = stored[stored.length - 1];
+      // Only the last conversation of a build can be cut short (they are written one by one).
+      const cut = options.growStore && last && last.turns < turnCountOf(last.source) ? last : undefined;
+      for (const r of stored) {
+        if (r === cut) continue;
         built.push({ tenant: r.tenant, conversation: r.conversation, source: r.source, copy: r.copy });
-        recordsPerTenant.set(r.tenant, (recordsPerTenant.get(r.tenant) ?? 0) + r.n);
-        records += r.n;
+        recordsPerTenant.set(r.tenant, (recordsPerTenant.get(r.tenant) ?? 0) + r.records);
+        records += r.records;
+        turns += r.turns;
       }
-      turns = db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM turns").get()?.n ?? 0;
-      sizes.splice(0, sizes.length, records);
+      if (options.reuseStore) {
+        sizes.splice(0, sizes.length, records);
+      } else {
+        const done = sizes.filter((s) => s <= records);
+        if (done.length === sizes.length)
+          throw new Error(
+            `bench scale: the store in ${dataDir} already holds ${records} records (sizes asked: ${sizes.join(", ")}); measure it with --reuse-store`,
+          );
+        if (done.length > 0)
+          log(`scale: the store already holds ${records} records; not measured again: ${done.join(", ")}`);
+        sizes.splice(0, done.length);
+        const resumeAt = cut ?? last;
+        if (resumeAt) {
+          next = { copy: resumeAt.copy, index: dev.indexOf(resumeAt.source) };
+          if (!cut) advance();
+        }
+        // Later copies are perturbations of the first copy's real vectors: embed those again
+        // (nothing is written) for the first copies the store holds in full.
+        for (const b of built.filter((c) => c.copy === 0)) await embedFirstCopy(b.source, b.tenant);
+        log(
+          `scale: growing ${dataDir} from ${records} records in ${built.length} conversations` +
+            (cut ? ` (${cut.conversation} was cut short and is written again)` : ""),
+        );
+      }
     }
+    let flushedAt = records;
+    let stopped = false;
     for (const size of sizes) {
       let writeSeconds = 0;
       let writeVectors = 0;
       const recordsBefore = records;
-      while (records < size) {
-        for (const source of dev) {
-          const r = await buildOne(source, copy);
-          writeSeconds += r.seconds;
-          writeVectors += r.vectors;
+      // Whole copies of the dev set, as a store's sizes are counted in them.
+      while (records < size || next.index !== 0) {
+        if (options.signal?.aborted) {
+          stopped = true;
+          break;
         }
-        copy++;
+        const r = await buildOne(dev[next.index] as LocomoConversation, next.copy);
+        writeSeconds += r.seconds;
+        writeVectors += r.vectors;
+        if (!r.complete) {
+          stopped = true;
+          break;
+        }
+        advance();
+        // A kill between flushes costs a rebuild of the touched tenants' indexes at the next open.
+        if (records - flushedAt >= FLUSH_EVERY_RECORDS) {
+          await stores.vectors.flush();
+          flushedAt = records;
+        }
+      }
+      if (stopped) {
+        await stores.vectors.flush();
+        log(
+          `scale: stopped at ${records} records in ${built.length} conversations` +
+            (options.growStore ? `; run again with --grow-store ${dataDir} to carry on` : ""),
+        );
+        break;
       }
       await stores.vectors.flush();
       log(`scale: ${records} records, ${turns} turns in ${built.length} conversations; querying`);

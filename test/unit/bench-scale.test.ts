@@ -7,6 +7,7 @@ import { runScaleBench, type ScaleBenchReport } from "../../services/bench/scale
 import { disguiseOf, disguiseTurns, fixedSegments, perturb, seededRandom } from "../../services/bench/scale-data.ts";
 import { openStores } from "../../services/composition/stores.ts";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { loadLocomo } from "../../services/core/datasets/locomo.ts";
 
@@ -185,5 +186,96 @@ describe("bench scale", () => {
     assert.ok(row, reusedMarkdown);
     assert.equal(row.split("|")[8]?.trim(), "–");
     await assert.rejects(runScaleBench({ ...common, sizes: [10], keepStore: kept, reuseStore: kept }), /not both/);
+  });
+
+  it("grows a store over several runs (--grow-store) to what one run builds: stopped between sizes, or in a conversation", async () => {
+    const data = locomoFile();
+    const common = {
+      config: { ...loadConfig({}), modelDir: join(dir, "no-models") },
+      data,
+      queries: 2,
+      tenants: 3,
+      embedder: new HashingEmbedder(64),
+      out: null,
+      progress: false,
+    };
+    /** Everything the build wrote, in a stable order: records, turns and vectors (bytes included). */
+    const contents = (folder: string): string => {
+      const db = openSqlite(folder);
+      try {
+        return JSON.stringify([
+          db.prepare("SELECT tenant, id, conversation, text FROM records ORDER BY tenant, id").all(),
+          db
+            .prepare("SELECT tenant, conversation, turn_id, text FROM turns ORDER BY tenant, conversation, turn_id")
+            .all(),
+          db.prepare("SELECT tenant, id, kind, hex(vector) AS v FROM vectors ORDER BY tenant, id").all(),
+        ]);
+      } finally {
+        db.close();
+      }
+    };
+    const once = join(dir, "grown-once");
+    const whole = (await runScaleBench({ ...common, sizes: [300], keepStore: once })).report.sizes[0];
+    assert.ok(whole);
+
+    // Run 1 is stopped by its signal after its first size; run 2 carries on to the end.
+    const grown = join(dir, "grown");
+    const stop = new AbortController();
+    const first = await runScaleBench({
+      ...common,
+      sizes: [100, 300],
+      growStore: grown,
+      signal: stop.signal,
+      log: (line) => {
+        if (/querying/.test(line)) stop.abort();
+      },
+    });
+    assert.equal(first.report.sizes.length, 1);
+    const second = await runScaleBench({ ...common, sizes: [100, 300], growStore: grown });
+    // The size already measured is not measured again. (A run counts the records it wrote, the
+    // store one row per id, a repeated id once: the resumed run's count starts from the store's.)
+    assert.equal(second.report.sizes.length, 1);
+    assert.equal(second.report.sizes[0]?.turns, whole.turns);
+    assert.ok(Math.abs((second.report.sizes[0]?.records ?? 0) - whole.records) <= whole.records * 0.05);
+    assert.equal(contents(grown), contents(once));
+
+    // A stop in the middle of a conversation (as a kill between two of its segments leaves it):
+    // the signal comes while the second conversation's real vectors are embedded, after the first's.
+    const cut = join(dir, "cut");
+    const cutStop = new AbortController();
+    const embedder = new HashingEmbedder(64);
+    let calls = 0;
+    const counting = {
+      id: embedder.id,
+      dimension: embedder.dimension,
+      stats: () => embedder.stats(),
+      embed: async (texts: readonly string[]) => {
+        if (++calls === 8) cutStop.abort();
+        return embedder.embed(texts);
+      },
+    };
+    const stoppedRun = await runScaleBench({
+      ...common,
+      sizes: [300],
+      growStore: cut,
+      embedder: counting,
+      signal: cutStop.signal,
+    });
+    assert.equal(stoppedRun.report.sizes.length, 0);
+    const partial = openSqlite(cut);
+    const turnsByConversation = partial
+      .prepare("SELECT conversation, COUNT(*) AS n FROM turns GROUP BY conversation ORDER BY conversation")
+      .all() as { conversation: string; n: number }[];
+    partial.close();
+    assert.deepEqual(
+      turnsByConversation.map((r) => r.conversation),
+      ["tiny-1-c0", "tiny-2-c0"],
+    );
+    assert.ok((turnsByConversation[1]?.n ?? 0) < (turnsByConversation[0]?.n ?? 0), "the second is cut short");
+    const resumed = await runScaleBench({ ...common, sizes: [300], growStore: cut });
+    assert.equal(resumed.report.sizes[0]?.turns, whole.turns);
+    assert.equal(contents(cut), contents(once));
+    await assert.rejects(runScaleBench({ ...common, sizes: [100], growStore: cut }), /already holds/);
+    await assert.rejects(runScaleBench({ ...common, sizes: [10], keepStore: once, growStore: cut }), /not both/);
   });
 });

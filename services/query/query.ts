@@ -149,11 +149,11 @@ export const runQuery = async (
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
   const planner = deps.planner ?? DETERMINISTIC;
-  // A planner that waits on a model (an LLM) plans while the question is embedded. The
-  // deterministic planner waits on nothing, and neither do the store reads before the routes, so
-  // nothing can overlap the embedding (the ONNX embedder runs on the event loop): then the texts
-  // the routes need are embedded once they are known, in one call (embedTexts below).
-  const early = planner instanceof DeterministicPlanner ? undefined : deps.embedder.embed([req.question]);
+  // A planner that waits on a model (an LLM) plans while the question is embedded. One that waits
+  // on nothing (the deterministic planner), like the store reads before the routes, leaves nothing
+  // to overlap the embedding (the ONNX embedder runs on the event loop): then the texts the routes
+  // need are embedded once they are known, in one call (embedTexts below).
+  const early = planner.waitsOnModel ? deps.embedder.embed([req.question]) : undefined;
   // Awaited below; until then a failure of the reads must not leave its rejection unhandled.
   early?.catch(() => {});
   const [knownEntities, knownTopics, totalRecords] = await Promise.all([

@@ -110,7 +110,8 @@ const turnItem = (id: string, t: StoredTurn): Candidate => ({
  * before, one call each; otherwise both in one call: one forward pass where the model takes texts
  * of similar length together (the name-free question is the question less a name or two), which
  * gives the same vectors as one call each (checked bit for bit on the dev questions), and a
- * question whose name was corrected is no longer embedded as written too.
+ * question whose name was corrected is no longer embedded as written too. `embeddingCalls` counts
+ * calls to the embedder (the early one included), as QueryCost documents, not texts.
  */
 const embedTexts = async (
   embedder: Embedder,
@@ -121,7 +122,7 @@ const embedTexts = async (
 ): Promise<{ qvec: Float32Array; cvec: Float32Array | undefined; embeddingCalls: number }> => {
   if (!early) {
     const [qvec, cvec] = await embedder.embed(content === undefined ? [asked] : [asked, content]);
-    return { qvec: qvec as Float32Array, cvec, embeddingCalls: content === undefined ? 1 : 2 };
+    return { qvec: qvec as Float32Array, cvec, embeddingCalls: 1 };
   }
   const [[qvec], contentVectors] = await Promise.all([
     asked === question ? early : embedder.embed([asked]),

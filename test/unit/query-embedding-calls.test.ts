@@ -93,4 +93,29 @@ describe("runQuery: when the question is embedded", () => {
     assert.deepEqual(callsWhenPlanning, [1], "the question's embedding was asked for before the plan");
     assert.deepEqual(embedder.calls, [[LIST_QUESTION], [NAME_FREE]]);
   });
+
+  it("reports in cost.embeddingCalls the calls the embedder got, not the texts", async () => {
+    // A list question (two texts), a single fact (one text), a list question with a misspelt name
+    // (the question embedded with the name corrected, and its name-free form).
+    const questions = [LIST_QUESTION, "Where did Caroline move to?", "What kinds of drinks does Carolyn prefer?"];
+    const calls: Record<string, number[]> = {};
+    for (const waitsOnModel of [undefined, false, true]) {
+      const label = waitsOnModel === undefined ? "deterministic" : `waitsOnModel ${waitsOnModel}`;
+      calls[label] = [];
+      for (const question of questions) {
+        const embedder = new RecordingEmbedder();
+        const planner = waitsOnModel === undefined ? {} : { planner: planning(waitsOnModel, embedder).planner };
+        const r = await ask({ ...stores, embedder, ...planner }, question);
+        assert.equal(r.cost.embeddingCalls, embedder.calls.length, `${question} (${label})`);
+        calls[label]?.push(r.cost.embeddingCalls);
+      }
+    }
+    assert.deepEqual(calls, {
+      deterministic: [1, 1, 1],
+      "waitsOnModel false": [1, 1, 1],
+      // The early call with the question as asked, then the name-free form; with a corrected name
+      // the early vector goes unused and the corrected question is embedded too.
+      "waitsOnModel true": [2, 1, 3],
+    });
+  });
 });

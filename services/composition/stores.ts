@@ -53,7 +53,10 @@ export const openSqliteStores = (config: Config): OpenedSqliteStores => {
     pageCacheMiB: config.cache.sqlitePageCacheMiB,
     mmapMiB: config.cache.sqliteMmapMiB,
   });
-  const graph = new SqliteGraphStore(db, { cursorSecret: cursorSecretOf(config) });
+  const graph = new SqliteGraphStore(db, {
+    cursorSecret: cursorSecretOf(config),
+    readMemoEntries: config.cache.sqliteReadMemoEntries,
+  });
   const vectors: VectorStore =
     vectorStoreKind(config) === "qdrant"
       ? qdrantVectorStore(config)

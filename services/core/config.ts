@@ -298,6 +298,9 @@ export const ConfigSchema = z.object({
    *   segment has it closed as an idle one would be. At least 64 (two inbox batches of conversations).
    * - attentionPairs: turn-pair attention shares the segmenter memoises (boundaries attention / both).
    * - sqlitePageCacheMiB: the embedded store's SQLite page cache (one connection per process).
+   * - sqliteReadMemoEntries: results of the reads every query repeats that the embedded store keeps
+   *   until the data changes, in each of its two memos (a scope's known entity and topic names;
+   *   its record count), keyed by tenant and conversation (unchanged-data-memo.ts).
    * - sqliteMmapMiB: how much of the SQLite file is read through a memory map (0: none; SQLite caps
    *   it at 2047). Mapped pages count in RSS as file-backed, reclaimable pages; a disk read error
    *   on a mapped page ends the process (SIGBUS) instead of failing the one call.
@@ -310,6 +313,7 @@ export const ConfigSchema = z.object({
       attentionPairs: num.int("must be a whole number").min(64).default(4096),
       sqlitePageCacheMiB: num.int("must be a whole number").min(2).default(SQLITE_DEFAULTS.pageCacheMiB),
       sqliteMmapMiB: num.int("must be a whole number").min(0).max(2047).default(SQLITE_DEFAULTS.mmapMiB),
+      sqliteReadMemoEntries: num.int("must be a whole number").min(1).default(1024),
     })
     .default({
       embeddingEntries: 4096,
@@ -317,6 +321,7 @@ export const ConfigSchema = z.object({
       attentionPairs: 4096,
       sqlitePageCacheMiB: SQLITE_DEFAULTS.pageCacheMiB,
       sqliteMmapMiB: SQLITE_DEFAULTS.mmapMiB,
+      sqliteReadMemoEntries: 1024,
     }),
   /**
    * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
@@ -479,6 +484,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_ATTENTION_CACHE_ENTRIES: ["cache", "attentionPairs"],
   MEMORY_SQLITE_CACHE_MIB: ["cache", "sqlitePageCacheMiB"],
   MEMORY_SQLITE_MMAP_MIB: ["cache", "sqliteMmapMiB"],
+  MEMORY_SQLITE_READ_MEMO_ENTRIES: ["cache", "sqliteReadMemoEntries"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],
   MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
   MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],

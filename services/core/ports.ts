@@ -218,6 +218,13 @@ export interface PlannerInput {
 /** The query's single planning step. */
 export interface QueryPlanner {
   readonly id: string;
+  /**
+   * Whether plan() waits on a model (an LLM call). The query then embeds the question while the
+   * planner waits, so the two overlap. A planner that only computes (false) leaves nothing to
+   * overlap, since the ONNX embedder runs on the event loop too: the query embeds the texts the
+   * routes need after planning, together in one call.
+   */
+  readonly waitsOnModel: boolean;
   plan(input: PlannerInput): Promise<{ plan: QueryPlan; cost: LlmCost }>;
 }
 

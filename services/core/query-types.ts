@@ -22,6 +22,7 @@ export interface ContextItem {
 }
 
 export interface QueryCost {
+  /** Calls to the embedding model the query made; one call may embed several texts. */
   embeddingCalls: number;
   llmCalls: number;
   inputTokens: number;

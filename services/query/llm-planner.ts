@@ -162,6 +162,8 @@ export interface PlanOutcome {
 
 export class LlmPlanner implements QueryPlanner {
   readonly id: string;
+  /** It asks the LLM for every plan (and falls back to the deterministic planner only after). */
+  readonly waitsOnModel = true;
   readonly options: LlmPlannerOptions;
   /** The reason of the last fallback (for logs and tests). */
   lastFallback: string | undefined;

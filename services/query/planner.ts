@@ -102,6 +102,7 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
 
 export class DeterministicPlanner implements QueryPlanner {
   readonly id = "deterministic-v1";
+  readonly waitsOnModel = false;
 
   async plan(input: PlannerInput) {
     return { plan: planQuery(input), cost: NO_LLM_COST };

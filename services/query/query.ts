@@ -110,7 +110,8 @@ const turnItem = (id: string, t: StoredTurn): Candidate => ({
  * before, one call each; otherwise both in one call: one forward pass where the model takes texts
  * of similar length together (the name-free question is the question less a name or two), which
  * gives the same vectors as one call each (checked bit for bit on the dev questions), and a
- * question whose name was corrected is no longer embedded as written too.
+ * question whose name was corrected is no longer embedded as written too. `embeddingCalls` counts
+ * calls to the embedder (the early one included), as QueryCost documents, not texts.
  */
 const embedTexts = async (
   embedder: Embedder,
@@ -121,7 +122,7 @@ const embedTexts = async (
 ): Promise<{ qvec: Float32Array; cvec: Float32Array | undefined; embeddingCalls: number }> => {
   if (!early) {
     const [qvec, cvec] = await embedder.embed(content === undefined ? [asked] : [asked, content]);
-    return { qvec: qvec as Float32Array, cvec, embeddingCalls: content === undefined ? 1 : 2 };
+    return { qvec: qvec as Float32Array, cvec, embeddingCalls: 1 };
   }
   const [[qvec], contentVectors] = await Promise.all([
     asked === question ? early : embedder.embed([asked]),
@@ -149,11 +150,11 @@ export const runQuery = async (
   const asOf = req.asOf ? Date.parse(req.asOf) : undefined;
   const now = settings.now?.() ?? new Date(asOf ?? Date.now());
   const planner = deps.planner ?? DETERMINISTIC;
-  // A planner that waits on a model (an LLM) plans while the question is embedded. The
-  // deterministic planner waits on nothing, and neither do the store reads before the routes, so
-  // nothing can overlap the embedding (the ONNX embedder runs on the event loop): then the texts
-  // the routes need are embedded once they are known, in one call (embedTexts below).
-  const early = planner instanceof DeterministicPlanner ? undefined : deps.embedder.embed([req.question]);
+  // A planner that waits on a model (an LLM) plans while the question is embedded. One that waits
+  // on nothing (the deterministic planner), like the store reads before the routes, leaves nothing
+  // to overlap the embedding (the ONNX embedder runs on the event loop): then the texts the routes
+  // need are embedded once they are known, in one call (embedTexts below).
+  const early = planner.waitsOnModel ? deps.embedder.embed([req.question]) : undefined;
   // Awaited below; until then a failure of the reads must not leave its rejection unhandled.
   early?.catch(() => {});
   const [knownEntities, knownTopics, totalRecords] = await Promise.all([

@@ -12,6 +12,7 @@ import { Neo4jGraphStore } from "../../services/core/adapters/neo4j/graph-store.
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import type { GraphStore, LexicalVocabulary } from "../../services/core/ports.ts";
 import type { SegmentTurn } from "../../services/core/types.ts";
+import { neo4jConnection, neo4jSkip } from "../helpers/neo4j-env.ts";
 
 const turn = (turnId: string, text: string): SegmentTurn => ({
   turnId,
@@ -86,16 +87,11 @@ vocabularyContract(
   false,
 );
 
-const uri = process.env.NEO4J_URI;
 vocabularyContract(
   "Neo4jGraphStore",
   async () => {
-    const store = await Neo4jGraphStore.open({
-      uri,
-      user: process.env.NEO4J_USER ?? "neo4j",
-      password: process.env.NEO4J_PASSWORD ?? "",
-    });
+    const store = await Neo4jGraphStore.open(neo4jConnection());
     return { store, close: () => store.close() };
   },
-  uri ? false : "NEO4J_URI not set: start with npm run infra:up",
+  neo4jSkip,
 );

@@ -5,18 +5,13 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { Neo4jGraphStore } from "../../services/core/adapters/neo4j/graph-store.ts";
+import { neo4jConnection, neo4jSkip } from "../helpers/neo4j-env.ts";
 import { batchesFor, runGraphStoreContract } from "./graph-store.contract.ts";
-
-const uri = process.env.NEO4J_URI;
 
 runGraphStoreContract(
   "Neo4jGraphStore",
   async () => {
-    const store = await Neo4jGraphStore.open({
-      uri,
-      user: process.env.NEO4J_USER ?? "neo4j",
-      password: process.env.NEO4J_PASSWORD ?? "",
-    });
+    const store = await Neo4jGraphStore.open(neo4jConnection());
     return {
       store,
       counts: (tenant) => store.countsByKind(tenant),
@@ -24,18 +19,17 @@ runGraphStoreContract(
     };
   },
   {
-    skip: uri ? false : "NEO4J_URI not set: start with npm run infra:up",
+    skip: neo4jSkip,
     tenantPrefix: `contract-${randomUUID().slice(0, 8)}-`,
   },
 );
 
 // What only Neo4j needs: nodes written before the shared lexical terms get them when a store opens.
 test("Neo4jGraphStore backfills lexical terms of older records and turns", {
-  skip: uri ? false : "NEO4J_URI not set",
+  skip: neo4jSkip,
 }, async () => {
   const tenant = `backfill-${randomUUID().slice(0, 8)}`;
-  const connect = () =>
-    Neo4jGraphStore.open({ uri, user: process.env.NEO4J_USER ?? "neo4j", password: process.env.NEO4J_PASSWORD ?? "" });
+  const connect = () => Neo4jGraphStore.open(neo4jConnection());
   const a = await connect();
   try {
     for (const b of batchesFor(tenant)) await a.writeBatch(b);

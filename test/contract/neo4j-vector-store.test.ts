@@ -8,17 +8,13 @@ import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { Neo4jVectorStore, type Neo4jVectorStoreOptions } from "../../services/core/adapters/neo4j/vector-store.ts";
 import type { VectorItem } from "../../services/core/ports.ts";
+import { neo4jConnection, neo4jSkip as skip } from "../helpers/neo4j-env.ts";
 import { mulberry32, randomUnit, runVectorStoreContract } from "./vector-store.contract.ts";
-
-const uri = process.env.NEO4J_URI;
-const skip = uri ? false : "NEO4J_URI not set: start with npm run infra:up";
 
 const fixture = (exactThreshold?: number) => async () => {
   const run = randomUUID().replaceAll("-", "").slice(0, 12);
   const options: Neo4jVectorStoreOptions = {
-    uri,
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
+    ...neo4jConnection(),
     label: `ContractVector_${run}`,
     ...(exactThreshold !== undefined ? { exactThreshold } : {}),
   };

@@ -11,8 +11,8 @@ import { test } from "node:test";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { Neo4jGraphStore } from "../../services/core/adapters/neo4j/graph-store.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
+import { neo4jConnection, neo4jSkip } from "../helpers/neo4j-env.ts";
 
-const uri = process.env.NEO4J_URI;
 const dataDir = process.env.NEO4J_DATA_DIR ?? "infra/.work/data/neo4j/data";
 
 const filesUnder = (dir: string): string[] =>
@@ -32,13 +32,9 @@ const holding = (dir: string, needle: string): string[] =>
   });
 
 test("Neo4j erasure: nothing readable through the database; what its files still hold is reported", {
-  skip: !uri ? "NEO4J_URI not set" : existsSync(dataDir) ? false : `Neo4j data folder ${dataDir} not readable here`,
+  skip: neo4jSkip || (existsSync(dataDir) ? false : `Neo4j data folder ${dataDir} not readable here`),
 }, async (t) => {
-  const store = await Neo4jGraphStore.open({
-    uri,
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
-  });
+  const store = await Neo4jGraphStore.open(neo4jConnection());
   const tenant = `erasure-disk-${randomUUID().slice(0, 8)}`;
   const marker = `erq${randomUUID().replaceAll("-", "").slice(0, 16)}`;
   try {

@@ -10,6 +10,7 @@ import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { loadLocomo } from "../../services/core/datasets/locomo.ts";
+import { neo4jSkip } from "../helpers/neo4j-env.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "bench-scale-"));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -114,7 +115,7 @@ describe("bench scale", () => {
   });
 
   it("--store neo4j: grows the Neo4j runtime's stores under a run prefix and erases them at the end", {
-    skip: process.env.NEO4J_URI ? false : "NEO4J_URI not set",
+    skip: neo4jSkip,
   }, async () => {
     const config = loadConfig({}, process.env);
     const { report, markdown } = await runScaleBench({

@@ -1,14 +1,18 @@
 /**
  * Nothing in a long-lived process grows with the number of tenants (issue 18): the shared embedding
- * cache, the segmenter's attention memo and the embedded runtime's per-conversation state are
- * bounded by entries, and the bounds come from the validated configuration.
+ * cache, the segmenter's attention memo, the embedded runtime's per-conversation state and the
+ * embedded store's read memos are bounded by entries, and the bounds come from the validated
+ * configuration.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
+import { openSqliteStores } from "../../services/composition/stores.ts";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { DEFAULT_READ_MEMO_ENTRIES, SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
+import { UnchangedDataMemo } from "../../services/core/adapters/sqlite/unchanged-data-memo.ts";
 import { CachingEmbedder, DEFAULT_EMBEDDING_CACHE_ENTRIES } from "../../services/core/caching-embedder.ts";
 import { CONFIG_DEFAULTS, loadConfig } from "../../services/core/config.ts";
 import { LruCache } from "../../services/core/lru-cache.ts";
@@ -27,8 +31,10 @@ describe("cache settings", () => {
       attentionPairs: 4096,
       sqlitePageCacheMiB: 64,
       sqliteMmapMiB: 2047,
+      sqliteReadMemoEntries: 1024,
     });
     assert.equal(DEFAULT_EMBEDDING_CACHE_ENTRIES, CONFIG_DEFAULTS.cache.embeddingEntries);
+    assert.equal(DEFAULT_READ_MEMO_ENTRIES, CONFIG_DEFAULTS.cache.sqliteReadMemoEntries);
     const c = loadConfig(
       {},
       env({
@@ -37,6 +43,7 @@ describe("cache settings", () => {
         MEMORY_ATTENTION_CACHE_ENTRIES: "300",
         MEMORY_SQLITE_CACHE_MIB: "16",
         MEMORY_SQLITE_MMAP_MIB: "0",
+        MEMORY_SQLITE_READ_MEMO_ENTRIES: "32",
       }),
     );
     assert.deepEqual(c.cache, {
@@ -45,6 +52,7 @@ describe("cache settings", () => {
       attentionPairs: 300,
       sqlitePageCacheMiB: 16,
       sqliteMmapMiB: 0,
+      sqliteReadMemoEntries: 32,
     });
     const settings = engineSettingsFrom(c);
     assert.equal(settings.conversationStates, 500);
@@ -68,6 +76,49 @@ describe("cache settings", () => {
       () => loadConfig({}, env({ MEMORY_SQLITE_CACHE_MIB: "1" })),
       /cache\.sqlitePageCacheMiB.*MEMORY_SQLITE_CACHE_MIB/,
     );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_SQLITE_READ_MEMO_ENTRIES: "0" })),
+      /cache\.sqliteReadMemoEntries.*MEMORY_SQLITE_READ_MEMO_ENTRIES/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_SQLITE_READ_MEMO_ENTRIES: "2.5" })),
+      /cache\.sqliteReadMemoEntries.*MEMORY_SQLITE_READ_MEMO_ENTRIES/,
+    );
+  });
+});
+
+describe("the embedded store's read memos (UnchangedDataMemo)", () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("keep at most their capacity, the oldest dropped first", () => {
+    const reads: string[] = [];
+    const memo = new UnchangedDataMemo<string>(() => "unchanged", 2);
+    for (const key of ["a", "b", "a", "c", "b", "a"])
+      memo.get(key, () => {
+        reads.push(key);
+        return key.toUpperCase();
+      });
+    // a and b read and kept, a found; c drops a (the oldest kept), b found; a read again.
+    assert.deepEqual(reads, ["a", "b", "c", "a"]);
+    assert.throws(() => new UnchangedDataMemo(() => "", 0), RangeError);
+  });
+
+  it("are as large as the configuration says in the stores a process opens", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-read-memo-"));
+    dirs.push(dir);
+    const stores = openSqliteStores(loadConfig({ dataDir: dir }, env({ MEMORY_SQLITE_READ_MEMO_ENTRIES: "7" })));
+    try {
+      assert.ok(stores.graph instanceof SqliteGraphStore);
+      assert.equal(stores.graph.readMemoEntries, 7);
+    } finally {
+      await stores.close();
+    }
+    const plain = SqliteGraphStore.open(dir);
+    assert.equal(plain.readMemoEntries, DEFAULT_READ_MEMO_ENTRIES, "without the option, the default");
+    await plain.close();
   });
 });
 

@@ -137,6 +137,7 @@ describe("StoreMemoryReader: the read side both runtimes share", () => {
     };
     const planner: QueryPlanner = {
       id: "fixed",
+      waitsOnModel: true,
       plan: async (input) => {
         asked.push(input);
         return { plan, cost: { llmCalls: 1, inputTokens: 20, outputTokens: 5 } };

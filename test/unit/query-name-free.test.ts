@@ -97,7 +97,8 @@ describe("runQuery: the similarity routes once more without common names", () =>
       { question: "What kinds of drinks does Caroline prefer?", conversation: "c1", budget: 500, explain: true },
       settings,
     );
-    assert.equal(r.cost.embeddingCalls, 2);
+    // The question and its name-free form go to the embedder in one call.
+    assert.equal(r.cost.embeddingCalls, 1);
     assert.equal(denseRuns(r.explain?.routes ?? []), 2);
     assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 2);
     assert.equal(

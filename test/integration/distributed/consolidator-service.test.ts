@@ -45,6 +45,7 @@ import { EMBEDDER_DIR, engineSettingsFrom } from "../../../services/embedded/ope
 import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
 import { LIFE, TRAVEL } from "../../helpers/consolidation-scenario.ts";
+import { neo4jConnection } from "../../helpers/neo4j-env.ts";
 import { runPrefix, testConfig, until } from "../pipeline/helpers.ts";
 import { cleanUp, LOCOMO, MODEL_DIR, type Proc, ROOT, sharedEnv, skip, spawnLogged, waitStarted } from "./helpers.ts";
 
@@ -137,11 +138,7 @@ const prepare = async (prefix: string, ingests: readonly Ingest[]): Promise<Prep
   const db = openSqlite(dir);
   const sqliteGraph = new SqliteGraphStore(db);
   const hnsw = new HnswVectorStore(db, dir);
-  const { driver } = openDriver({
-    uri: process.env.NEO4J_URI as string,
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
-  });
+  const { driver } = openDriver(neo4jConnection());
   const neoGraph = await Neo4jGraphStore.open({ driver });
   const neoVectors = new Neo4jVectorStore({ driver });
   await neoVectors.ensureSchema();

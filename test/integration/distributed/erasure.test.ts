@@ -22,6 +22,7 @@ import type { ErasureReport } from "../../../services/core/maintenance.ts";
 import type { QueryResult } from "../../../services/core/query-types.ts";
 import type { TurnInput } from "../../../services/core/requests.ts";
 import { keyOf } from "../../../services/core/types.ts";
+import { neo4jConnection } from "../../helpers/neo4j-env.ts";
 import { readAll } from "../pipeline/helpers.ts";
 import {
   cleanUp,
@@ -100,11 +101,7 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
   const env = sharedEnv(prefix, keys);
   const config = loadConfig({}, env);
   const kafka = kafkaClient(config, "erasure-test");
-  const { driver } = openDriver({
-    uri: process.env.NEO4J_URI ?? "",
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
-  });
+  const { driver } = openDriver(neo4jConnection());
   const graph = new Neo4jGraphStore({ driver });
   const vectors = new Neo4jVectorStore({ driver });
   let dep: Deployment | undefined;

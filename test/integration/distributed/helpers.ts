@@ -17,6 +17,7 @@ import { Neo4jVectorStore } from "../../../services/core/adapters/neo4j/vector-s
 import type { RecordPage } from "../../../services/core/ports.ts";
 import type { QueryResult } from "../../../services/core/query-types.ts";
 import type { MemoryRecord } from "../../../services/core/types.ts";
+import { neo4jConnection, neo4jSkip } from "../../helpers/neo4j-env.ts";
 import { deleteSubjects, deleteTopics, sleep, testEnv } from "../pipeline/helpers.ts";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
@@ -24,7 +25,7 @@ export const MODEL_DIR = join(ROOT, "models");
 export const LOCOMO = resolve(ROOT, "..", "shared", "data", "locomo-dev.json");
 
 export const skip: string | false =
-  !process.env.KAFKA_BROKERS || !process.env.SCHEMA_REGISTRY_URL || !process.env.NEO4J_URI
+  !process.env.KAFKA_BROKERS || !process.env.SCHEMA_REGISTRY_URL || neo4jSkip
     ? 'KAFKA_BROKERS / SCHEMA_REGISTRY_URL / NEO4J_URI not set: npm run infra:up; eval "$(bash infra/env.sh)"'
     : !existsSync(join(MODEL_DIR, "all-MiniLM-L6-v2", "model.onnx"))
       ? "embedder model missing: npm run setup"
@@ -330,12 +331,8 @@ export const newKey = (): string => `key-${randomUUID()}`;
 export const cleanUp = async (kafka: Kafka, prefix: string, tenants: readonly string[]): Promise<void> => {
   await deleteTopics(kafka, prefix);
   await deleteSubjects(prefix);
-  if (!process.env.NEO4J_URI || tenants.length === 0) return;
-  const { driver } = openDriver({
-    uri: process.env.NEO4J_URI,
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
-  });
+  if (neo4jSkip || tenants.length === 0) return;
+  const { driver } = openDriver(neo4jConnection());
   try {
     const graph = new Neo4jGraphStore({ driver });
     const vectors = new Neo4jVectorStore({ driver });

@@ -27,6 +27,7 @@ import type { EmbeddedEngine } from "../../../services/embedded/engine.ts";
 import { openEmbeddedEngine } from "../../../services/embedded/open.ts";
 import { LIFE, TRAVEL } from "../../helpers/consolidation-scenario.ts";
 import { carries, standsFor } from "../../helpers/evidence.ts";
+import { neo4jConnection } from "../../helpers/neo4j-env.ts";
 import { runPrefix } from "../pipeline/helpers.ts";
 import { cleanUp, type Deployment, skip, startDeployment, tails, waitDrained } from "./helpers.ts";
 
@@ -113,11 +114,7 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
     "maint-test",
   );
   const dir = mkdtempSync(join(tmpdir(), "memory-maint-"));
-  const { driver } = openDriver({
-    uri: process.env.NEO4J_URI as string,
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
-  });
+  const { driver } = openDriver(neo4jConnection());
   const neoGraph = new Neo4jGraphStore({ driver });
   const neoVectors = new Neo4jVectorStore({ driver });
   let d: Deployment | undefined;

@@ -29,15 +29,16 @@ import { ExtractiveEncoder } from "../../../services/encoder/encode-segment.ts";
 import { DeterministicPlanner } from "../../../services/query/planner.ts";
 import { DEFAULT_QUERY_SETTINGS, runQuery } from "../../../services/query/query.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
+import { neo4jConnection, neo4jSkip } from "../../helpers/neo4j-env.ts";
 import { LOCOMO, MODEL_DIR } from "./helpers.ts";
 
-const skip = !process.env.NEO4J_URI
-  ? 'NEO4J_URI not set: npm run infra:up; eval "$(bash infra/env.sh)"'
-  : !existsSync(join(MODEL_DIR, EMBEDDER_DIR, "model.onnx"))
+const skip =
+  neo4jSkip ||
+  (!existsSync(join(MODEL_DIR, EMBEDDER_DIR, "model.onnx"))
     ? "embedder model missing: npm run setup"
     : !existsSync(LOCOMO)
       ? `${LOCOMO} not found`
-      : false;
+      : false);
 
 const WRITES = new Set([
   "writeBatch",
@@ -74,11 +75,7 @@ test("SQLite + HNSW and Neo4j rank every route and pack every context identicall
   const db = openSqlite(dir);
   const sqliteGraph = new SqliteGraphStore(db);
   const hnsw = new HnswVectorStore(db, dir);
-  const { driver } = openDriver({
-    uri: process.env.NEO4J_URI as string,
-    user: process.env.NEO4J_USER ?? "neo4j",
-    password: process.env.NEO4J_PASSWORD ?? "",
-  });
+  const { driver } = openDriver(neo4jConnection());
   const neoGraph = await Neo4jGraphStore.open({ driver });
   const neoVectors = new Neo4jVectorStore({ driver });
   await neoVectors.ensureSchema();

@@ -5,19 +5,15 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import neo4j from "neo4j-driver";
-
-const uri = process.env.NEO4J_URI;
-const skip = !uri ? "NEO4J_URI not set: start with npm run infra:up" : false;
+import { neo4jConnection, neo4jSkip as skip } from "../../helpers/neo4j-env.ts";
 
 test("neo4j: MERGE/MATCH, full-text index, vector index", { skip, timeout: 120_000 }, async () => {
   const run = randomUUID().replaceAll("-", "").slice(0, 12);
   const label = `InfraSmoke_${run}`;
   const ftIndex = `infra_smoke_ft_${run}`;
   const vecIndex = `infra_smoke_vec_${run}`;
-  const driver = neo4j.driver(
-    uri ?? "",
-    neo4j.auth.basic(process.env.NEO4J_USER ?? "neo4j", process.env.NEO4J_PASSWORD ?? ""),
-  );
+  const { uri, user, password } = neo4jConnection();
+  const driver = neo4j.driver(uri, neo4j.auth.basic(user, password));
   try {
     await driver.verifyConnectivity();
 

@@ -58,6 +58,7 @@ import {
 } from "../../../services/segmenter/segment-state.ts";
 import { compressTurn } from "../../../services/sensory/compress-turn.ts";
 import { StatisticalCompressor } from "../../../services/sensory/statistical-compressor.ts";
+import { neo4jSkip } from "../../helpers/neo4j-env.ts";
 import {
   deleteSubjects,
   deleteTopics,
@@ -339,7 +340,7 @@ describe("SIGKILL of each stage mid-stream", {
       timeout: 240_000,
     }, async (t) => {
       const prefix = runPrefix(`crash-${c.kill}`);
-      const neo4j = c.kill === "indexer" && Boolean(process.env.NEO4J_URI);
+      const neo4j = c.kill === "indexer" && !neo4jSkip;
       const dataDir = c.kill === "indexer" && !neo4j ? mkdtempSync(join(tmpdir(), "crash-indexer-")) : undefined;
       const env = testEnv(prefix, {
         MEMORY_METRICS_PORT: "0",

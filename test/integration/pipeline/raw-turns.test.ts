@@ -14,12 +14,13 @@ import { OPEN_SEGMENT_ID } from "../../../services/core/ports.ts";
 import { keyOf, type SensoryTurn } from "../../../services/core/types.ts";
 import { emptyContext } from "../../../services/encoder/extractor.ts";
 import { rawTurnText } from "../../../services/indexer/raw-turns.ts";
+import { neo4jSkip } from "../../helpers/neo4j-env.ts";
 import { segmentOf, segmentTurnOf } from "../../helpers/stage-fixtures.ts";
 import { skip as kafkaSkip } from "./helpers.ts";
 import { openNeo4jPipelineRun } from "./neo4j-run.ts";
 import { startInstance, stopInstance, waitStarted } from "./stage-harness.ts";
 
-const skip = kafkaSkip || (process.env.NEO4J_URI ? false : "NEO4J_URI not set: npm run infra:up");
+const skip = kafkaSkip || neo4jSkip;
 
 const TURNS = [
   segmentTurnOf("t1", "I adopted a greyhound called Pepper last week.", "2023-06-01T10:00:00.000Z"),

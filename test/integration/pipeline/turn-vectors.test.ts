@@ -22,12 +22,13 @@ import { type SensoryEvent, SensoryEventSchema } from "../../../services/core/ad
 import { turnRowId } from "../../../services/core/ids.ts";
 import { keyOf, type Turn } from "../../../services/core/types.ts";
 import { rawTurnText } from "../../../services/indexer/raw-turns.ts";
+import { neo4jSkip } from "../../helpers/neo4j-env.ts";
 import { turnOf } from "../../helpers/stage-fixtures.ts";
 import { deleteSubjects, skip as kafkaSkip, readAll, registryUrl, runPrefix, waitGroupsDrained } from "./helpers.ts";
 import { openNeo4jPipelineRun } from "./neo4j-run.ts";
 import { type Instance, startInstance, stopInstance, waitStarted } from "./stage-harness.ts";
 
-const skip = kafkaSkip || (process.env.NEO4J_URI ? false : "NEO4J_URI not set: npm run infra:up");
+const skip = kafkaSkip || neo4jSkip;
 
 /** The schema before the embedding field (what producers wrote until issue 18). */
 const schemaBefore = (): string => {

@@ -515,6 +515,7 @@ export interface components {
             rewrites: string[];
         };
         QueryCost: {
+            /** @description Calls to the embedding model the query made; one call may embed several texts. */
             embeddingCalls: number;
             llmCalls: number;
             inputTokens: number;

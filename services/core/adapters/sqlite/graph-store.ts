@@ -88,7 +88,12 @@ export interface SqliteGraphStoreOptions {
   ownsDb?: boolean;
   /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
   cursorSecret?: string;
+  /** Results each read memo keeps (config cache.sqliteReadMemoEntries; default DEFAULT_READ_MEMO_ENTRIES). */
+  readMemoEntries?: number;
 }
+
+/** Results each of the store's read memos keeps by default (the configuration's default too). */
+export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 
 const ms = (iso: string): number => {
   const v = Date.parse(iso);
@@ -183,14 +188,16 @@ export class SqliteGraphStore implements GraphStore {
   private readonly ownsDb: boolean;
   private readonly cursors: CursorCodec;
   private readonly statements = new Map<string, Statement>();
+  /** Results each read memo below keeps (SqliteGraphStoreOptions.readMemoEntries). */
+  readonly readMemoEntries: number;
   /**
    * knownEntities / knownTopics by tenant and conversation, until any write (unchanged-data-memo.ts):
    * a tenant-wide read is a seek per distinct name (hundreds of topics), about 1.5 ms each at
    * 10,000 records per tenant, and every query made both.
    */
-  private readonly knownNames = new UnchangedDataMemo<readonly string[]>(() => this.dataStamp(), 1024);
+  private readonly knownNames: UnchangedDataMemo<readonly string[]>;
   /** countRecords the same way: tenant-wide, a count over the tenant's index (0.5–1 ms at 10,000 records). */
-  private readonly recordCounts = new UnchangedDataMemo<number>(() => this.dataStamp(), 1024);
+  private readonly recordCounts: UnchangedDataMemo<number>;
   /** The cached-statement runner the transactional primitives (graph-transaction.ts) use. */
   private readonly sql: SqlRunner = {
     all: (sql, ...params) => this.all(sql, ...params),
@@ -204,6 +211,9 @@ export class SqliteGraphStore implements GraphStore {
     this.db = db;
     this.ownsDb = options.ownsDb ?? false;
     this.cursors = new CursorCodec(options.cursorSecret);
+    this.readMemoEntries = options.readMemoEntries ?? DEFAULT_READ_MEMO_ENTRIES;
+    this.knownNames = new UnchangedDataMemo(() => this.dataStamp(), this.readMemoEntries);
+    this.recordCounts = new UnchangedDataMemo(() => this.dataStamp(), this.readMemoEntries);
     migrate(db, "graph", GRAPH_MIGRATIONS);
   }
 

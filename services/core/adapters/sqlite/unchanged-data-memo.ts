@@ -4,7 +4,8 @@
  * a loose index scan of hundreds of seeks). Any change empties the memo: the stamp is
  * `PRAGMA data_version` (changes when another connection commits) with `total_changes()` (rows
  * this connection changed, committed or not), read once per lookup; so while writes keep coming
- * every lookup reads afresh, and a kept result is never older than the data.
+ * every lookup reads afresh, and a kept result is never older than the data. At most `capacity`
+ * results are kept (the oldest dropped first), whatever the number of tenants and conversations.
  */
 export class UnchangedDataMemo<V> {
   private readonly entries = new Map<string, V>();
@@ -13,7 +14,10 @@ export class UnchangedDataMemo<V> {
   constructor(
     private readonly readStamp: () => string,
     private readonly capacity: number,
-  ) {}
+  ) {
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`UnchangedDataMemo: capacity must be a whole number >= 1, got ${capacity}`);
+  }
 
   /** The kept result of `key` while nothing changed, else `read()`'s (then kept). */
   get(key: string, read: () => V): V {

@@ -147,6 +147,7 @@ export interface QueryPlan {
 }
 
 export interface QueryCost {
+  /** Calls to the embedding model the query made; one call may embed several texts. */
   embedding_calls: number;
   llm_calls: number;
   input_tokens: number;

@@ -20,25 +20,39 @@ const NUMBERED = /^(.*?)(\d+)$/;
 /** The characters a prefix may end with: a prefix cut inside a word or number would mislead. */
 const SEPARATOR = /[^\p{L}\p{N}]/u;
 
-/**
- * The longest prefix every id shares that ends just after a separator ("D3:" for D3:5 and D3:12;
- * "" for UUIDs or for "a1" and "a2"), and leaves every id a non-empty rest.
- */
-export const sharedPrefix = (ids: readonly string[]): string => {
-  const first = ids[0];
-  if (first === undefined) return "";
-  let end = first.length;
+/** What a set of ids starts with in common, and its shortest id's length: enough to add ids to it. */
+export interface IdStart {
+  common: string;
+  shortest: number;
+}
+
+/** The start of `ids`, or of `from`'s ids and `ids` together; undefined for no ids at all. */
+export const idStart = (ids: readonly string[], from?: IdStart): IdStart | undefined => {
+  let common = from?.common ?? ids[0];
+  if (common === undefined) return undefined;
+  let shortest = from?.shortest ?? common.length;
   for (const id of ids) {
     let i = 0;
-    while (i < end && i < id.length && id[i] === first[i]) i++;
-    end = i;
+    while (i < common.length && i < id.length && id[i] === common[i]) i++;
+    common = common.slice(0, i);
+    shortest = Math.min(shortest, id.length);
   }
-  // The rest of each id must keep at least one character: back off to before the shortest id's end.
-  const shortest = Math.min(...ids.map((id) => id.length));
-  end = Math.min(end, shortest - 1);
-  while (end > 0 && !SEPARATOR.test(first[end - 1] as string)) end--;
-  return first.slice(0, end);
+  return { common, shortest };
 };
+
+/**
+ * The longest prefix the ids share that ends just after a separator ("D3:" for D3:5 and D3:12;
+ * "" for UUIDs or for "a1" and "a2"), and leaves every id a non-empty rest.
+ */
+export const prefixOf = (start: IdStart | undefined): string => {
+  if (start === undefined) return "";
+  let end = Math.min(start.common.length, start.shortest - 1);
+  while (end > 0 && !SEPARATOR.test(start.common[end - 1] as string)) end--;
+  return start.common.slice(0, end);
+};
+
+/** `prefixOf` the ids. */
+export const sharedPrefix = (ids: readonly string[]): string => prefixOf(idStart(ids));
 
 /**
  * "D3:5, D3:6, D3:7, D3:9" as ["D3:5-7", "D3:9"]: consecutive numbered ids of one stem become a

@@ -291,6 +291,27 @@ describe("budget packing", () => {
     assert.ok(packed.tokens < budget, "the compact form leaves room that nothing ranked fills");
   });
 
+  it("counts an item's tokens as its line with every source id whole, however the text ends", () => {
+    const at = "2023-05-08T10:00:00Z";
+    const texts = [
+      "Ends in a word",
+      "Ends in punctuation!?",
+      "Ends in a number 2023",
+      "Ends in a space ",
+      "Ends in emoji 🎉",
+      "[bracketed]",
+    ];
+    const ranked = texts.map((text, i) => ({
+      ...turn(`D1:${i + 1}`, at, "Ana", text),
+      turnIds: [`D1:${i + 1}`, `D1:${i + 2}`],
+    }));
+    const packed = packContext(ranked, 2000);
+    assert.deepEqual(
+      packed.items.map((i) => i.tokens),
+      ranked.map((r) => countTokens(`Ana: ${r.text} [${r.turnIds.join(",")}]\n`)),
+    );
+  });
+
   it("returns an empty context when nothing fits", () => {
     assert.deepEqual(packContext([item("1", "2024-01-01", "x ".repeat(300))], 20), {
       context: "",

@@ -102,7 +102,10 @@ class Counts {
   body(item: PackInput): number {
     let n = this.bodies.get(item);
     if (n === undefined) {
-      n = countTokens(lineBody(item));
+      // From the whole line with plain ids, which the first pass counts anyway: one long text
+      // counted per item, not two.
+      const tail = countTokens(` ${cite(item, null)}\n`);
+      n = countTokens(`${lineBody(item)} ${cite(item, null)}\n`) - tail;
       this.bodies.set(item, n);
     }
     return n;

@@ -18,6 +18,7 @@ import {
   perThousandTokens,
   recall,
   sessionRecall,
+  sourceStripper,
   targetsFound,
 } from "./scoring.ts";
 import {
@@ -124,19 +125,6 @@ const foundTargets = (spec: DatasetSpec, q: BenchQuestion, turnIds: readonly str
   const first = spec.metrics[0];
   const target = first ? q.targets[first] : undefined;
   return target?.level === "turn" ? targetsFound(target.ids, new Set(turnIds)) : null;
-};
-
-const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-
-/**
- * A context without the case's ids (conversation and turn ids, as the engine cites its sources):
- * "D1:3" or "conv-26" would otherwise lend an answer like "3" or "26" a match it did not earn.
- */
-const citationStripper = (ids: readonly string[]): ((context: string) => string) => {
-  const sorted = [...new Set(ids)].filter(Boolean).sort((a, b) => b.length - a.length);
-  if (sorted.length === 0) return (context) => context;
-  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${sorted.map(escapeRegExp).join("|")})(?![\\p{L}\\p{N}])`, "gu");
-  return (context) => context.replace(pattern, " ");
 };
 
 const timed = <T>(f: () => T): { value: T; ms: number } => {
@@ -266,9 +254,9 @@ export const runHarness = async (
       const fullTokens = countTokens(fullText);
       build["full-context"].units += units.length;
       const allTurnIds = turns.map((t) => t.turnId);
-      const stripCitations = citationStripper([c.id, ...allTurnIds]);
+      const withoutSources = sourceStripper([c.id, ...allTurnIds]);
       const coverageOf = (q: BenchQuestion, context: string): number | null =>
-        answerCoverage(q.answer, stripCitations(context)) ?? null;
+        answerCoverage(q.answer, withoutSources(context)) ?? null;
       const fullTerms = contentTerms(fullText);
       const recent = recentFirst(units);
 

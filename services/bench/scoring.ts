@@ -1,9 +1,10 @@
 /**
  * Pure retrieval scoring for the benchmark: recall of target ids in a retrieved context, answer
- * coverage of the context's text, aggregation per category, percentiles. No I/O.
+ * coverage of the context's text (its sources stripped), aggregation per category, percentiles. No I/O.
  */
 import { stemmer } from "stemmer";
 import { STOP_WORDS } from "../core/text/lexicon.ts";
+import { withoutCitations } from "../query/cite.ts";
 
 /**
  * Share of `targets` found in `retrieved`; undefined when there is nothing to find (empty targets),
@@ -49,6 +50,21 @@ export const contentTerms = (text: string): Set<string> => {
     else out.add(/^[a-z]+$/.test(w) ? stemmer(w) : w);
   }
   return out;
+};
+
+const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/**
+ * A context without its sources, for answer coverage: "[D1:3]" or "conv-26" would otherwise lend an
+ * answer like "3" or "26" a match it did not earn. The citations at line ends and the prefix notes
+ * of group headers go whatever their form ("[D3:5-6]", "[…5]", " (D3:…)": `withoutCitations`),
+ * then any of the case's ids left elsewhere (a conversation id in a header) as whole words.
+ */
+export const sourceStripper = (ids: readonly string[]): ((context: string) => string) => {
+  const sorted = [...new Set(ids)].filter(Boolean).sort((a, b) => b.length - a.length);
+  if (sorted.length === 0) return withoutCitations;
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${sorted.map(escapeRegExp).join("|")})(?![\\p{L}\\p{N}])`, "gu");
+  return (context) => withoutCitations(context).replace(pattern, " ");
 };
 
 /**

@@ -1,8 +1,13 @@
 import type { ContextItem } from "../core/query-types.ts";
 import { withoutSaidDay } from "../core/text/record-text.ts";
 import { countTokens } from "../core/tokens.ts";
+import { citation, type IdStart, idStart, prefixNote, prefixOf } from "./cite.ts";
 
 export const CONTEXT_HEADER = "Memories (dated, with sources; newest facts override older ones):";
+
+/** The context header when every item is from one conversation, named there once: "Memories of conv-26 (…):". */
+const contextHeader = (conversation?: string): string =>
+  conversation === undefined ? CONTEXT_HEADER : CONTEXT_HEADER.replace("Memories", `Memories of ${conversation}`);
 
 /**
  * What the packer ranks: a context item plus where it was said (session and the moment), which
@@ -18,29 +23,45 @@ const saidAtOf = (item: PackInput): string => item.saidAt ?? item.date;
 const groupKey = (item: PackInput): string =>
   `${item.conversation}\u0000${item.session ?? ""}\u0000${day(saidAtOf(item))}`;
 
-const groupHeader = (item: PackInput): string =>
-  `[${day(saidAtOf(item))}] ${item.conversation}${item.session ? ` ${item.session}` : ""}:`;
-
-const cite = (item: PackInput): string => `[${item.turnIds.join(",")}]`;
+/**
+ * "[2023-05-08] conv-26 session_3:", without the conversation when the context header names it,
+ * and with " (D3:…)" before the colon when its lines cite under that prefix ("[…5]").
+ */
+const groupHeader = (item: PackInput, named = true, prefix = ""): string =>
+  `[${day(saidAtOf(item))}]${named ? ` ${item.conversation}` : ""}${item.session ? ` ${item.session}` : ""}${
+    prefix ? prefixNote(prefix) : ""
+  }:`;
 
 /**
- * One item's line under its header. A raw turn is "Speaker: text [D1:3]", its label left out when
- * the line above is a turn by the same speaker; a record is "- text [D1:3,D1:4]" (it names its
- * subject), with its event date in parentheses when that is not the day it was said. A record's
- * own prefix day ("Ana (2023-05-08): ...") is left out: it is the day its header gives, and
- * repeating it cost about 7 of a record's ~57 tokens, budget that now packs further items.
+ * An item's sources: "[D3:5-6]", or "[…5-6]" under a header giving the prefix "D3:". With prefix
+ * null every id is written whole, one by one ("[D3:5,D3:6]"): the longest form, which the first
+ * packing pass prices every line at.
  */
-export const renderItem = (item: PackInput, previous?: PackInput): string => {
+const cite = (item: PackInput, prefix: string | null): string =>
+  prefix === null ? `[${item.turnIds.join(",")}]` : citation(item.turnIds, prefix);
+
+/** An item's line without its sources. */
+const lineBody = (item: PackInput, previous?: PackInput): string => {
   if (item.kind === "turn") {
     const speaker = item.speakers[0] ?? "";
     const continues = previous?.kind === "turn" && previous.speakers[0] === speaker;
-    return `${continues || speaker === "" ? "  " : `${speaker}: `}${item.text} ${cite(item)}`;
+    return `${continues || speaker === "" ? "  " : `${speaker}: `}${item.text}`;
   }
   const eventDay = day(item.date);
   const saidDay = day(saidAtOf(item));
   const dated = eventDay !== saidDay ? `(${eventDay}) ` : "";
-  return `- ${dated}${withoutSaidDay(item.text, saidDay)} ${cite(item)}`;
+  return `- ${dated}${withoutSaidDay(item.text, saidDay)}`;
 };
+
+/**
+ * One item's line under its header. A raw turn is "Speaker: text [D1:3]", its label left out when
+ * the line above is a turn by the same speaker; a record is "- text [D1:3-4]" (it names its
+ * subject), with its event date in parentheses when that is not the day it was said. A record's
+ * own prefix day ("Ana (2023-05-08): ...") is left out: it is the day its header gives, and
+ * repeating it cost about 7 of a record's ~57 tokens, budget that now packs further items.
+ */
+export const renderItem = (item: PackInput, previous?: PackInput, prefix: string | null = ""): string =>
+  `${lineBody(item, previous)} ${cite(item, prefix)}`;
 
 export interface Packed {
   context: string;
@@ -48,23 +69,194 @@ export interface Packed {
   items: ContextItem[];
 }
 
+/**
+ * Token counts of lines and headers, kept for one packing: the second pass re-counts a group for
+ * every candidate that would join it, and the render counts again what the passes chose.
+ */
+class Counts {
+  private readonly bodies = new Map<PackInput, number>();
+  private readonly lines = new Map<PackInput, Map<string | null, number>>();
+  private readonly headers = new Map<PackInput, Map<string, number>>();
+  private readonly contexts = new Map<string, number>();
+
+  /**
+   * A line with its newline, counted as if it continued no speaker (an upper bound): its body and
+   * its " [sources]\n" apart, which is exact, as o200k's pre-tokenizer always cuts before " [".
+   * Only the short tail is counted again for each way of citing.
+   */
+  line(item: PackInput, prefix: string | null): number {
+    let forms = this.lines.get(item);
+    if (!forms) {
+      forms = new Map();
+      this.lines.set(item, forms);
+    }
+    let n = forms.get(prefix);
+    if (n === undefined) {
+      n = this.body(item) + countTokens(` ${cite(item, prefix)}\n`);
+      forms.set(prefix, n);
+    }
+    return n;
+  }
+
+  /** A line without its sources, with its speaker label. */
+  body(item: PackInput): number {
+    let n = this.bodies.get(item);
+    if (n === undefined) {
+      // From the whole line with plain ids, which the first pass counts anyway: one long text
+      // counted per item, not two.
+      const tail = countTokens(` ${cite(item, null)}\n`);
+      n = countTokens(`${lineBody(item)} ${cite(item, null)}\n`) - tail;
+      this.bodies.set(item, n);
+    }
+    return n;
+  }
+
+  /** The header of the group `head` opens, with its newline. */
+  header(head: PackInput, named: boolean, prefix = ""): number {
+    let forms = this.headers.get(head);
+    if (!forms) {
+      forms = new Map();
+      this.headers.set(head, forms);
+    }
+    const key = `${named ? "+" : "-"}${prefix}`;
+    let n = forms.get(key);
+    if (n === undefined) {
+      n = countTokens(`${groupHeader(head, named, prefix)}\n`);
+      forms.set(key, n);
+    }
+    return n;
+  }
+
+  /** The context header, naming the conversation when given, with its newline. */
+  context(conversation?: string): number {
+    const key = conversation ?? "";
+    let n = this.contexts.get(key);
+    if (n === undefined) {
+      n = countTokens(`${contextHeader(conversation)}\n`);
+      this.contexts.set(key, n);
+    }
+    return n;
+  }
+}
+
+/**
+ * A group as it is counted: its lines' sum with whole ids and with the ids' shared prefix said
+ * once, and the cheaper form's tokens with the conversation named in its header and without. A
+ * group cites under the prefix only where the header's " (D3:…)" costs less than the prefix
+ * repeated on every line (one line seldom pays for it, three usually do).
+ */
+interface Group {
+  items: readonly PackInput[];
+  start: IdStart | undefined;
+  prefix: string;
+  whole: number;
+  factored: number;
+  named: number;
+  unnamed: number;
+}
+
+/** `group` (undefined: none yet) with `item` added; the old lines are re-counted only when the prefix changes. */
+const grow = (group: Group | undefined, item: PackInput, counts: Counts): Group => {
+  const items = group ? [...group.items, item] : [item];
+  const start = idStart(item.turnIds, group?.start);
+  const prefix = prefixOf(start);
+  const whole = (group?.whole ?? 0) + counts.line(item, "");
+  let factored = 0;
+  if (prefix !== "")
+    if (group && prefix === group.prefix) factored = group.factored + counts.line(item, prefix);
+    else for (const i of items) factored += counts.line(i, prefix);
+  const head = items[0] as PackInput;
+  const cheaper = (named: boolean): number => {
+    const plain = counts.header(head, named) + whole;
+    return prefix === "" ? plain : Math.min(plain, counts.header(head, named, prefix) + factored);
+  };
+  return { items, start, prefix, whole, factored, named: cheaper(true), unnamed: cheaper(false) };
+};
+
+/** The prefix a group's lines cite under, with or without the conversation in its header; "" for whole ids. */
+const citedPrefix = (group: Group, named: boolean, counts: Counts): string => {
+  if (group.prefix === "") return "";
+  const head = group.items[0] as PackInput;
+  const plain = counts.header(head, named) + group.whole;
+  return counts.header(head, named, group.prefix) + group.factored < plain ? group.prefix : "";
+};
+
+/**
+ * The token count of a set of items as the context header plus each group's cheaper form (an
+ * upper bound of the rendered text, lines being counted with their speaker labels), kept per group
+ * so that trying one more item re-counts only its group. Both ways of naming the conversation are
+ * kept: in every group header, or once in the context header when all items share it and that is
+ * shorter.
+ */
+class Layout {
+  readonly groups = new Map<string, Group>();
+  private readonly conversations = new Set<string>();
+  private named = 0;
+  private unnamed = 0;
+
+  constructor(
+    private readonly counts: Counts,
+    items: readonly PackInput[] = [],
+  ) {
+    for (const item of items) this.add(item);
+  }
+
+  /** The smaller total; naming the conversation once needs a single conversation. */
+  private total(named: number, unnamed: number, conversations: number, only: string | undefined): number {
+    const once =
+      conversations === 1 && only !== undefined ? this.counts.context(only) + unnamed : Number.POSITIVE_INFINITY;
+    return Math.min(this.counts.context() + named, once);
+  }
+
+  /** The conversation, when the context header names it instead of every group header. */
+  get namedOnce(): string | undefined {
+    const [only] = this.conversations;
+    if (this.conversations.size !== 1 || only === undefined) return undefined;
+    return this.counts.context(only) + this.unnamed < this.counts.context() + this.named ? only : undefined;
+  }
+
+  get tokens(): number {
+    const [only] = this.conversations;
+    return this.total(this.named, this.unnamed, this.conversations.size, only);
+  }
+
+  /** The count with `item` added; nothing changes. */
+  tokensWith(item: PackInput): number {
+    const before = this.groups.get(groupKey(item));
+    const after = grow(before, item, this.counts);
+    const [only] = this.conversations;
+    return this.total(
+      this.named - (before?.named ?? 0) + after.named,
+      this.unnamed - (before?.unnamed ?? 0) + after.unnamed,
+      this.conversations.size + (this.conversations.has(item.conversation) ? 0 : 1),
+      only ?? item.conversation,
+    );
+  }
+
+  add(item: PackInput): void {
+    const key = groupKey(item);
+    const before = this.groups.get(key);
+    const after = grow(before, item, this.counts);
+    this.named += after.named - (before?.named ?? 0);
+    this.unnamed += after.unnamed - (before?.unnamed ?? 0);
+    this.groups.set(key, after);
+    this.conversations.add(item.conversation);
+  }
+}
+
 const byHistory = (a: PackInput, b: PackInput): number =>
   saidAtOf(a).localeCompare(saidAtOf(b)) || a.date.localeCompare(b.date) || a.id.localeCompare(b.id);
 
 /** The chosen items as the context: groups oldest first, items in the order they were said. */
-const render = (chosen: readonly PackInput[]): string => {
-  const groups = new Map<string, PackInput[]>();
-  for (const item of [...chosen].sort(byHistory)) {
-    const key = groupKey(item);
-    const list = groups.get(key);
-    if (list) list.push(item);
-    else groups.set(key, [item]);
-  }
-  const lines = [CONTEXT_HEADER];
-  for (const items of groups.values()) {
-    lines.push(groupHeader(items[0] as PackInput));
-    items.forEach((item, i) => {
-      lines.push(renderItem(item, items[i - 1]));
+const render = (chosen: readonly PackInput[], counts: Counts): string => {
+  const layout = new Layout(counts, [...chosen].sort(byHistory));
+  const once = layout.namedOnce;
+  const lines = [contextHeader(once)];
+  for (const group of layout.groups.values()) {
+    const prefix = citedPrefix(group, once === undefined, counts);
+    lines.push(groupHeader(group.items[0] as PackInput, once === undefined, prefix));
+    group.items.forEach((item, i) => {
+      lines.push(renderItem(item, group.items[i - 1], prefix));
     });
   }
   return lines.join("\n");
@@ -81,30 +273,60 @@ const toContextItem = (item: PackInput, tokens: number): ContextItem => {
  * are all in the context already is skipped too: a record and the raw turn it came from (or two
  * copies of a turn) would spend the budget twice on the same evidence, and the first-ranked one
  * stands for it. The packed items are rendered grouped by session and day under one dated
- * header, oldest first, which is how a reader follows a history; an item's own tokens are counted
- * with its speaker label, and a header's when its group opens.
+ * header, oldest first, which is how a reader follows a history.
+ *
+ * Two passes. The first prices every line at its longest form (speaker label, every source id
+ * whole) and each header as its group opens. The second measures the chosen items as they are
+ * written (ranges, a group's shared id prefix and the one conversation said once, each where it
+ * is shorter) and fills the tokens that frees with the next items in relevance order that fit.
+ * So how compactly sources can be written only ever adds items: pricing the compact form in one
+ * pass could let a larger, lower-ranked item in early, in the place of smaller ones that the plain
+ * form would have packed (on the dev set that lost evidence on some questions while gaining on
+ * others).
  */
 export const packContext = (ranked: readonly PackInput[], budget: number): Packed => {
-  let used = countTokens(`${CONTEXT_HEADER}\n`);
+  const counts = new Counts();
+  let used = counts.context();
   const chosen: { item: PackInput; tokens: number }[] = [];
   const covered = new Set<string>();
   const openGroups = new Set<string>();
+  const sourcesOf = (item: PackInput): string[] => item.turnIds.map((t) => `${item.conversation}\u0000${t}`);
+  const isCovered = (sources: readonly string[]): boolean => sources.length > 0 && sources.every((s) => covered.has(s));
   for (const item of ranked) {
-    const sources = item.turnIds.map((t) => `${item.conversation}\u0000${t}`);
-    if (sources.length > 0 && sources.every((s) => covered.has(s))) continue;
+    const sources = sourcesOf(item);
+    if (isCovered(sources)) continue;
     const key = groupKey(item);
-    const header = openGroups.has(key) ? 0 : countTokens(`${groupHeader(item)}\n`);
-    const tokens = countTokens(`${renderItem(item)}\n`);
+    const header = openGroups.has(key) ? 0 : counts.header(item, true);
+    const tokens = counts.line(item, null);
     if (used + header + tokens > budget) continue;
     used += header + tokens;
     openGroups.add(key);
     for (const s of sources) covered.add(s);
     chosen.push({ item, tokens });
   }
+  const layout = new Layout(
+    counts,
+    chosen.map((c) => c.item),
+  );
+  const taken = new Set(chosen.map((c) => c.item));
+  for (const item of ranked) {
+    if (taken.has(item)) continue;
+    const sources = sourcesOf(item);
+    if (isCovered(sources)) continue;
+    // Most candidates are longer than what is left: their line's body alone tells (an item adds at
+    // least that much, the other lines of its group not getting shorter by its joining).
+    if (layout.tokens + counts.body(item) > budget || layout.tokensWith(item) > budget) continue;
+    layout.add(item);
+    for (const s of sources) covered.add(s);
+    chosen.push({ item, tokens: counts.line(item, null) });
+  }
   // Line counts are upper bounds (a continued speaker drops its label), but joining can merge
-  // tokens across a newline, so re-check the whole.
+  // tokens across a newline, so re-check the whole; the second pass's items go first.
   while (chosen.length > 0) {
-    const context = render(chosen.map((c) => c.item));
+    const context = render(
+      chosen.map((c) => c.item),
+      counts,
+    );
     const tokens = countTokens(context);
     if (tokens <= budget) return { context, tokens, items: chosen.map((c) => toContextItem(c.item, c.tokens)) };
     chosen.pop();

@@ -13,12 +13,14 @@ import {
   perThousandTokens,
   recall,
   sessionRecall,
+  sourceStripper,
   targetsFound,
 } from "../../services/bench/scoring.ts";
 import { markdownTable } from "../../services/bench/table.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { cleanEvidence, LocomoFileSchema, toConversation } from "../../services/core/datasets/locomo.ts";
 import { countTokens } from "../../services/core/tokens.ts";
+import { type PackInput, packContext } from "../../services/query/pack.ts";
 
 const turn = (i: number, session = "s1", text = `turn number ${i} about topic ${i % 3}`): BenchTurn => ({
   turnId: `D1:${i}`,
@@ -79,6 +81,41 @@ describe("answer coverage", () => {
   it("matches numbers without leading zeros, so an ISO date meets a spelled-out day", () => {
     assert.equal(answerCoverage("7 May 2023", "[2023-05-07] Caroline: hi"), 1);
     assert.equal(answerCoverage("3", "[2023-05-07] three kids"), 0);
+  });
+
+  it("leaves a packed context's sources out, in every form they are written, and keeps its text", () => {
+    const at = "2023-05-08T10:00:00Z";
+    const record = (n: number, text: string, turnIds = [`D1:${n}`]): PackInput => ({
+      kind: "record",
+      id: `r${n}`,
+      text,
+      date: at,
+      conversation: "conv-26",
+      turnIds,
+      speakers: ["Ana"],
+      routes: [],
+      fusedScore: 0,
+      session: "session_1",
+      saidAt: at,
+    });
+    const { context } = packContext(
+      [
+        record(31, "Ana has 2 cats.", ["D1:31", "D1:32"]),
+        record(33, "Ana adopted them in 2019."),
+        record(34, "Ana lives in flat 12."),
+        { ...record(47, "Ben visited Ana."), session: "session_2", saidAt: "2023-06-01T10:00:00Z", turnIds: ["D2:47"] },
+      ],
+      500,
+    );
+    // The compact forms are there: a header's prefix note and citations under it, and a range.
+    assert.match(context, /\(D1:…\):$/m);
+    assert.match(context, /\[…31-32\]$/m);
+    const strip = sourceStripper(["conv-26", "D1:31", "D1:32", "D1:33", "D1:34", "D2:47"]);
+    const terms = contentTerms(strip(context));
+    // (The headers' dates hold 1, 5, 6 and 8; the cited numbers are none of them.)
+    for (const cited of ["31", "32", "33", "34", "47", "d1", "d2", "26"])
+      assert.ok(!terms.has(cited), `"${cited}" is left out`);
+    for (const said of ["2", "2019", "12", "cat", "flat"]) assert.ok(terms.has(said), `"${said}" is kept`);
   });
 
   it("is undefined (left out) when the answer has no content word", () => {

@@ -125,11 +125,12 @@ describe("budget packing", () => {
       ["1", "3"],
     );
     const lines = packed.context.split("\n");
-    assert.equal(lines[0], CONTEXT_HEADER);
-    // Each item under its dated header (conversation too), with its source turns.
-    assert.equal(lines[1], "[2023-01-01] c1:");
+    // All from one conversation: named once, in the context header, not in each dated header.
+    assert.equal(lines[0], CONTEXT_HEADER.replace("Memories", "Memories of c1"));
+    // Each item under its dated header, with its source turns.
+    assert.equal(lines[1], "[2023-01-01]:");
     assert.equal(lines[2], "- Ana started pottery classes. [D1:3]");
-    assert.equal(lines[3], "[2024-05-02] c1:");
+    assert.equal(lines[3], "[2024-05-02]:");
     assert.match(lines[4] ?? "", /^- Ana adopted a dog named Pepper\. \[D1:1\]$/);
   });
 
@@ -146,6 +147,8 @@ describe("budget packing", () => {
     session,
     saidAt: at,
   });
+
+  const ofC1 = CONTEXT_HEADER.replace("Memories", "Memories of c1");
 
   it("groups items by session and day under one header, one speaker label per run of turns", () => {
     const packed = packContext(
@@ -164,13 +167,15 @@ describe("budget packing", () => {
       500,
     );
     assert.deepEqual(packed.context.split("\n"), [
-      CONTEXT_HEADER,
-      "[2023-05-08] c1 s1:",
-      "Ana: I started a class. [D1:1]",
-      "  Pottery is my thing. [D1:2]",
-      "Ben: Nice! [D1:3]",
-      "- (2023-05-01) Ana signed up for pottery the week before. [D1:9]",
-      "[2023-06-01] c1 s2:",
+      ofC1,
+      // Four lines pay for the header's "(D1:…)": each then cites only its number.
+      "[2023-05-08] s1 (D1:…):",
+      "Ana: I started a class. […1]",
+      "  Pottery is my thing. […2]",
+      "Ben: Nice! […3]",
+      "- (2023-05-01) Ana signed up for pottery the week before. […9]",
+      // One line does not: its id stays whole.
+      "[2023-06-01] s2:",
       "Ben: I moved to Oslo. [D2:1]",
     ]);
     assert.equal(packed.tokens, countTokens(packed.context));
@@ -211,17 +216,99 @@ describe("budget packing", () => {
       500,
     );
     assert.deepEqual(packed.context.split("\n"), [
+      // One group: naming the conversation in the context header would cost more than in its header.
       CONTEXT_HEADER,
-      "[2023-05-08] c1 s1:",
-      "- (2023-05-01) Ana: Ana signed up for pottery the week before. [D1:2]",
-      '- Ana, asked by Ben "Where did Ana go?": Ana went to Oslo. [D1:1]',
-      "- Ana (2023-05-07): Ana said this the day before. [D1:3]",
+      "[2023-05-08] c1 s1 (D1:…):",
+      "- (2023-05-01) Ana: Ana signed up for pottery the week before. […2]",
+      '- Ana, asked by Ben "Where did Ana go?": Ana went to Oslo. […1]',
+      "- Ana (2023-05-07): Ana said this the day before. […3]",
     ]);
     assert.equal(packed.tokens, countTokens(packed.context));
     assert.equal(
       packed.items[0]?.text,
       'Ana (2023-05-08), asked by Ben "Where did Ana go?": Ana went to Oslo.',
       "items keep the stored text",
+    );
+  });
+
+  it("writes ids with no shared prefix whole, and names each conversation where there are two", () => {
+    const uuids = ["3f2b1c9e-8d7a-4e5f-9a1b-2c3d4e5f6a7b", "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"];
+    const at = "2023-05-08T10:00:00Z";
+    const packed = packContext(
+      [
+        turn(uuids[0] as string, at, "Ana", "I started a class."),
+        turn(uuids[1] as string, "2023-05-08T10:01:00Z", "Ben", "Nice!"),
+        {
+          ...item("r1", at, "Cy greeted Dee."),
+          conversation: "c2",
+          turnIds: ["D1:1", "D1:2"],
+          session: "s1",
+          saidAt: at,
+        },
+      ],
+      500,
+    );
+    assert.deepEqual(packed.context.split("\n"), [
+      CONTEXT_HEADER,
+      "[2023-05-08] c2 s1:",
+      "- Cy greeted Dee. [D1:1-2]",
+      "[2023-05-08] c1 s1:",
+      `Ana: I started a class. [${uuids[0]}]`,
+      `Ben: Nice! [${uuids[1]}]`,
+    ]);
+    assert.deepEqual(packed.items.at(-1)?.turnIds, ["D1:1", "D1:2"], "items keep every source id");
+  });
+
+  it("packs what whole ids would, the tokens compact sources free only adding items", () => {
+    const said = "2023-05-08T10:00:00Z";
+    const record = (n: number, text: string): PackInput => ({
+      ...item(String(n), said, text),
+      turnIds: [`D1:${n}`],
+      session: "s1",
+      saidAt: said,
+    });
+    const small = [1, 2, 3, 4].map((n) => record(n, `Ana likes tea number ${n}.`));
+    const last = record(5, "Ana likes coffee.");
+    // The budget that whole ids need for the small items and the last one: exactly full.
+    const plainLine = (r: PackInput) => countTokens(`- ${r.text} [${r.turnIds.join(",")}]\n`);
+    const budget =
+      countTokens(`${CONTEXT_HEADER}\n`) +
+      countTokens("[2023-05-08] c1 s1:\n") +
+      [...small, last].reduce((n, r) => n + plainLine(r), 0);
+    // A larger item ranked before the last one that does not fit at whole-id prices, and the
+    // largest that fits in the room the compact form frees: in the last one's place, no room left.
+    let big: PackInput | undefined;
+    for (let words = 40; words >= 1 && big === undefined; words--) {
+      const candidate = record(6, `Ana ${"really ".repeat(words)}likes cake.`);
+      if (packContext([...small, candidate], budget).items.some((i) => i.id === "6")) big = candidate;
+    }
+    assert.ok(big && plainLine(big) > plainLine(last), "a larger item that only the compact form makes room for");
+    const packed = packContext([...small, big, last], budget);
+    assert.deepEqual(
+      packed.items.map((i) => i.id),
+      ["1", "2", "3", "4", "5"],
+    );
+    assert.ok(packed.tokens < budget, "the compact form leaves room that nothing ranked fills");
+  });
+
+  it("counts an item's tokens as its line with every source id whole, however the text ends", () => {
+    const at = "2023-05-08T10:00:00Z";
+    const texts = [
+      "Ends in a word",
+      "Ends in punctuation!?",
+      "Ends in a number 2023",
+      "Ends in a space ",
+      "Ends in emoji 🎉",
+      "[bracketed]",
+    ];
+    const ranked = texts.map((text, i) => ({
+      ...turn(`D1:${i + 1}`, at, "Ana", text),
+      turnIds: [`D1:${i + 1}`, `D1:${i + 2}`],
+    }));
+    const packed = packContext(ranked, 2000);
+    assert.deepEqual(
+      packed.items.map((i) => i.tokens),
+      ranked.map((r) => countTokens(`Ana: ${r.text} [${r.turnIds.join(",")}]\n`)),
     );
   });
 

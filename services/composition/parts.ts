@@ -35,7 +35,8 @@ export const EMBEDDER_THREADS = 2;
  * embed at the same time (sensory: each turn, indexer: each record text): with 2 threads each they
  * ask for twice the cores a host gives them, and a second intra-op thread costs CPU to hand work
  * over and wake up. Measured on conv-26's 419 turn texts, in one process, alternated, 2 loaded
- * cores: 1 thread used 12–17% less CPU than 2 (docs/benchmarks.md, "Stage CPU per turn").
+ * cores: 1 thread used 9–16% less CPU than 2 for the same, bit-identical vectors (docs/benchmarks.md,
+ * "Stage CPU per turn (fourth pass)").
  */
 export const STAGE_EMBEDDER_THREADS = 1;
 

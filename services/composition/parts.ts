@@ -26,15 +26,43 @@ import { tracedPortIfOn } from "./traced-port.ts";
 /** The sentence embedder's folder under the model folder. */
 export const EMBEDDER_DIR = "all-MiniLM-L6-v2";
 
-/** The ONNX sentence embedder from the model folder (nothing is downloaded). */
+/** onnxruntime intra-op threads of a process that embeds alone (embedded runtime, query, CLI, benches). */
+export const EMBEDDER_THREADS = 2;
+
+/**
+ * Intra-op threads of a pipeline stage process's embedder (sensory, segmenter, indexer) when
+ * MEMORY_EMBEDDER_THREADS is unset. The stages scale by processes and partitions, and two of them
+ * embed at the same time (sensory: each turn, indexer: each record text): with 2 threads each they
+ * ask for twice the cores a host gives them, and a second intra-op thread costs CPU to hand work
+ * over and wake up. Measured on conv-26's 419 turn texts, in one process, alternated, 2 loaded
+ * cores: 1 thread used 9–16% less CPU than 2 for the same, bit-identical vectors (docs/benchmarks.md,
+ * "Stage CPU per turn (fourth pass)").
+ */
+export const STAGE_EMBEDDER_THREADS = 1;
+
+/**
+ * The ONNX sentence embedder from the model folder (nothing is downloaded). Its intra-op threads:
+ * config.embedder.threads when set, else options.defaultThreads, else EMBEDDER_THREADS.
+ */
 export const openEmbedder = (
   config: Pick<Config, "modelDir"> & Partial<Pick<Config, "embedder">>,
-  options: { batchSize?: number } = {},
-): Promise<OnnxEmbedder> =>
-  loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
-    ...(config.embedder ? { variant: config.embedder.variant, threads: config.embedder.threads } : {}),
-    ...options,
+  options: { batchSize?: number; defaultThreads?: number } = {},
+): Promise<OnnxEmbedder> => {
+  const { defaultThreads, ...rest } = options;
+  return loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
+    ...(config.embedder ? { variant: config.embedder.variant } : {}),
+    threads: embedderThreadsOf(config, defaultThreads ?? EMBEDDER_THREADS),
+    ...rest,
   });
+};
+
+/** The embedder's intra-op threads: the configured count, else the process kind's default. */
+export const embedderThreadsOf = (config: Partial<Pick<Config, "embedder">>, defaultThreads: number): number =>
+  config.embedder?.threads ?? defaultThreads;
+
+/** A pipeline stage process's embedder: openEmbedder with STAGE_EMBEDDER_THREADS unless configured. */
+export const openStageEmbedder = (config: Pick<Config, "modelDir" | "embedder">): Promise<OnnxEmbedder> =>
+  openEmbedder(config, { defaultThreads: STAGE_EMBEDDER_THREADS });
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)

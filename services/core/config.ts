@@ -192,14 +192,16 @@ export const ConfigSchema = z.object({
   /**
    * The sentence embedder (all-MiniLM-L6-v2 under modelDir): the model file (MEMORY_EMBEDDER_VARIANT:
    * fp32, or int8 — the dynamically quantised file, see docs/benchmarks.md for its recall) and the
-   * onnxruntime intra-op threads (MEMORY_EMBEDDER_THREADS).
+   * onnxruntime intra-op threads (MEMORY_EMBEDDER_THREADS). Unset, each process picks its own:
+   * 2 where one process embeds alone (embedded runtime, query service, CLI), 1 in a pipeline stage
+   * process (composition/parts.ts: STAGE_EMBEDDER_THREADS).
    */
   embedder: z
     .object({
       variant: z.enum(["fp32", "int8"]).default("fp32"),
-      threads: num.int("must be a whole number").min(1).default(2),
+      threads: num.int("must be a whole number").min(1).optional(),
     })
-    .default({ variant: "fp32", threads: 2 }),
+    .default({ variant: "fp32" }),
   http: z
     .object({
       host: z.string().default("127.0.0.1"),

@@ -9,7 +9,7 @@
  * consumer group (memory-indexer-raw-turns). MEMORY_RAW_TURNS_AT_ONCE=false leaves it out (raw turns
  * then become queryable at segment close only, as before).
  */
-import { candidateSettingsFrom, openEmbedder, stageEmbedder } from "../composition/parts.ts";
+import { candidateSettingsFrom, openStageEmbedder, stageEmbedder } from "../composition/parts.ts";
 import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
@@ -27,7 +27,7 @@ await runStageProcess({
   config,
   defaultMetricsPort: 9104,
   build: async ({ codecs, metrics, log }) => {
-    const model = await openEmbedder(config);
+    const model = await openStageEmbedder(config);
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.

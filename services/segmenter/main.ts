@@ -3,7 +3,7 @@
  * state in memory.segmenter-state.v1. Idle keys are flushed by a periodic tick
  * (MEMORY_IDLE_TIMEOUT_MS). Env as for every stage; MEMORY_METRICS_PORT defaults to 9102.
  */
-import { openEmbedder, openTurnAttention, segmenterSettingsFrom, stageEmbedder } from "../composition/parts.ts";
+import { openStageEmbedder, openTurnAttention, segmenterSettingsFrom, stageEmbedder } from "../composition/parts.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
@@ -17,7 +17,7 @@ await runStageProcess({
   config,
   defaultMetricsPort: 9102,
   build: async ({ codecs, stateCodec, metrics }) => {
-    const model = await openEmbedder(config);
+    const model = await openStageEmbedder(config);
     const attention = await openTurnAttention(config, config.segmenter.boundaries);
     return {
       handler: segmenterStage({

@@ -5,7 +5,7 @@
  * Env: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, MEMORY_TOPIC_PREFIX, MEMORY_METRICS_PORT (default 9101), and
  * the usual MEMORY_* configuration (keep rate, compressor).
  */
-import { openCompressor, openEmbedder, stageEmbedder } from "../composition/parts.ts";
+import { openCompressor, openStageEmbedder, stageEmbedder } from "../composition/parts.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
@@ -19,7 +19,7 @@ await runStageProcess({
   defaultMetricsPort: 9101,
   build: async ({ codecs, metrics }) => {
     const compressor = await openCompressor(config);
-    const model = await openEmbedder(config);
+    const model = await openStageEmbedder(config);
     return {
       handler: sensoryStage({
         input: codecs.turns,

@@ -264,14 +264,14 @@ export interface ItemIdentity {
 export interface LexicalPostings {
   statistics(terms: readonly string[]): Promise<LexicalStatistics>;
   /**
-   * Every item holding `term` and none of `without` (whose items were read already), with its
-   * terms: every item of the scope, and it may also hold items the scope excludes (another
-   * tenant's, a superseded record), which `identify` then leaves out. With `along`, only the items
-   * that also hold every term of at least one of its sets are needed (a store may return more:
-   * they are scored like the rest and cannot enter the top k).
+   * Every item holding any of `terms` and none of `without` (whose items were read already), with
+   * its terms: every item of the scope, and it may also hold items the scope excludes (another
+   * tenant's, a superseded record), which `identify` then leaves out. With `along` (asked with one
+   * term only), only the items that also hold every term of at least one of its sets are needed (a
+   * store may return more: they are scored like the rest and cannot enter the top k).
    */
   postings(
-    term: string,
+    terms: readonly string[],
     without: readonly string[],
     along?: readonly (readonly string[])[],
   ): Promise<readonly PostedItem[]>;
@@ -449,18 +449,26 @@ export const rankBm25TopK = async (
   for (let i = order.length - 1; i >= 0; i--) remaining[i] = (remaining[i + 1] as number) + (bound[i] as number);
   const top: Ranked[] = [];
   const seen = new Set<number>();
-  for (let i = 0; i < order.length; i++) {
+  for (let i = 0; i < order.length; ) {
     const kth = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
     if (kth !== undefined && kth > (remaining[i] as number) * (1 + BOUND_SLACK)) break;
     const along = kth === undefined ? undefined : companionSets(order, bound, i, kth);
+    // While the top k is not full every item read enters it, so after reading these terms it holds
+    // at most its items so far plus their document frequencies; below k it is still not full and
+    // the next term would be read whole: read with them, the same items in one store read.
+    let end = i + 1;
+    if (kth === undefined)
+      for (let held = top.length + df(order[i] as string); held < limit && end < order.length; end++)
+        held += df(order[end] as string);
     const scored: ScoredKey[] = [];
-    for (const posted of await store.postings(order[i] as string, order.slice(0, i), along)) {
+    for (const posted of await store.postings(order.slice(i, end), order.slice(0, i), along)) {
       if (seen.has(posted.key)) continue;
       seen.add(posted.key);
       const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, wanted));
       if (score > 0) scored.push({ key: posted.key, score });
     }
     await offerBestFirst(scored, top, limit, store.identify.bind(store));
+    i = end;
   }
   return top.map(({ id, score }) => ({ id, score }));
 };

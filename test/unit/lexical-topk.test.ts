@@ -26,7 +26,7 @@ const memoryStore = (
   loose = false,
   outside: readonly LexicalHit[] = [],
   singleSetOnly = false,
-): LexicalPostings & { read: number; identified: number; along: number } => {
+): LexicalPostings & { read: number; identified: number; along: number; grouped: number } => {
   const words = (h: LexicalHit): string[] => (h.lex.length === 0 ? [] : h.lex.split(" "));
   const kept = new Map<string, TermStatistics>();
   for (const h of corpus) {
@@ -62,7 +62,9 @@ const memoryStore = (
       };
     },
     along: 0,
-    async postings(term: string, without: readonly string[], along?: readonly (readonly string[])[]) {
+    grouped: 0,
+    async postings(terms: readonly string[], without: readonly string[], along?: readonly (readonly string[])[]) {
+      if (terms.length > 1) store.grouped++;
       // As the SQLite store: one set narrows the read, several are ignored (a wider read is allowed).
       const sets = along === undefined || (along.length > 1 && singleSetOnly) ? undefined : along;
       if (sets) store.along++;
@@ -71,7 +73,7 @@ const memoryStore = (
         .filter((h) => {
           const w = new Set(h.lex.length === 0 ? [] : h.lex.split(" "));
           return (
-            w.has(term) &&
+            terms.some((t) => w.has(t)) &&
             !without.some((x) => w.has(x)) &&
             (sets === undefined || sets.some((set) => set.every((x) => w.has(x))))
           );
@@ -132,6 +134,7 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
     let compared = 0;
     let pruned = 0;
     let narrowed = 0;
+    let grouped = 0;
     for (let seed = 1; seed <= 24; seed++) {
       const corpus = corpusOf(seed, 300 + seed * 10, 400);
       const store = memoryStore(corpus, seed % 2 === 0, [], seed % 3 === 0);
@@ -152,10 +155,13 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
         }
       }
       narrowed += store.along;
+      grouped += store.grouped;
     }
     assert.equal(compared, 24 * 10 * 3);
     // Reads narrowed to items holding enough of the later terms (companionSets) happen, and change nothing.
     assert.ok(narrowed > 0, "no read was narrowed");
+    // Rare terms read together while the top k cannot fill happen too.
+    assert.ok(grouped > 0, "no read took several terms");
     // The point of it: many queries stop before reading every item holding a query term.
     assert.ok(pruned > compared / 4, `pruned ${pruned} of ${compared}`);
   });

@@ -264,11 +264,17 @@ export interface ItemIdentity {
 export interface LexicalPostings {
   statistics(terms: readonly string[]): Promise<LexicalStatistics>;
   /**
-   * Every item holding `term` and none of `without` (whose items were read already), with its
-   * terms: every item of the scope, and it may also hold items the scope excludes (another
-   * tenant's, a superseded record), which `identify` then leaves out.
+   * Every item holding any of `terms` and none of `without` (whose items were read already), with
+   * its terms: every item of the scope, and it may also hold items the scope excludes (another
+   * tenant's, a superseded record), which `identify` then leaves out. With `along` (asked with one
+   * term only), only the items that also hold every term of at least one of its sets are needed (a
+   * store may return more: they are scored like the rest and cannot enter the top k).
    */
-  postings(term: string, without: readonly string[]): Promise<readonly PostedItem[]>;
+  postings(
+    terms: readonly string[],
+    without: readonly string[],
+    along?: readonly (readonly string[])[],
+  ): Promise<readonly PostedItem[]>;
   /**
    * The ids and times of these items, by key; an item out of the scope is left out. Asked only
    * for the few items that score high enough to enter the top k: the items' ids and times are a
@@ -350,16 +356,64 @@ export const rankBm25Posted = async (
   return top.map(({ id, score }) => ({ id, score }));
 };
 
+/** Most sets `companionSets` lists before it settles for "any later term" (a short MATCH). */
+const MAX_COMPANION_SETS = 16;
+
+/**
+ * Which later terms an unread item holding `order[i]` must also hold to possibly enter the top k,
+ * as the minimal sets of them whose bounds, added to the term's own, reach the k-th best score
+ * (an item holding none of the earlier terms scores at most the sum of the bounds of the terms it
+ * holds, and one below the k-th best cannot enter, not even by a tie): undefined when the term's
+ * own bound reaches it (every item is needed). Within a common term's postings, most items hold it
+ * alone or with another common term; a store intersects the lists (FTS5 `AND`) instead of reading
+ * each such item's terms. Too many sets: any one later term, a looser but valid condition (the
+ * term's own bound is below the k-th best).
+ */
+export const companionSets = (
+  order: readonly string[],
+  bound: readonly number[],
+  i: number,
+  kth: number,
+): string[][] | undefined => {
+  const reaches = (sum: number): boolean => !(kth > sum * (1 + BOUND_SLACK));
+  const own = bound[i] as number;
+  if (reaches(own)) return undefined;
+  // Larger bounds first: a set is recorded when its last (smallest) term makes it reach, so no
+  // term of it can be dropped.
+  const later = order
+    .slice(i + 1)
+    .map((t, j) => ({ t, b: bound[i + 1 + j] as number }))
+    .sort((a, b) => b.b - a.b);
+  const rest: number[] = new Array(later.length + 1).fill(0);
+  for (let j = later.length - 1; j >= 0; j--) rest[j] = (rest[j + 1] as number) + (later[j] as { b: number }).b;
+  const sets: string[][] = [];
+  let overflow = false;
+  const walk = (from: number, sum: number, chosen: string[]): void => {
+    for (let j = from; j < later.length && !overflow; j++) {
+      if (!reaches(sum + (rest[j] as number))) return;
+      const { t, b } = later[j] as { t: string; b: number };
+      if (reaches(sum + b)) {
+        if (sets.length >= MAX_COMPANION_SETS) overflow = true;
+        else sets.push([...chosen, t]);
+      } else walk(j + 1, sum + b, [...chosen, t]);
+    }
+  };
+  walk(0, own, []);
+  return overflow ? order.slice(i + 1).map((t) => [t]) : sets;
+};
+
 /**
  * The same top k as `rankBm25` over every item in scope holding a query term (same scores, same
  * order, ties included), reading fewer items: MaxScore over the terms' postings. Terms are taken
- * rarest first and each one's postings read whole (only the items not read already); every item
- * read is scored exactly from its stored terms. An item not read yet holds none of the terms read
- * so far, so its score is at most the sum of the remaining terms' bounds (each term's contribution
- * at its largest count in an item and smallest length per count: TermStatistics); once the k-th
- * best score read is above that sum, no unread item can enter the top k (not even by a tie) and the
- * common terms' postings are never read. Of the items read, only those scoring at least the k-th
- * best so far are identified (`LexicalPostings.identify`).
+ * rarest first, each one's postings without the items of the terms before it; every item read is
+ * scored exactly from its stored terms. An item not read yet holds none of the terms read so far,
+ * so its score is at most the sum of the remaining terms' bounds (each term's contribution at its
+ * largest count in an item and smallest length per count: TermStatistics); once the k-th best score
+ * read is above that sum, no unread item can enter the top k (not even by a tie) and the common
+ * terms' postings are never read. Before that, once the k-th best is above a term's own bound, only
+ * its items that also hold enough of the later terms are read (`companionSets`): an item left
+ * unread then scores below the k-th best, which only rises. Of the items read, only those scoring
+ * at least the k-th best so far are identified (`LexicalPostings.identify`).
  */
 export const rankBm25TopK = async (
   terms: readonly string[],
@@ -395,17 +449,26 @@ export const rankBm25TopK = async (
   for (let i = order.length - 1; i >= 0; i--) remaining[i] = (remaining[i + 1] as number) + (bound[i] as number);
   const top: Ranked[] = [];
   const seen = new Set<number>();
-  for (let i = 0; i < order.length; i++) {
+  for (let i = 0; i < order.length; ) {
     const kth = top.length >= limit ? (top[limit - 1] as Ranked).score : undefined;
     if (kth !== undefined && kth > (remaining[i] as number) * (1 + BOUND_SLACK)) break;
+    const along = kth === undefined ? undefined : companionSets(order, bound, i, kth);
+    // While the top k is not full every item read enters it, so after reading these terms it holds
+    // at most its items so far plus their document frequencies; below k it is still not full and
+    // the next term would be read whole: read with them, the same items in one store read.
+    let end = i + 1;
+    if (kth === undefined)
+      for (let held = top.length + df(order[i] as string); held < limit && end < order.length; end++)
+        held += df(order[end] as string);
     const scored: ScoredKey[] = [];
-    for (const posted of await store.postings(order[i] as string, order.slice(0, i))) {
+    for (const posted of await store.postings(order.slice(i, end), order.slice(0, i), along)) {
       if (seen.has(posted.key)) continue;
       seen.add(posted.key);
       const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, wanted));
       if (score > 0) scored.push({ key: posted.key, score });
     }
     await offerBestFirst(scored, top, limit, store.identify.bind(store));
+    i = end;
   }
   return top.map(({ id, score }) => ({ id, score }));
 };

@@ -283,6 +283,13 @@ export interface VectorStore {
    */
   searchMany?(tenant: string, queries: readonly VectorQuery[]): Promise<VectorHit[][]>;
   get(tenant: string, ids: readonly string[]): Promise<VectorItem[]>;
+  /**
+   * The vectors of these ids alone, as get() would return them (ids the store does not hold are
+   * absent). Optional: a store that keeps a payload apart from its vector skips decoding it (a
+   * query's reranks read a few hundred vectors and never their payloads); without it the caller
+   * uses get().
+   */
+  getVectors?(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>>;
   delete(tenant: string, ids: readonly string[]): Promise<void>;
   deleteTenant(tenant: string): Promise<void>;
   /**

@@ -11,15 +11,19 @@ export class QueryVectors {
   private readonly known = new Map<string, Float32Array>();
 
   constructor(
-    private readonly store: Pick<VectorStore, "get">,
+    private readonly store: Pick<VectorStore, "get" | "getVectors">,
     private readonly tenant: string,
   ) {}
 
   /** The vectors of these ids that the store holds (ids it does not hold are absent). */
   async of(ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>> {
     const missing = [...new Set(ids)].filter((id) => !this.known.has(id));
-    if (missing.length > 0)
-      for (const item of await this.store.get(this.tenant, missing)) this.known.set(item.id, item.vector);
+    if (missing.length > 0) {
+      // The vectors alone where the store can (no payload decoded: nothing here reads it).
+      if (this.store.getVectors)
+        for (const [id, vector] of await this.store.getVectors(this.tenant, missing)) this.known.set(id, vector);
+      else for (const item of await this.store.get(this.tenant, missing)) this.known.set(item.id, item.vector);
+    }
     const out = new Map<string, Float32Array>();
     for (const id of ids) {
       const v = this.known.get(id);

@@ -234,6 +234,21 @@ export const runVectorStoreContract = (
       assert.deepEqual(got[0]?.payload, itemsA[3]?.payload);
     });
 
+    it("gets the vectors alone (getVectors) as get() gets them, unknown ids and other tenants' absent", async (t) => {
+      const vectorsOf = store.getVectors?.bind(store);
+      if (!vectorsOf) {
+        t.skip("the store has no getVectors");
+        return;
+      }
+      const asked = ["item-3", "missing", "item-1", "item-3", ...itemsA.map((x) => x.id)];
+      const got = await vectorsOf(A, asked);
+      const expected = new Map((await store.get(A, asked)).map((x) => [x.id, x.vector]));
+      assert.deepEqual([...got.keys()].sort(), [...expected.keys()].sort());
+      for (const [id, v] of expected) assert.deepEqual(got.get(id), v, id);
+      assert.equal((await vectorsOf("nobody", ["item-1"])).size, 0);
+      assert.equal((await vectorsOf(A, [])).size, 0);
+    });
+
     it("replaces an item on upsert of the same id", async () => {
       const fresh = randomUnit(mulberry32(1234));
       const replaced: VectorItem = {

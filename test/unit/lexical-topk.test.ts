@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
+  companionSets,
   type LexicalHit,
   type LexicalPostings,
   rankBm25,
@@ -16,13 +17,16 @@ import { seededRandom } from "../helpers/seeded.ts";
  * counts as a store keeps them, postings with the `without` exclusion, and counts of the items it
  * handed out (to show that common terms' postings are skipped) and identified (to show that few
  * are). `outside` items are posted too but are out of the scope (another tenant's, superseded):
- * in no statistics, and identify leaves them out.
+ * in no statistics, and identify leaves them out. Postings honour `along` (only the items holding
+ * every term of one of its sets), or with `singleSetOnly` only when it is one set, as the SQLite
+ * store does; `along` counts the reads it narrowed.
  */
 const memoryStore = (
   corpus: readonly LexicalHit[],
   loose = false,
   outside: readonly LexicalHit[] = [],
-): LexicalPostings & { read: number; identified: number } => {
+  singleSetOnly = false,
+): LexicalPostings & { read: number; identified: number; along: number; grouped: number } => {
   const words = (h: LexicalHit): string[] => (h.lex.length === 0 ? [] : h.lex.split(" "));
   const kept = new Map<string, TermStatistics>();
   for (const h of corpus) {
@@ -57,12 +61,22 @@ const memoryStore = (
         terms: new Map(terms.filter((t) => kept.has(t)).map((t) => [t, kept.get(t) as TermStatistics])),
       };
     },
-    async postings(term: string, without: readonly string[]) {
+    along: 0,
+    grouped: 0,
+    async postings(terms: readonly string[], without: readonly string[], along?: readonly (readonly string[])[]) {
+      if (terms.length > 1) store.grouped++;
+      // As the SQLite store: one set narrows the read, several are ignored (a wider read is allowed).
+      const sets = along === undefined || (along.length > 1 && singleSetOnly) ? undefined : along;
+      if (sets) store.along++;
       const items = posted
         .map((h, key) => ({ key, lex: h.lex }))
         .filter((h) => {
           const w = new Set(h.lex.length === 0 ? [] : h.lex.split(" "));
-          return w.has(term) && !without.some((x) => w.has(x));
+          return (
+            terms.some((t) => w.has(t)) &&
+            !without.some((x) => w.has(x)) &&
+            (sets === undefined || sets.some((set) => set.every((x) => w.has(x))))
+          );
         });
       store.read += items.filter((h) => h.key < corpus.length).length;
       return items;
@@ -119,9 +133,11 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
   it("returns the exhaustive scorer's top k, scores bit-equal and ties in the same order, on seeded random corpora", async () => {
     let compared = 0;
     let pruned = 0;
+    let narrowed = 0;
+    let grouped = 0;
     for (let seed = 1; seed <= 24; seed++) {
       const corpus = corpusOf(seed, 300 + seed * 10, 400);
-      const store = memoryStore(corpus, seed % 2 === 0);
+      const store = memoryStore(corpus, seed % 2 === 0, [], seed % 3 === 0);
       const rnd = seededRandom(1000 + seed);
       for (let q = 0; q < 10; q++) {
         const terms = [
@@ -138,8 +154,14 @@ describe("top-k BM25 (MaxScore over kept document frequencies)", () => {
           compared++;
         }
       }
+      narrowed += store.along;
+      grouped += store.grouped;
     }
     assert.equal(compared, 24 * 10 * 3);
+    // Reads narrowed to items holding enough of the later terms (companionSets) happen, and change nothing.
+    assert.ok(narrowed > 0, "no read was narrowed");
+    // Rare terms read together while the top k cannot fill happen too.
+    assert.ok(grouped > 0, "no read took several terms");
     // The point of it: many queries stop before reading every item holding a query term.
     assert.ok(pruned > compared / 4, `pruned ${pruned} of ${compared}`);
   });
@@ -283,5 +305,67 @@ describe("exhaustive BM25 identified late (rankBm25Posted)", () => {
     );
     assert.deepEqual(await rankBm25Posted(["moon"], items, scope, 0, withoutA), []);
     assert.deepEqual(await rankBm25Posted([], items, scope, 3, withoutA), []);
+  });
+});
+
+describe("companionSets (which later terms an unread item must hold)", () => {
+  /** Every subset of the later terms (indices), as bit masks. */
+  const subsets = (n: number): number[] => Array.from({ length: 2 ** n }, (_, m) => m);
+
+  it("lists exactly the minimal sets of later terms whose bounds reach the k-th best, on seeded inputs", () => {
+    const rnd = seededRandom(77);
+    let checked = 0;
+    for (let round = 0; round < 400; round++) {
+      const n = 1 + Math.floor(rnd() * 7);
+      const order = Array.from({ length: n }, (_, j) => `t${j}`);
+      // Some equal bounds, so that ties between sets are covered.
+      const bound = order.map(() => (rnd() < 0.3 ? 2 : Math.round(rnd() * 60) / 10));
+      const i = Math.floor(rnd() * n);
+      const total = bound.slice(i).reduce((a, b) => a + b, 0);
+      const kth = rnd() * total * 1.1;
+      const got = companionSets(order, bound, i, kth);
+      const own = bound[i] as number;
+      if (!(kth > own * (1 + 1e-9))) {
+        assert.equal(got, undefined, "the term's own bound reaches: every item is needed");
+        continue;
+      }
+      assert.ok(got !== undefined);
+      const later = order.slice(i + 1);
+      const reaches = (mask: number): boolean => {
+        let sum = own;
+        later.forEach((_, j) => {
+          if (mask & (1 << j)) sum += bound[i + 1 + j] as number;
+        });
+        return !(kth > sum * (1 + 1e-9));
+      };
+      const maskOf = (set: readonly string[]): number => set.reduce((m, t) => m | (1 << later.indexOf(t)), 0);
+      const masks = got.map(maskOf);
+      // Each listed set reaches and is minimal (no term of it can be dropped).
+      for (const m of masks) {
+        assert.ok(reaches(m));
+        for (let j = 0; j < later.length; j++) if (m & (1 << j)) assert.ok(!reaches(m & ~(1 << j)), "not minimal");
+      }
+      // Every set of later terms that reaches holds one of the listed sets (no needed item left out).
+      for (const m of subsets(later.length)) {
+        if (reaches(m))
+          assert.ok(
+            masks.some((s) => (m & s) === s),
+            `uncovered ${m}`,
+          );
+      }
+      checked++;
+    }
+    assert.ok(checked > 100, `checked ${checked}`);
+  });
+
+  it("settles for any later term when the sets would be too many", () => {
+    const order = Array.from({ length: 20 }, (_, j) => `t${j}`);
+    const bound = order.map(() => 1);
+    // Own bound 1, k-th best 3: any two later terms reach, 171 sets.
+    const got = companionSets(order, bound, 1, 3);
+    assert.deepEqual(
+      got,
+      order.slice(2).map((t) => [t]),
+    );
   });
 });

@@ -492,6 +492,20 @@ export class HnswVectorStore implements VectorStore {
     return out;
   }
 
+  /** The vectors alone, from SQLite, as get() reads them (the payload's JSON is not parsed). */
+  async getVectors(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>> {
+    this.check();
+    const out = new Map<string, Float32Array>();
+    if (ids.length === 0) return out;
+    const rows = this.db
+      .prepare<[string, string], { id: string; vector: Buffer }>(
+        "SELECT id, vector FROM vectors WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
+      )
+      .all(tenant, JSON.stringify([...new Set(ids)]));
+    for (const r of rows) out.set(r.id, vectorOfBlob(r.vector));
+    return out;
+  }
+
   async delete(tenant: string, ids: readonly string[]): Promise<void> {
     this.check();
     if (ids.length === 0) return;

@@ -11,9 +11,24 @@
  * tenant and conversation columns of the rows they return.
  */
 import { createHash } from "node:crypto";
+import { GenerationalMemo } from "../../generational-memo.ts";
 
-const token = (prefix: string, ...parts: string[]): string =>
-  `${prefix}${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 20)}`;
+/**
+ * Tokens by their hashed text: a tenant-wide lexical search matches its tenant's token once per
+ * term it reads (rankBm25TopK), and each sha256 was a new hash object; a few thousand tenants'
+ * and conversations' tokens stay in memory.
+ */
+const tokens = new GenerationalMemo<string, string>(4096);
+
+const token = (prefix: string, ...parts: string[]): string => {
+  const text = `${prefix}\u0000${parts.join("\u0000")}`;
+  let hashed = tokens.get(text);
+  if (hashed === undefined) {
+    hashed = `${prefix}${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 20)}`;
+    tokens.set(text, hashed);
+  }
+  return hashed;
+};
 
 /** The scope column's text for a row of this tenant and conversation. */
 export const ftsScopeText = (tenant: string, conversation: string): string =>

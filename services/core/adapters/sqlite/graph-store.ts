@@ -128,13 +128,25 @@ const poolOf = <T>(read: (ordered: boolean, limit: number) => T[]): T[] => {
 };
 
 /**
- * The MATCH of one term's postings in a tenant, without the items holding any term in `without`
- * (read already by the top-k ranking).
+ * The MATCH of some terms' postings in a tenant, without the items holding any term in `without`
+ * (read already by the top-k ranking), and, when `along` (LexicalPostings.postings) is one set of
+ * terms, only the items also holding all of them: FTS5 intersects the term lists, so an item that
+ * cannot enter the top k is never read from the full-text table. With several sets every item of
+ * the term is read (allowed: the ranking scores them and they cannot enter): on a 100K-record
+ * store a union of common terms' lists cost FTS5 more than reading the items it saved, while one
+ * intersection cost less (issue 18).
  */
-const termMatch = (term: string, without: readonly string[], tenant: string): string => {
-  const scoped = scopedMatch(anyTermQuery([term]) as string, tenant);
+const termMatch = (
+  terms: readonly string[],
+  without: readonly string[],
+  tenant: string,
+  along: readonly (readonly string[])[] | undefined,
+): string => {
+  const scoped = scopedMatch(anyTermQuery(terms) as string, tenant);
+  const all = along?.length === 1 ? (along[0] as readonly string[]).map((t) => anyTermQuery([t]) as string) : [];
+  const companions = all.length === 0 ? scoped : `(${scoped}) AND lex : (${all.join(" AND ")})`;
   const read = anyTermQuery(without);
-  return read === undefined ? scoped : `(${scoped}) NOT lex : (${read})`;
+  return read === undefined ? companions : `(${companions}) NOT lex : (${read})`;
 };
 
 /**
@@ -788,12 +800,14 @@ export class SqliteGraphStore implements GraphStore {
         statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "record", terms),
         // The full-text rows alone (terms and tenant); a record's id, time and validity only for
         // the few that may enter the top k.
-        postings: async (term, without) =>
-          this.all<PostedItem>(
-            "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ?",
-            termMatch(term, without, tenant),
-            tenant,
-          ),
+        postings: async (read, without, along) =>
+          along?.length === 0
+            ? []
+            : this.all<PostedItem>(
+                "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ?",
+                termMatch(read, without, tenant, along),
+                tenant,
+              ),
         identify,
       });
     }
@@ -866,12 +880,14 @@ export class SqliteGraphStore implements GraphStore {
         statistics: async (terms) => readLexicalStatistics(this.sql, tenant, "turn", terms),
         // As searchRecordsLexical: the full-text rows alone, a turn's key and time for the few
         // that may enter the top k.
-        postings: async (term, without) =>
-          this.all<PostedItem>(
-            "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ?",
-            termMatch(term, without, tenant),
-            tenant,
-          ),
+        postings: async (read, without, along) =>
+          along?.length === 0
+            ? []
+            : this.all<PostedItem>(
+                "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ?",
+                termMatch(read, without, tenant, along),
+                tenant,
+              ),
         identify,
       });
     }

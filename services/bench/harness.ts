@@ -257,6 +257,10 @@ export const runHarness = async (
       const withoutSources = sourceStripper([c.id, ...allTurnIds]);
       const coverageOf = (q: BenchQuestion, context: string): number | null =>
         answerCoverage(q.answer, withoutSources(context)) ?? null;
+      // The baselines' lines carry no citations: only the ids go (a turn's own "[…]" stays).
+      const withoutIds = sourceStripper([c.id, ...allTurnIds], { lineCitations: false });
+      const baselineCoverageOf = (q: BenchQuestion, context: string): number | null =>
+        answerCoverage(q.answer, withoutIds(context)) ?? null;
       const fullTerms = contentTerms(fullText);
       const recent = recentFirst(units);
 
@@ -359,7 +363,7 @@ export const runHarness = async (
                 tokens: p.value.tokens,
                 ms: total,
                 recall: scoreTargets(q, p.value.turnIds, sessionOf),
-                coverage: coverageOf(q, p.value.context),
+                coverage: baselineCoverageOf(q, p.value.context),
                 found: foundTargets(spec, q, p.value.turnIds),
               });
             };

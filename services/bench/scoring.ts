@@ -60,11 +60,17 @@ const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\
  * of group headers go whatever their form ("[D3:5-6]", "[…5]", " (D3:…)": `withoutCitations`),
  * then any of the case's ids left elsewhere (a conversation id in a header) as whole words.
  */
-export const sourceStripper = (ids: readonly string[]): ((context: string) => string) => {
+export const sourceStripper = (
+  ids: readonly string[],
+  options: { lineCitations?: boolean } = {},
+): ((context: string) => string) => {
+  // Only our contexts end their lines with citations; a baseline's turn line can end with the turn's
+  // own bracketed text ("[shared a photo: …]"), which is content, so there only the ids go.
+  const citations = (options.lineCitations ?? true) ? withoutCitations : (context: string) => context;
   const sorted = [...new Set(ids)].filter(Boolean).sort((a, b) => b.length - a.length);
-  if (sorted.length === 0) return withoutCitations;
+  if (sorted.length === 0) return citations;
   const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(?:${sorted.map(escapeRegExp).join("|")})(?![\\p{L}\\p{N}])`, "gu");
-  return (context) => withoutCitations(context).replace(pattern, " ");
+  return (context) => citations(context).replace(pattern, " ");
 };
 
 /**

@@ -118,6 +118,18 @@ describe("answer coverage", () => {
     for (const said of ["2", "2019", "12", "cat", "flat"]) assert.ok(terms.has(said), `"${said}" is kept`);
   });
 
+  it("strips only the ids from a baseline's lines: a turn's own bracketed text at a line end stays", () => {
+    const line = "[2023-05-08] Ana: look at this D1:3 [shared a photo: a red kayak on the lake]";
+    const baseline = sourceStripper(["conv-26", "D1:3"], { lineCitations: false });
+    const terms = contentTerms(baseline(line));
+    for (const said of ["kayak", "lake", "photo"]) assert.ok(terms.has(said), `"${said}" is kept`);
+    assert.ok(!terms.has("d1"), "the id goes");
+    // Our lines end with their citation, after the turn's own text: only the citation goes.
+    const ours = sourceStripper(["conv-26", "D1:3"]);
+    const oursTerms = contentTerms(ours("Ana: look at this [shared a photo: a red kayak] [D1:3]"));
+    assert.ok(oursTerms.has("kayak") && !oursTerms.has("d1"));
+  });
+
   it("is undefined (left out) when the answer has no content word", () => {
     assert.equal(answerCoverage("Yes, they would", "anything"), undefined);
     assert.equal(answerCoverage("", "anything"), undefined);

@@ -367,20 +367,26 @@ export const runScaleBench = async (
     const prepared = new PreparedEmbedder(embedder.dimension);
     const segmentsOf = (tenant: string, source: LocomoConversation, c: number) =>
       fixedSegments(tenant, `${source.id}-c${c}`, disguiseTurns(source, disguiseOf(source, c)), segmentTurns);
-    /** Real embeddings of a first copy's texts, one call per segment (as its build makes them). */
-    const embedFirstCopy = async (source: LocomoConversation, tenant: string): Promise<Float32Array[][]> => {
+    /** A copy's segments, each encoded (in order: the encoder's state runs on) with its vector texts. */
+    const encodedSegmentsOf = (tenant: string, source: LocomoConversation, c: number) => {
       let state: EncoderState | undefined;
-      const out: Float32Array[][] = [];
-      for (const [si, segment] of segmentsOf(tenant, source, 0).entries()) {
+      return segmentsOf(tenant, source, c).map((segment) => {
         const encoded = encodeSegment(segment, state);
         state = encoded.state;
-        const texts = vectorTexts(deriveIndexBatch(segment, encoded.records));
+        return { segment, records: encoded.records, texts: vectorTexts(deriveIndexBatch(segment, encoded.records)) };
+      });
+    };
+    type EncodedSegment = ReturnType<typeof encodedSegmentsOf>[number];
+    /** Real embeddings of a first copy's texts, one call per segment (as its build makes them). */
+    const embedFirstCopy = async (segments: readonly EncodedSegment[], source: LocomoConversation) => {
+      const out: Float32Array[][] = [];
+      for (const [si, { segment, records: segmentRecords, texts }] of segments.entries()) {
         const vs = texts.length > 0 ? await embedder.embed(texts.map((t) => t.text)) : [];
         vs.forEach((v, i) => {
           realVectors.set(`${source.id}/${si}/${i}`, v);
           realPool.push(v);
         });
-        realEmbedded.records += encoded.records.length;
+        realEmbedded.records += segmentRecords.length;
         realEmbedded.turns += segment.turns.length;
         out.push(vs);
       }
@@ -393,18 +399,15 @@ export const runScaleBench = async (
     ): Promise<{ seconds: number; vectors: number; complete: boolean }> => {
       const tenant = `${tenantPrefix}t${built.length % tenantCount}`;
       touched.add(tenant);
-      const segments = segmentsOf(tenant, source, c);
-      const real = c === 0 ? await embedFirstCopy(source, tenant) : undefined;
+      // Encoded once: a first copy's real embeddings are made from the same segments it writes.
+      const segments = encodedSegmentsOf(tenant, source, c);
+      const real = c === 0 ? await embedFirstCopy(segments, source) : undefined;
       const noisy = copyRandom(c, source);
-      let state: EncoderState | undefined;
       let seconds = 0;
       let vectors = 0;
-      for (const [si, segment] of segments.entries()) {
+      for (const [si, { segment, records: segmentRecords, texts }] of segments.entries()) {
         // Cut short: the next --grow-store run writes this conversation again.
         if (si > 0 && options.signal?.aborted) return { seconds, vectors, complete: false };
-        const encoded = encodeSegment(segment, state);
-        state = encoded.state;
-        const texts = vectorTexts(deriveIndexBatch(segment, encoded.records));
         let vs: Float32Array[];
         if (real) {
           vs = real[si] ?? [];
@@ -424,13 +427,13 @@ export const runScaleBench = async (
         await indexSegment(
           { graph: stores.graph, vectors: stores.vectors, embedder: prepared },
           segment,
-          encoded.records,
+          segmentRecords,
         );
         seconds += (performance.now() - t0) / 1000;
         vectors += vs.length;
-        records += encoded.records.length;
+        records += segmentRecords.length;
         turns += segment.turns.length;
-        recordsPerTenant.set(tenant, (recordsPerTenant.get(tenant) ?? 0) + encoded.records.length);
+        recordsPerTenant.set(tenant, (recordsPerTenant.get(tenant) ?? 0) + segmentRecords.length);
         bar?.update(Math.min(records, sizes[sizes.length - 1] as number), { phase: "build" });
       }
       built.push({ tenant, conversation: `${source.id}-c${c}`, source, copy: c });
@@ -475,7 +478,8 @@ export const runScaleBench = async (
         }
         // Later copies are perturbations of the first copy's real vectors: embed those again
         // (nothing is written) for the first copies the store holds in full.
-        for (const b of built.filter((c) => c.copy === 0)) await embedFirstCopy(b.source, b.tenant);
+        for (const b of built.filter((c) => c.copy === 0))
+          await embedFirstCopy(encodedSegmentsOf(b.tenant, b.source, 0), b.source);
         log(
           `scale: growing ${dataDir} from ${records} records in ${built.length} conversations` +
             (cut ? ` (${cut.conversation} was cut short and is written again)` : ""),

@@ -2,19 +2,12 @@
 // model has the question embedded while it plans; one that waits on nothing has the question and
 // its name-free form embedded after planning, in one call.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/vector-store.ts";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
-import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import type { PlannerInput, QueryPlanner } from "../../services/core/ports.ts";
-import { indexSegment } from "../../services/indexer/indexer.ts";
 import { DeterministicPlanner } from "../../services/query/planner.ts";
 import { DEFAULT_QUERY_SETTINGS, type QueryDeps, runQuery } from "../../services/query/query.ts";
-import { batchesFor } from "../contract/graph-store.contract.ts";
+import { indexContractBatches, openLocalStores } from "../helpers/local-stores.ts";
 
 /** The hashing embedder, keeping the texts of each call. */
 class RecordingEmbedder extends HashingEmbedder {
@@ -47,30 +40,19 @@ const LIST_QUESTION = "What kinds of drinks does Caroline prefer?";
 const NAME_FREE = "What kinds of drinks does prefer?";
 
 describe("runQuery: when the question is embedded", () => {
-  let dir: string;
-  let db: SqliteDatabase;
+  let local: ReturnType<typeof openLocalStores>;
   let stores: Omit<QueryDeps, "embedder">;
   const settings = { ...DEFAULT_QUERY_SETTINGS, now: () => new Date("2023-08-01T00:00:00.000Z") };
   const ask = (deps: QueryDeps, question: string) =>
     runQuery(deps, "t", { question, conversation: "c1", budget: 500 }, settings);
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "query-embedding-calls-"));
-    db = openSqlite(dir);
-    const graph = new SqliteGraphStore(db);
-    const vectors = new HnswVectorStore(db, dir);
-    const embedder = new HashingEmbedder();
-    for (const b of batchesFor("t"))
-      await indexSegment({ graph, vectors, embedder, candidates: false }, b.segment, b.records);
-    stores = { graph, vectors };
+    local = openLocalStores("query-embedding-calls-");
+    await indexContractBatches(local, "t");
+    stores = { graph: local.graph, vectors: local.vectors };
   });
 
-  after(async () => {
-    await stores.vectors.close();
-    await stores.graph.close();
-    db.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => local.dispose());
 
   it("with the deterministic planner: after planning, both texts in one call", async () => {
     const embedder = new RecordingEmbedder();

@@ -1,19 +1,11 @@
 // Questions that collect mentions of a person (lists, counts, inferences) are matched once more
 // without the names found in nearly every record (services/query/name-free.ts, query.ts).
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import { HnswVectorStore } from "../../services/core/adapters/hnsw/vector-store.ts";
-import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
-import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
-import { indexSegment } from "../../services/indexer/indexer.ts";
 import { contentQuestion, withoutNames } from "../../services/query/name-free.ts";
 import { collectsMentions, isAggregation, isInference } from "../../services/query/planner.ts";
 import { DEFAULT_QUERY_SETTINGS, type QueryDeps, runQuery } from "../../services/query/query.ts";
-import { batchesFor } from "../contract/graph-store.contract.ts";
+import { indexContractBatches, openLocalStores } from "../helpers/local-stores.ts";
 
 describe("name-free question text", () => {
   it("blanks whole-word names and their possessive, case-insensitively", () => {
@@ -64,28 +56,17 @@ describe("questions that collect mentions", () => {
 });
 
 describe("runQuery: the similarity routes once more without common names", () => {
-  let dir: string;
-  let db: SqliteDatabase;
+  let local: ReturnType<typeof openLocalStores>;
   let deps: QueryDeps;
   const settings = { ...DEFAULT_QUERY_SETTINGS, now: () => new Date("2023-08-01T00:00:00.000Z") };
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "query-name-free-"));
-    db = openSqlite(dir);
-    const graph = new SqliteGraphStore(db);
-    const vectors = new HnswVectorStore(db, dir);
-    const embedder = new HashingEmbedder();
-    for (const b of batchesFor("t"))
-      await indexSegment({ graph, vectors, embedder, candidates: false }, b.segment, b.records);
-    deps = { graph, vectors, embedder };
+    local = openLocalStores("query-name-free-");
+    await indexContractBatches(local, "t");
+    deps = { graph: local.graph, vectors: local.vectors, embedder: local.embedder };
   });
 
-  after(async () => {
-    await deps.vectors.close();
-    await deps.graph.close();
-    db.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  after(() => local.dispose());
 
   const denseRuns = (routes: readonly { route: string }[]) => routes.filter((r) => r.route === "dense").length;
 

@@ -44,7 +44,7 @@ export interface FreshnessOptions {
   turns?: number;
   /** Turns per second produced in the freshness phase, all conversations together (default 4). */
   rate?: number;
-  /** Whole conversations in the throughput phase (default 1: the first dev conversation); 0 skips it. */
+  /** Conversations in the throughput phase, less the turns the freshness phase produced (default 1: the first dev conversation); 0 skips it. */
   throughputConversations?: number;
   /** Output folder; null writes nothing. */
   out: string | null;
@@ -430,7 +430,13 @@ export const runFreshnessBench = async (
 
     // --- 2. Throughput: whole conversations at once, distributed and embedded, the same turns.
     let throughput: FreshnessResult["throughput"];
-    const picked = conversations.slice(0, o.throughputConversations ?? 1);
+    // Without the turns phase 1 produced: the stage processes' embedding caches hold their texts,
+    // and the embedded runtime below starts with empty ones, so those turns would flatter the
+    // distributed run.
+    const picked = conversations
+      .slice(0, o.throughputConversations ?? 1)
+      .map((c) => ({ ...c, turns: c.turns.slice(perConversation) }))
+      .filter((c) => c.turns.length > 0);
     if (picked.length > 0) {
       const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
@@ -657,7 +663,12 @@ export const registerFreshnessCommand = (bench: Command, config: () => Config): 
     .option("--data <file>", "LoCoMo-format file the turns come from", "../shared/data/locomo-dev.json")
     .option("--turns <n>", "turns of each conversation in the freshness phase", wholeNumber, 40)
     .option("--rate <n>", "turns per second produced in the freshness phase", positiveNumber, 4)
-    .option("--throughput-conversations <n>", "whole conversations in the throughput phase (0: none)", wholeNumber, 1)
+    .option(
+      "--throughput-conversations <n>",
+      "conversations in the throughput phase, after the turns the freshness phase produced (0: none)",
+      wholeNumber,
+      1,
+    )
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--stage-logs <dir>", "write each stage process's output to <dir>/<stage>.log")
     .option(

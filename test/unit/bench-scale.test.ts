@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { after, describe, it } from "node:test";
 import { runScaleBench, type ScaleBenchReport } from "../../services/bench/scale.ts";
 import { disguiseOf, disguiseTurns, fixedSegments, perturb, seededRandom } from "../../services/bench/scale-data.ts";
-import { openStores } from "../../services/composition/stores.ts";
+import { openSqliteStores, openStores } from "../../services/composition/stores.ts";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
@@ -51,6 +53,41 @@ const locomoFile = (): string => {
   const p = join(dir, "tiny-locomo.json");
   writeFileSync(p, JSON.stringify([sample("tiny-1", "Alice", "Bob"), sample("tiny-2", "Carol", "Dan")]));
   return p;
+};
+
+/** Everything a build wrote, in a stable order: records, turns and vectors (bytes included). */
+const contents = (folder: string): string => {
+  const db = openSqlite(folder);
+  try {
+    return JSON.stringify([
+      db.prepare("SELECT tenant, id, conversation, text FROM records ORDER BY tenant, id").all(),
+      db.prepare("SELECT tenant, conversation, turn_id, text FROM turns ORDER BY tenant, conversation, turn_id").all(),
+      db.prepare("SELECT tenant, id, kind, hex(vector) AS v FROM vectors ORDER BY tenant, id").all(),
+    ]);
+  } finally {
+    db.close();
+  }
+};
+
+/**
+ * Runs test/helpers/grow-child.ts on the store folder and SIGKILLs it at the first line that
+ * `killAt` matches; resolves with that line (or the last one, had the child ended by itself).
+ */
+const growInChild = async (data: string, store: string, sizes: string, killAt: RegExp): Promise<string> => {
+  const child = spawn(process.execPath, ["--import", "tsx", "test/helpers/grow-child.ts", data, store, sizes], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  let last = "";
+  for await (const line of createInterface({ input: child.stdout })) {
+    last = line;
+    if (killAt.test(line)) {
+      child.kill("SIGKILL");
+      break;
+    }
+  }
+  await exited;
+  return last;
 };
 
 describe("bench scale", () => {
@@ -200,21 +237,6 @@ describe("bench scale", () => {
       out: null,
       progress: false,
     };
-    /** Everything the build wrote, in a stable order: records, turns and vectors (bytes included). */
-    const contents = (folder: string): string => {
-      const db = openSqlite(folder);
-      try {
-        return JSON.stringify([
-          db.prepare("SELECT tenant, id, conversation, text FROM records ORDER BY tenant, id").all(),
-          db
-            .prepare("SELECT tenant, conversation, turn_id, text FROM turns ORDER BY tenant, conversation, turn_id")
-            .all(),
-          db.prepare("SELECT tenant, id, kind, hex(vector) AS v FROM vectors ORDER BY tenant, id").all(),
-        ]);
-      } finally {
-        db.close();
-      }
-    };
     const once = join(dir, "grown-once");
     const whole = (await runScaleBench({ ...common, sizes: [300], keepStore: once })).report.sizes[0];
     assert.ok(whole);
@@ -278,5 +300,58 @@ describe("bench scale", () => {
     assert.equal(contents(cut), contents(once));
     await assert.rejects(runScaleBench({ ...common, sizes: [100], growStore: cut }), /already holds/);
     await assert.rejects(runScaleBench({ ...common, sizes: [10], keepStore: once, growStore: cut }), /not both/);
+  });
+  it("grows a store killed with SIGKILL (in the first copies' writes, then while it measures) to what one run builds", {
+    timeout: 120_000,
+  }, async () => {
+    const data = locomoFile();
+    const common = {
+      config: { ...loadConfig({}), modelDir: join(dir, "no-models") },
+      data,
+      queries: 2,
+      tenants: 3,
+      embedder: new HashingEmbedder(64),
+      out: null,
+      progress: false,
+    };
+    const once = join(dir, "killed-once");
+    const whole = (await runScaleBench({ ...common, sizes: [300], keepStore: once })).report.sizes[0];
+    assert.ok(whole);
+    const killed = join(dir, "killed");
+    // Killed as soon as the 10th embedding call's line is read: the first conversation's first copy
+    // is written by then (its writes precede the second's embedding), and the kill lands in the
+    // second's embedding or writes, before or after the first size's index files (timing decides;
+    // what must hold holds wherever it lands).
+    assert.equal(await growInChild(data, killed, "100,300", /^embedded 10$/), "embedded 10");
+    const partial = openSqlite(killed);
+    const firstTurns = partial.prepare("SELECT COUNT(*) AS n FROM turns WHERE conversation = 'tiny-1-c0'").get();
+    partial.close();
+    assert.deepEqual(firstTurns, { n: 36 });
+    // Killed once the first size is built and being measured (index files written just before).
+    assert.match(await growInChild(data, killed, "100,300", /querying/), /querying/);
+    const resumed = await runScaleBench({ ...common, sizes: [100, 300], growStore: killed });
+    assert.equal(resumed.report.sizes.at(-1)?.turns, whole.turns);
+    assert.equal(contents(killed), contents(once));
+    // The vector indexes answer as the one-run store's do: the killed store's were rebuilt from
+    // SQLite or read from a file written before the kill.
+    const config = loadConfig({});
+    const [a, b] = [openSqliteStores({ ...config, dataDir: once }), openSqliteStores({ ...config, dataDir: killed })];
+    try {
+      const probes = a.db.prepare("SELECT tenant, id FROM vectors WHERE kind = 'record' ORDER BY tenant, id").all() as {
+        tenant: string;
+        id: string;
+      }[];
+      assert.ok(probes.length > 50);
+      for (const p of probes.filter((_, i) => i % 10 === 0)) {
+        const [probe] = await a.vectors.get(p.tenant, [p.id]);
+        assert.ok(probe);
+        const ids = async (s: typeof a) =>
+          (await s.vectors.search(p.tenant, probe.vector, 10, { kind: "record" })).map((h) => h.id);
+        assert.deepEqual(await ids(b), await ids(a), p.id);
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
   });
 });

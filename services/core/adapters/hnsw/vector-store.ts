@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import hnswlib, { type HierarchicalNSW } from "hnswlib-node";
+import { HNSW_RESIDENCY_DEFAULTS } from "../../config.ts";
 import type { VectorFilter, VectorHit, VectorItem, VectorPayload, VectorStore } from "../../ports.ts";
 import { compileFilter } from "../../vector-filter.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "../sqlite-db.ts";
@@ -72,8 +73,8 @@ export const DEFAULT_COMPACT_DELETED_RATIO = 0.2;
  * so 1,000 tenants are about 2.5 GiB before their points. Both are above what a dev machine holds:
  * a small deployment keeps every index in memory as before. Figures in docs/benchmarks.md.
  */
-export const DEFAULT_MAX_RESIDENT_VECTORS = 1_000_000;
-export const DEFAULT_MAX_RESIDENT_TENANTS = 1_000;
+export const DEFAULT_MAX_RESIDENT_VECTORS: number = HNSW_RESIDENCY_DEFAULTS.vectors;
+export const DEFAULT_MAX_RESIDENT_TENANTS: number = HNSW_RESIDENCY_DEFAULTS.tenants;
 
 interface Entry {
   id: string;

@@ -188,10 +188,11 @@ export class HnswVectorStore implements VectorStore {
   /** How many times deleted points' vectors were zeroed in place (purgeDeleted below the ratio). */
   readonly scrubs = { count: 0, ms: 0 };
   /**
-   * Residency: tenant indexes brought into memory (from their file or rebuilt) and the time that
-   * took in all; indexes dropped to stay within the caps, and how many of those were written first.
+   * Residency: tenant indexes brought into memory (from their file or rebuilt), the points they
+   * held and the time that took in all; indexes dropped to stay within the caps, and how many of
+   * those were written first.
    */
-  readonly residency = { loads: 0, loadMs: 0, evictions: 0, evictionWrites: 0 };
+  readonly residency = { loads: 0, loadedVectors: 0, loadMs: 0, evictions: 0, evictionWrites: 0 };
   private readonly opts: Required<Omit<HnswVectorStoreOptions, "ownsDb">>;
   private readonly ownsDb: boolean;
   /** Resident tenant indexes, least recently used first (a use moves a tenant to the end). */
@@ -416,6 +417,7 @@ export class HnswVectorStore implements VectorStore {
     this.indexes.set(tenant, t);
     this.weigh(t);
     this.residency.loads++;
+    this.residency.loadedVectors += rows.length;
     this.residency.loadMs += performance.now() - started;
     return t;
   }

@@ -4,7 +4,8 @@
  * own write path (indexSegment: vectors, graph batch, update candidates) over many tenants, and
  * measured at each requested size: query latency (conversation-scoped and tenant-wide, total and
  * per route) next to the question embedding's own time in the same run, write throughput, resident
- * memory, bytes on disk per record and cold start (open + every tenant's index loaded). `--store neo4j`
+ * memory, bytes on disk per record and cold start (open + every tenant's index loaded, within the
+ * store's residency caps: config cache.hnswResidentVectors / hnswResidentTenants). `--store neo4j`
  * grows the Neo4j runtime's stores the same way (tenants of a run prefix, erased at the end).
  *
  * Vectors: the first copy of each dev conversation gets real embeddings (the sample); every later
@@ -20,6 +21,7 @@ import { join, resolve } from "node:path";
 import { SingleBar } from "cli-progress";
 import { openEmbedder, querySettingsFrom } from "../composition/parts.ts";
 import { type OpenedSqliteStores, type OpenedStores, openSqliteStores, openStores } from "../composition/stores.ts";
+import { HnswVectorStore } from "../core/adapters/hnsw/vector-store.ts";
 import type { Config } from "../core/config.ts";
 import { type LocomoConversation, loadLocomo } from "../core/datasets/locomo.ts";
 import type { Embedder, EmbedderStats } from "../core/ports.ts";
@@ -129,6 +131,21 @@ export interface ScaleSizeResult {
    * its file; neo4j, a new driver, the schema check and a first query per tenant.
    */
   coldStartMs: number;
+  /**
+   * Embedded HNSW store: its residency caps, what was in memory after the measured queries and
+   * after the cold start, tenant index loads and evictions during the measured queries, and the
+   * cost of a load (ms per 1,000 points, over every load of the run's cold start).
+   */
+  residency?: {
+    caps: { vectors: number; tenants: number };
+    afterQueries: { tenants: number; vectors: number };
+    afterColdStart: { tenants: number; vectors: number; rssBytes: number };
+    queryLoads: number;
+    queryEvictions: number;
+    coldStartLoads: number;
+    coldStartEvictions: number;
+    loadMsPer1000Vectors: number | undefined;
+  };
 }
 
 export interface ScaleBenchReport {
@@ -568,23 +585,45 @@ export const runScaleBench = async (
       // Warm-up (JIT, caches) not measured. Every tenant's index is loaded first: a store opened by
       // --reuse-store loads a tenant's index on its first search, which put a 0.5 s load into the
       // measured queries' p99 (the cold start below times those loads on their own).
+      // Under residency caps smaller than the store, the loads evict (and the measured queries
+      // load evicted tenants again: their cost is in the query figures, counted in `residency`).
       await loadEveryTenant();
       await ask(false, Math.min(WARM_UP_QUERIES, queries));
       await ask(true, Math.min(WARM_UP_QUERIES, queries));
+      const hnswBefore = hnswOf(stores.vectors);
+      const queryCounters = hnswBefore ? { ...hnswBefore.residency } : undefined;
       const conv = await ask(false, queries);
       const wide = await ask(true, queries);
       const embedLatency = latency([...conv.embed, ...wide.embed]);
       const mem = process.memoryUsage();
       const queryConv = summarise(conv);
       const queryWide = summarise(wide);
+      const afterQueries = hnswBefore?.resident;
 
-      // Cold start: close, reopen, load every tenant's index from its file.
+      // Cold start: close, reopen, load every tenant's index from its file (within the caps).
       await stores.close();
       const disk = store === "embedded" ? diskBytes(dataDir) : undefined;
       const c0 = performance.now();
       stores = await openScaleStores();
       await loadEveryTenant();
       const coldStartMs = performance.now() - c0;
+      const hnsw = hnswOf(stores.vectors);
+      const residency =
+        hnswBefore && queryCounters && afterQueries && hnsw
+          ? {
+              caps: hnsw.residencyCaps,
+              afterQueries,
+              afterColdStart: { ...hnsw.resident, rssBytes: process.memoryUsage().rss },
+              queryLoads: hnswBefore.residency.loads - queryCounters.loads,
+              queryEvictions: hnswBefore.residency.evictions - queryCounters.evictions,
+              coldStartLoads: hnsw.residency.loads,
+              coldStartEvictions: hnsw.residency.evictions,
+              loadMsPer1000Vectors:
+                hnsw.residency.loadedVectors > 0
+                  ? (hnsw.residency.loadMs / hnsw.residency.loadedVectors) * 1000
+                  : undefined,
+            }
+          : undefined;
 
       const ratio = (p: number | undefined): number | undefined =>
         p !== undefined && embedLatency.p95 ? p / embedLatency.p95 : undefined;
@@ -605,6 +644,7 @@ export const runScaleBench = async (
         memory: { rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, externalBytes: mem.external },
         disk: disk === undefined ? null : { bytes: disk, bytesPerRecord: disk / records },
         coldStartMs,
+        ...(residency ? { residency } : {}),
       });
       const last = results[results.length - 1] as ScaleSizeResult;
       log(
@@ -634,6 +674,10 @@ export const runScaleBench = async (
   const { report, markdown, files } = writeReport();
   return { report, markdown, files };
 };
+
+/** The embedded HNSW store behind a vector port (tracing off), for its residency counters. */
+const hnswOf = (vectors: unknown): HnswVectorStore | undefined =>
+  vectors instanceof HnswVectorStore ? vectors : undefined;
 
 const ROUTES: RouteName[] = ["dense", "raw-dense", "lexical", "raw-lexical", "entity", "topic", "time", "event-frame"];
 
@@ -681,6 +725,28 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
       ]),
     ),
   );
+  const withResidency = r.sizes.filter((s) => s.residency);
+  const residency = markdownTable(
+    [
+      "records",
+      "caps (points, tenants)",
+      "resident after queries (tenants, points)",
+      "loads / evictions in the measured queries",
+      "cold start: loads / evictions, resident after (tenants, points), RSS MiB",
+      "load ms per 1,000 points",
+    ],
+    withResidency.map((s) => {
+      const x = s.residency as NonNullable<ScaleSizeResult["residency"]>;
+      return [
+        fmtInt(s.records),
+        `${fmtInt(x.caps.vectors)}, ${fmtInt(x.caps.tenants)}`,
+        `${x.afterQueries.tenants}, ${fmtInt(x.afterQueries.vectors)}`,
+        `${x.queryLoads} / ${x.queryEvictions}`,
+        `${x.coldStartLoads} / ${x.coldStartEvictions}, ${x.afterColdStart.tenants}, ${fmtInt(x.afterColdStart.vectors)}, ${mb(x.afterColdStart.rssBytes)}`,
+        fmt(x.loadMsPer1000Vectors, 1),
+      ];
+    }),
+  );
   const c = r.config;
   return [
     `# bench scale (${c.store})`,
@@ -701,5 +767,15 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
     "",
     routes,
     "",
+    ...(withResidency.length > 0
+      ? [
+          "## HNSW index residency",
+          "",
+          "Cold start loads every tenant's index once; under caps smaller than the store the earliest loaded are evicted again.",
+          "",
+          residency,
+          "",
+        ]
+      : []),
   ].join("\n");
 };

@@ -60,7 +60,11 @@ export const openSqliteStores = (config: Config): OpenedSqliteStores => {
   const vectors: VectorStore =
     vectorStoreKind(config) === "qdrant"
       ? qdrantVectorStore(config)
-      : new HnswVectorStore(db, config.dataDir, { compactDeletedRatio: config.vectors.compactDeletedRatio });
+      : new HnswVectorStore(db, config.dataDir, {
+          compactDeletedRatio: config.vectors.compactDeletedRatio,
+          maxResidentVectors: config.cache.hnswResidentVectors,
+          maxResidentTenants: config.cache.hnswResidentTenants,
+        });
   return {
     kind: "embedded",
     label: `embedded ${config.dataDir}${qdrantLabel(config)}`,

@@ -10,6 +10,12 @@ import { TenantNameSchema } from "./tenant-name.ts";
  */
 export const SQLITE_DEFAULTS = { pageCacheMiB: 64, mmapMiB: 2047 } as const;
 
+/**
+ * How many HNSW tenant indexes, and points in all, the embedded store keeps in memory (config.cache;
+ * the reasons for these sizes are at DEFAULT_MAX_RESIDENT_VECTORS in the HNSW adapter).
+ */
+export const HNSW_RESIDENCY_DEFAULTS = { vectors: 1_000_000, tenants: 1_000 } as const;
+
 const num = z.coerce.number();
 const port = num.int("must be a whole number").min(0, "must be 0 to 65535").max(65535, "must be 0 to 65535");
 /**
@@ -307,6 +313,11 @@ export const ConfigSchema = z.object({
    *   it at 2047). Mapped pages count in RSS as file-backed, reclaimable pages; a disk read error
    *   on a mapped page ends the process (SIGBUS) instead of failing the one call.
    *   docs/benchmarks.md ("Write rate at 100K", "Query cost at 100K") has the measurements.
+   * - hnswResidentVectors, hnswResidentTenants: the embedded store's HNSW tenant indexes kept in
+   *   memory, by the points they hold in all (about 4 KB each with 384-d vectors) and by count
+   *   (about 2.5 MiB each however small). Past either, the least recently used index is written to
+   *   its file (when changed) and dropped, and read back from it on its next use; one tenant larger
+   *   than the cap stays in memory alone. docs/benchmarks.md ("Bounded residency") has the cost.
    */
   cache: z
     .object({
@@ -316,6 +327,8 @@ export const ConfigSchema = z.object({
       sqlitePageCacheMiB: num.int("must be a whole number").min(2).default(SQLITE_DEFAULTS.pageCacheMiB),
       sqliteMmapMiB: num.int("must be a whole number").min(0).max(2047).default(SQLITE_DEFAULTS.mmapMiB),
       sqliteReadMemoEntries: num.int("must be a whole number").min(1).default(1024),
+      hnswResidentVectors: num.int("must be a whole number").min(1).default(HNSW_RESIDENCY_DEFAULTS.vectors),
+      hnswResidentTenants: num.int("must be a whole number").min(1).default(HNSW_RESIDENCY_DEFAULTS.tenants),
     })
     .default({
       embeddingEntries: 4096,
@@ -324,6 +337,8 @@ export const ConfigSchema = z.object({
       sqlitePageCacheMiB: SQLITE_DEFAULTS.pageCacheMiB,
       sqliteMmapMiB: SQLITE_DEFAULTS.mmapMiB,
       sqliteReadMemoEntries: 1024,
+      hnswResidentVectors: HNSW_RESIDENCY_DEFAULTS.vectors,
+      hnswResidentTenants: HNSW_RESIDENCY_DEFAULTS.tenants,
     }),
   /**
    * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
@@ -487,6 +502,8 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_SQLITE_CACHE_MIB: ["cache", "sqlitePageCacheMiB"],
   MEMORY_SQLITE_MMAP_MIB: ["cache", "sqliteMmapMiB"],
   MEMORY_SQLITE_READ_MEMO_ENTRIES: ["cache", "sqliteReadMemoEntries"],
+  MEMORY_HNSW_RESIDENT_VECTORS: ["cache", "hnswResidentVectors"],
+  MEMORY_HNSW_RESIDENT_TENANTS: ["cache", "hnswResidentTenants"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],
   MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
   MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],

@@ -4,33 +4,47 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import hnswlib from "hnswlib-node";
-import { HnswVectorStore, hnswFileOf } from "../../services/core/adapters/hnsw/vector-store.ts";
+import {
+  HnswVectorStore,
+  type HnswVectorStoreOptions,
+  hnswFileOf,
+} from "../../services/core/adapters/hnsw/vector-store.ts";
 import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import type { VectorItem } from "../../services/core/ports.ts";
 import { DIM, mulberry32, randomUnit, runVectorStoreContract } from "./vector-store.contract.ts";
 
 const tempDir = (): string => mkdtempSync(join(tmpdir(), "hnsw-store-"));
 
-runVectorStoreContract("HnswVectorStore", async () => {
-  const dir = tempDir();
-  let db: SqliteDatabase = openSqlite(dir);
-  let store = new HnswVectorStore(db, dir);
-  return {
-    store,
-    reopen: async () => {
-      await store.close();
-      db.close();
-      db = openSqlite(dir);
-      store = new HnswVectorStore(db, dir);
-      return store;
-    },
-    cleanup: async () => {
-      await store.close();
-      db.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
+const hnswFixture =
+  (options: HnswVectorStoreOptions = {}) =>
+  async () => {
+    const dir = tempDir();
+    let db: SqliteDatabase = openSqlite(dir);
+    let store = new HnswVectorStore(db, dir, options);
+    return {
+      store,
+      reopen: async () => {
+        await store.close();
+        db.close();
+        db = openSqlite(dir);
+        store = new HnswVectorStore(db, dir, options);
+        return store;
+      },
+      cleanup: async () => {
+        await store.close();
+        db.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
   };
-});
+
+runVectorStoreContract("HnswVectorStore", hnswFixture());
+// One tenant index in memory at a time, each larger than the vector cap: every switch of tenant
+// evicts the other (written to its file when changed) and loads this one back.
+runVectorStoreContract(
+  "HnswVectorStore, one resident tenant and a 1-vector cap",
+  hnswFixture({ maxResidentVectors: 1, maxResidentTenants: 1 }),
+);
 
 const items = (tenant: string, n: number, seed: number, offset = 0): VectorItem[] => {
   const rand = mulberry32(seed);

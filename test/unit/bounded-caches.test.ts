@@ -11,6 +11,11 @@ import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
 import { openSqliteStores } from "../../services/composition/stores.ts";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import {
+  DEFAULT_MAX_RESIDENT_TENANTS,
+  DEFAULT_MAX_RESIDENT_VECTORS,
+  HnswVectorStore,
+} from "../../services/core/adapters/hnsw/vector-store.ts";
 import { DEFAULT_READ_MEMO_ENTRIES, SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { UnchangedDataMemo } from "../../services/core/adapters/sqlite/unchanged-data-memo.ts";
 import { CachingEmbedder, DEFAULT_EMBEDDING_CACHE_ENTRIES } from "../../services/core/caching-embedder.ts";
@@ -32,9 +37,13 @@ describe("cache settings", () => {
       sqlitePageCacheMiB: 64,
       sqliteMmapMiB: 2047,
       sqliteReadMemoEntries: 1024,
+      hnswResidentVectors: 1_000_000,
+      hnswResidentTenants: 1_000,
     });
     assert.equal(DEFAULT_EMBEDDING_CACHE_ENTRIES, CONFIG_DEFAULTS.cache.embeddingEntries);
     assert.equal(DEFAULT_READ_MEMO_ENTRIES, CONFIG_DEFAULTS.cache.sqliteReadMemoEntries);
+    assert.equal(DEFAULT_MAX_RESIDENT_VECTORS, CONFIG_DEFAULTS.cache.hnswResidentVectors);
+    assert.equal(DEFAULT_MAX_RESIDENT_TENANTS, CONFIG_DEFAULTS.cache.hnswResidentTenants);
     const c = loadConfig(
       {},
       env({
@@ -44,6 +53,8 @@ describe("cache settings", () => {
         MEMORY_SQLITE_CACHE_MIB: "16",
         MEMORY_SQLITE_MMAP_MIB: "0",
         MEMORY_SQLITE_READ_MEMO_ENTRIES: "32",
+        MEMORY_HNSW_RESIDENT_VECTORS: "50000",
+        MEMORY_HNSW_RESIDENT_TENANTS: "20",
       }),
     );
     assert.deepEqual(c.cache, {
@@ -53,6 +64,8 @@ describe("cache settings", () => {
       sqlitePageCacheMiB: 16,
       sqliteMmapMiB: 0,
       sqliteReadMemoEntries: 32,
+      hnswResidentVectors: 50_000,
+      hnswResidentTenants: 20,
     });
     const settings = engineSettingsFrom(c);
     assert.equal(settings.conversationStates, 500);
@@ -84,6 +97,14 @@ describe("cache settings", () => {
       () => loadConfig({}, env({ MEMORY_SQLITE_READ_MEMO_ENTRIES: "2.5" })),
       /cache\.sqliteReadMemoEntries.*MEMORY_SQLITE_READ_MEMO_ENTRIES/,
     );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_HNSW_RESIDENT_VECTORS: "0" })),
+      /cache\.hnswResidentVectors.*MEMORY_HNSW_RESIDENT_VECTORS/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_HNSW_RESIDENT_TENANTS: "1.5" })),
+      /cache\.hnswResidentTenants.*MEMORY_HNSW_RESIDENT_TENANTS/,
+    );
   });
 });
 
@@ -109,10 +130,21 @@ describe("the embedded store's read memos (UnchangedDataMemo)", () => {
   it("are as large as the configuration says in the stores a process opens", async () => {
     const dir = mkdtempSync(join(tmpdir(), "memory-read-memo-"));
     dirs.push(dir);
-    const stores = openSqliteStores(loadConfig({ dataDir: dir }, env({ MEMORY_SQLITE_READ_MEMO_ENTRIES: "7" })));
+    const stores = openSqliteStores(
+      loadConfig(
+        { dataDir: dir },
+        env({
+          MEMORY_SQLITE_READ_MEMO_ENTRIES: "7",
+          MEMORY_HNSW_RESIDENT_VECTORS: "900",
+          MEMORY_HNSW_RESIDENT_TENANTS: "9",
+        }),
+      ),
+    );
     try {
       assert.ok(stores.graph instanceof SqliteGraphStore);
       assert.equal(stores.graph.readMemoEntries, 7);
+      assert.ok(stores.vectors instanceof HnswVectorStore);
+      assert.deepEqual(stores.vectors.residencyCaps, { vectors: 900, tenants: 9 });
     } finally {
       await stores.close();
     }

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import hnswlib, { type HierarchicalNSW } from "hnswlib-node";
+import { HNSW_RESIDENCY_DEFAULTS } from "../../config.ts";
 import type { VectorFilter, VectorHit, VectorItem, VectorPayload, VectorStore } from "../../ports.ts";
 import { compileFilter } from "../../vector-filter.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "../sqlite-db.ts";
@@ -34,6 +35,15 @@ export interface HnswVectorStoreOptions {
    * slot. purgeDeleted() (after an erasure) removes deleted vectors whatever the share.
    */
   compactDeletedRatio?: number;
+  /**
+   * Tenant indexes kept in memory hold at most this many points in all (default
+   * DEFAULT_MAX_RESIDENT_VECTORS); past it the least recently used are written to their files
+   * (when changed) and dropped, and read back on their next use. A tenant larger than the cap
+   * stays in memory alone.
+   */
+  maxResidentVectors?: number;
+  /** At most this many tenant indexes in memory (default DEFAULT_MAX_RESIDENT_TENANTS), as above. */
+  maxResidentTenants?: number;
 }
 
 /**
@@ -56,6 +66,16 @@ export const DEFAULT_HNSW_EF_CONSTRUCTION = 100;
 /** Default of HnswVectorStoreOptions.compactDeletedRatio. */
 export const DEFAULT_COMPACT_DELETED_RATIO = 0.2;
 
+/**
+ * Defaults of the residency caps. A resident point costs about 4 KB with 384-d vectors (hnswlib's
+ * copy and links, about 2.3 KB, the VectorBlock copy, 1.5 KB, and its payload), so 1,000,000 points
+ * are about 4 GiB; an index also costs about 2.5 MiB however small (hnswlib's 65,536 label locks),
+ * so 1,000 tenants are about 2.5 GiB before their points. Both are above what a dev machine holds:
+ * a small deployment keeps every index in memory as before. Figures in docs/benchmarks.md.
+ */
+export const DEFAULT_MAX_RESIDENT_VECTORS: number = HNSW_RESIDENCY_DEFAULTS.vectors;
+export const DEFAULT_MAX_RESIDENT_TENANTS: number = HNSW_RESIDENCY_DEFAULTS.tenants;
+
 interface Entry {
   id: string;
   payload: VectorPayload;
@@ -72,6 +92,8 @@ interface TenantIndex {
   scrubbed: Set<number>;
   /** The live vectors again, contiguous: the filtered exact path scores them in one pass. */
   block: VectorBlock;
+  /** Points this index counted for in residentVectors when last weighed (see weigh). */
+  weight: number;
 }
 
 interface TenantRow {
@@ -165,9 +187,20 @@ export class HnswVectorStore implements VectorStore {
   readonly compactions = { count: 0, ms: 0 };
   /** How many times deleted points' vectors were zeroed in place (purgeDeleted below the ratio). */
   readonly scrubs = { count: 0, ms: 0 };
+  /**
+   * Residency: tenant indexes brought into memory (from their file or rebuilt), the points they
+   * held and the time that took in all; indexes dropped to stay within the caps, and how many of
+   * those were written first.
+   */
+  readonly residency = { loads: 0, loadedVectors: 0, loadMs: 0, evictions: 0, evictionWrites: 0 };
   private readonly opts: Required<Omit<HnswVectorStoreOptions, "ownsDb">>;
   private readonly ownsDb: boolean;
+  /** Resident tenant indexes, least recently used first (a use moves a tenant to the end). */
   private readonly indexes = new Map<string, TenantIndex>();
+  /** Points held by the resident indexes (deleted ones too: they hold memory until reused). */
+  private residentVectors = 0;
+  /** Tenants an operation is using: never evicted until it ends (see hold). */
+  private readonly held = new Map<string, number>();
   private dim: number | undefined;
   private closed = false;
 
@@ -183,9 +216,16 @@ export class HnswVectorStore implements VectorStore {
       initialCapacity: options.initialCapacity ?? 1024,
       seed: options.seed ?? 100,
       compactDeletedRatio: options.compactDeletedRatio ?? DEFAULT_COMPACT_DELETED_RATIO,
+      maxResidentVectors: options.maxResidentVectors ?? DEFAULT_MAX_RESIDENT_VECTORS,
+      maxResidentTenants: options.maxResidentTenants ?? DEFAULT_MAX_RESIDENT_TENANTS,
     };
     if (!(this.opts.compactDeletedRatio > 0 && this.opts.compactDeletedRatio <= 1)) {
       throw new Error(`HnswVectorStore: compactDeletedRatio must be in (0, 1], got ${this.opts.compactDeletedRatio}`);
+    }
+    for (const cap of ["maxResidentVectors", "maxResidentTenants"] as const) {
+      const v = this.opts[cap];
+      if (!(Number.isInteger(v) && v >= 1))
+        throw new Error(`HnswVectorStore: ${cap} must be a whole number >= 1, got ${v}`);
     }
     migrate(db, "vectors", VECTOR_MIGRATIONS);
     mkdirSync(this.dir, { recursive: true });
@@ -196,6 +236,16 @@ export class HnswVectorStore implements VectorStore {
   /** A store with its own handle on `<dataDir>/memory.db`, closed by close(). */
   static open(dataDir: string, options: Omit<HnswVectorStoreOptions, "ownsDb"> = {}): HnswVectorStore {
     return new HnswVectorStore(openSqlite(dataDir), dataDir, { ...options, ownsDb: true });
+  }
+
+  /** What is in memory now: tenant indexes and the points they hold. */
+  get resident(): { tenants: number; vectors: number } {
+    return { tenants: this.indexes.size, vectors: this.residentVectors };
+  }
+
+  /** The residency caps in force. */
+  get residencyCaps(): { vectors: number; tenants: number } {
+    return { vectors: this.opts.maxResidentVectors, tenants: this.opts.maxResidentTenants };
   }
 
   /** The store's vector dimension, undefined before the first write. */
@@ -224,6 +274,7 @@ export class HnswVectorStore implements VectorStore {
       for (const t of this.indexes.values()) {
         t.index = this.newIndex(n, this.opts.initialCapacity);
         t.block = new VectorBlock(n);
+        this.weigh(t);
       }
     }
     this.db
@@ -247,16 +298,97 @@ export class HnswVectorStore implements VectorStore {
     return index;
   }
 
+  /**
+   * Runs `use` with the tenant held: however the caps press, its index is not evicted before `use`
+   * ends (a promise: when it settles). Every store call that uses an index holds its tenant. The
+   * calls are synchronous from their load to their last use of the index today, so only the
+   * tenant's own loads and growth could evict it, and makeRoom spares that one anyway; the hold
+   * keeps that true should a call ever await in between.
+   */
+  private hold<T>(tenant: string, use: () => T): T {
+    this.held.set(tenant, (this.held.get(tenant) ?? 0) + 1);
+    const release = (): void => {
+      const n = (this.held.get(tenant) ?? 1) - 1;
+      if (n > 0) this.held.set(tenant, n);
+      else this.held.delete(tenant);
+    };
+    let result: T;
+    try {
+      result = use();
+    } catch (err) {
+      release();
+      throw err;
+    }
+    if (result instanceof Promise) return result.finally(release) as T;
+    release();
+    return result;
+  }
+
+  /** Brings residentVectors up to date with the points the tenant's index holds now. */
+  private weigh(t: TenantIndex): void {
+    const now = t.index.getCurrentCount();
+    this.residentVectors += now - t.weight;
+    t.weight = now;
+  }
+
+  /** Drops a tenant's index from memory without writing it (its file or SQLite has the truth). */
+  private forget(tenant: string): void {
+    const t = this.indexes.get(tenant);
+    if (!t) return;
+    this.indexes.delete(tenant);
+    this.residentVectors -= t.weight;
+  }
+
+  /**
+   * Evicts least recently used indexes, never `keep` nor a held tenant, until `keep` with
+   * `incoming` more points fits the caps (or nothing else is left to evict: a tenant larger than
+   * the cap stays alone). A changed index is written to its file first, as flush() writes it, so
+   * that its next load reads the file instead of rebuilding it.
+   */
+  private makeRoom(keep: string, incoming: number): void {
+    const caps = this.opts;
+    const fits = (): boolean =>
+      this.indexes.size + (this.indexes.has(keep) ? 0 : 1) <= caps.maxResidentTenants &&
+      this.residentVectors + incoming <= caps.maxResidentVectors;
+    if (fits()) return;
+    for (const [tenant, t] of this.indexes) {
+      if (fits()) return;
+      if (tenant === keep || this.held.has(tenant)) continue;
+      if (t.dirty) {
+        const meta = this.tenantRow(tenant);
+        if (meta) {
+          try {
+            this.writeIndex(tenant, t, meta.version);
+            this.residency.evictionWrites++;
+          } catch {
+            // Not written: its file stays behind the tenant's write version, so the next load
+            // rebuilds the index from SQLite (the truth) instead of reading the file.
+            rmSync(`${this.fileOf(tenant)}.tmp`, { force: true });
+          }
+        }
+      }
+      this.forget(tenant);
+      this.residency.evictions++;
+    }
+  }
+
   /** The tenant's in-memory index: cached, else read from its file when current, else rebuilt from SQLite. */
   private load(tenant: string): TenantIndex | undefined {
     const cached = this.indexes.get(tenant);
-    if (cached) return cached;
+    if (cached) {
+      // Most recently used goes last (Map keeps insertion order): makeRoom evicts from the front.
+      this.indexes.delete(tenant);
+      this.indexes.set(tenant, cached);
+      return cached;
+    }
+    const started = performance.now();
     const rows = this.db
       .prepare<[string], { id: string; label: number; payload: string; vector: Buffer }>(
         "SELECT id, label, payload, vector FROM vectors WHERE tenant = ?",
       )
       .all(tenant);
     if (rows.length === 0 || this.dim === undefined) return undefined;
+    this.makeRoom(tenant, rows.length);
     const entries = new Map<number, Entry>();
     const labels = new Map<string, number>();
     const block = new VectorBlock(this.dim, rows.length);
@@ -273,8 +405,20 @@ export class HnswVectorStore implements VectorStore {
       block.put(r.label, v, payload);
     }
     const index = this.readFile(tenant, entries) ?? this.rebuildFromTable(tenant, rows.length);
-    const t: TenantIndex = { index: index.index, entries, labels, dirty: index.dirty, scrubbed: new Set(), block };
+    const t: TenantIndex = {
+      index: index.index,
+      entries,
+      labels,
+      dirty: index.dirty,
+      scrubbed: new Set(),
+      block,
+      weight: 0,
+    };
     this.indexes.set(tenant, t);
+    this.weigh(t);
+    this.residency.loads++;
+    this.residency.loadedVectors += rows.length;
+    this.residency.loadMs += performance.now() - started;
     return t;
   }
 
@@ -341,6 +485,10 @@ export class HnswVectorStore implements VectorStore {
   async upsert(tenant: string, items: readonly VectorItem[]): Promise<void> {
     this.check();
     if (items.length === 0) return;
+    this.hold(tenant, () => this.upsertHeld(tenant, items));
+  }
+
+  private upsertHeld(tenant: string, items: readonly VectorItem[]): void {
     const first = items[0] as VectorItem;
     for (const item of items) {
       if (item.payload.tenant !== tenant) {
@@ -392,6 +540,8 @@ export class HnswVectorStore implements VectorStore {
       return out;
     })();
     // SQLite holds the truth now; bring the in-memory index up to date (or drop it, so that it is rebuilt).
+    // The growth may push other tenants out (never this one: it is held).
+    this.makeRoom(tenant, planned.length);
     const t: TenantIndex = existing ?? {
       index: this.newIndex(dim, this.opts.initialCapacity),
       entries: new Map(),
@@ -399,6 +549,7 @@ export class HnswVectorStore implements VectorStore {
       dirty: true,
       scrubbed: new Set(),
       block: new VectorBlock(dim),
+      weight: 0,
     };
     this.indexes.set(tenant, t);
     try {
@@ -413,8 +564,9 @@ export class HnswVectorStore implements VectorStore {
         t.block.put(label, item.vector, payload);
       }
       t.dirty = true;
+      this.weigh(t);
     } catch (err) {
-      this.indexes.delete(tenant);
+      this.forget(tenant);
       throw err;
     }
   }
@@ -423,6 +575,10 @@ export class HnswVectorStore implements VectorStore {
     this.check();
     const limit = Math.floor(k);
     if (!(limit > 0)) return [];
+    return this.hold(tenant, () => this.searchHeld(tenant, vector, limit, filter));
+  }
+
+  private searchHeld(tenant: string, vector: Float32Array, limit: number, filter?: VectorFilter): VectorHit[] {
     const t = this.load(tenant);
     if (!t || t.entries.size === 0) return [];
     if (vector.length !== this.dim) {
@@ -509,6 +665,10 @@ export class HnswVectorStore implements VectorStore {
   async delete(tenant: string, ids: readonly string[]): Promise<void> {
     this.check();
     if (ids.length === 0) return;
+    this.hold(tenant, () => this.deleteHeld(tenant, ids));
+  }
+
+  private deleteHeld(tenant: string, ids: readonly string[]): void {
     const t = this.load(tenant);
     const del = this.db.prepare<[string, string], { label: number }>(
       "DELETE FROM vectors WHERE tenant = ? AND id = ? RETURNING label",
@@ -537,7 +697,7 @@ export class HnswVectorStore implements VectorStore {
       t.dirty = true;
       if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
     } catch (err) {
-      this.indexes.delete(tenant);
+      this.forget(tenant);
       throw err;
     }
   }
@@ -551,6 +711,7 @@ export class HnswVectorStore implements VectorStore {
     t.index = this.buildFromTable(tenant, t.entries.size);
     t.scrubbed.clear();
     t.dirty = true;
+    this.weigh(t);
     this.compactions.count++;
     this.compactions.ms += performance.now() - started;
   }
@@ -584,9 +745,13 @@ export class HnswVectorStore implements VectorStore {
    */
   async purgeDeleted(tenant: string): Promise<void> {
     this.check();
+    this.hold(tenant, () => this.purgeDeletedHeld(tenant));
+  }
+
+  private purgeDeletedHeld(tenant: string): void {
     const t = this.load(tenant);
     if (!t || t.entries.size === 0) {
-      this.indexes.delete(tenant);
+      this.forget(tenant);
       rmSync(this.fileOf(tenant), { force: true });
       return;
     }
@@ -595,7 +760,7 @@ export class HnswVectorStore implements VectorStore {
       else this.scrubDeleted(t);
     } catch (err) {
       // A half-patched index is not trusted: the next use rebuilds it from SQLite.
-      this.indexes.delete(tenant);
+      this.forget(tenant);
       throw err;
     }
     this.flushSync();
@@ -618,7 +783,7 @@ export class HnswVectorStore implements VectorStore {
       this.db.prepare("DELETE FROM vectors WHERE tenant = ?").run(tenant);
       this.db.prepare("DELETE FROM vector_tenants WHERE tenant = ?").run(tenant);
     })();
-    this.indexes.delete(tenant);
+    this.forget(tenant);
     rmSync(this.fileOf(tenant), { force: true });
   }
 
@@ -636,20 +801,27 @@ export class HnswVectorStore implements VectorStore {
   }
 
   private flushSync(): void {
-    mkdirSync(this.dir, { recursive: true });
-    const mark = this.db.prepare("UPDATE vector_tenants SET flushed_version = ? WHERE tenant = ?");
     for (const [tenant, t] of this.indexes) {
       if (!t.dirty) continue;
       const meta = this.tenantRow(tenant);
       if (!meta) continue;
-      const file = this.fileOf(tenant);
-      const tmp = `${file}.tmp`;
-      // Synchronous: nothing can change the index while it is written.
-      t.index.writeIndexSync(tmp);
-      renameSync(tmp, file);
-      mark.run(meta.version, tenant);
-      t.dirty = false;
+      this.writeIndex(tenant, t, meta.version);
     }
+  }
+
+  /**
+   * Writes a tenant's index to its file (a temp file, then a rename) and records the write version
+   * it reflects (flush, and an eviction of a changed index).
+   */
+  private writeIndex(tenant: string, t: TenantIndex, version: number): void {
+    mkdirSync(this.dir, { recursive: true });
+    const file = this.fileOf(tenant);
+    const tmp = `${file}.tmp`;
+    // Synchronous: nothing can change the index while it is written.
+    t.index.writeIndexSync(tmp);
+    renameSync(tmp, file);
+    this.db.prepare("UPDATE vector_tenants SET flushed_version = ? WHERE tenant = ?").run(version, tenant);
+    t.dirty = false;
   }
 
   async close(): Promise<void> {
@@ -659,6 +831,7 @@ export class HnswVectorStore implements VectorStore {
     } finally {
       this.closed = true;
       this.indexes.clear();
+      this.residentVectors = 0;
       if (this.ownsDb && this.db.open) this.db.close();
     }
   }

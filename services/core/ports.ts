@@ -603,6 +603,12 @@ export interface GraphMaintenance {
    * Optional; docs/erasure.md says what each store guarantees.
    */
   purgeDeleted?(): Promise<void>;
+  /**
+   * One bounded step of index upkeep while the store is idle: merges of the full-text index's
+   * segments, writing about `pages` pages. True while more work remains (call again later),
+   * false when there is none. Optional: a store without such upkeep leaves it out.
+   */
+  mergeIndexSegments?(pages: number): Promise<boolean>;
   close(): Promise<void>;
 }
 

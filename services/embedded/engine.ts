@@ -143,6 +143,13 @@ interface KeyedEncoderState {
 const SEGMENTER = "segmenter";
 const ENCODER = "encoder";
 const INBOX_CURSOR = "inbox";
+/**
+ * Idle-time merge of the graph store's full-text index (GraphMaintenance.mergeIndexSegments):
+ * pages per step (one short write transaction: ~2-6 ms on a 40,000-record store) and steps per
+ * idle tick at most, so a tick's work is bounded and a large index is merged over several ticks.
+ */
+const INDEX_MERGE_PAGES = 64;
+const INDEX_MERGE_STEPS_PER_TICK = 64;
 /** Attempt records: the inbox batch in flight, the one entry in flight while isolating, the segment in flight. */
 const INBOX_BATCH = "inbox-batch";
 const INBOX_ENTRY = "inbox-entry";
@@ -195,12 +202,19 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   private stopping = false;
   private inflightEncodes = 0;
   private idleTimer: NodeJS.Timeout | undefined;
+  /** The idle timer's period: the segmenter's idle timeout, at most a minute. */
+  private idleTickMs = 60_000;
   private drainWaiters: (() => void)[] = [];
   private failure: Error | undefined;
   private lastActivityMs: number;
   private scheduler: ConsolidationScheduler | undefined;
   /** Consolidation and erasure run one at a time. */
   private maintenance: Promise<unknown> = Promise.resolve();
+  /** The idle-time index merge in progress (mergeIndexIfIdle), if any. */
+  private indexMerge: Promise<void> | undefined;
+  /** lastActivityMs when the index merge last found nothing left: nothing ingested since, nothing to merge. */
+  private indexMergedAt: number | undefined;
+  private closing = false;
   /** The last consolidation's report (on demand or scheduled). */
   lastConsolidation: (ConsolidationReport & { trigger: TriggerReason | "demand" }) | undefined;
   readonly progress: Progress = { turns: 0, segments: 0, records: 0 };
@@ -245,8 +259,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.encodeLoop = this.runEncodeLoop();
     for (const p of leftover) await this.queue.push(p);
     this.ingestLoop = this.runIngestLoop();
-    const tick = Math.min(this.settings.segmenter.idleTimeoutMs, 60_000);
-    this.idleTimer = setInterval(() => this.flushIdle(), tick);
+    this.idleTickMs = Math.min(this.settings.segmenter.idleTimeoutMs, 60_000);
+    this.idleTimer = setInterval(() => {
+      this.flushIdle();
+      this.mergeIndexIfIdle();
+    }, this.idleTickMs);
     this.idleTimer.unref();
     this.startScheduler();
   }
@@ -466,8 +483,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
 
   /** Clean shutdown: finish what was accepted, then stop the stages. Open segments stay as durable state. */
   async close(): Promise<void> {
+    this.closing = true;
     this.scheduler?.stop();
     await this.scheduler?.idle();
+    await this.indexMerge;
     await this.maintenance;
     if (this.idleTimer) clearInterval(this.idleTimer);
     if (!this.failure) await this.drain();
@@ -504,6 +523,51 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         s.lastActivityMs = now;
       }
     this.wake?.();
+  }
+
+  /**
+   * Idle-time upkeep of the graph store's full-text index, when the store has any
+   * (GraphMaintenance.mergeIndexSegments): once nothing was ingested for a whole idle tick and the
+   * pipeline is drained, up to INDEX_MERGE_STEPS_PER_TICK steps, one at a time with the other
+   * maintenance (exclusive) and the event loop free between them (queries run in between),
+   * stopping when a turn arrives. Merged segments make every lexical lookup cheaper (a term is
+   * looked up in each segment: fts-segments.ts); writes leave new segments, so the merge runs again
+   * after the next activity. A failed step is left for the next tick.
+   */
+  private mergeIndexIfIdle(): void {
+    const graph = this.parts.graph;
+    if (!graph.mergeIndexSegments || this.indexMerge || this.closing || this.failure) return;
+    const since = this.lastActivityMs;
+    if (this.indexMergedAt === since || this.clock() - since < this.idleTickMs || !this.isDrained()) return;
+    const busy = (): boolean => this.closing || this.lastActivityMs !== since || !this.isDrained();
+    this.indexMerge = (async () => {
+      for (let step = 0; step < INDEX_MERGE_STEPS_PER_TICK && !busy(); step++) {
+        const more = await this.exclusive(async () =>
+          busy() ? true : await graph.mergeIndexSegments?.(INDEX_MERGE_PAGES),
+        );
+        if (more === false) {
+          this.indexMergedAt = since;
+          return;
+        }
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        this.indexMerge = undefined;
+      });
+  }
+
+  /**
+   * The idle tick's index upkeep (mergeIndexIfIdle) now, awaited: for tests and tools. True when
+   * the index has nothing left to merge since the last activity (or the store keeps no such
+   * index), false when the engine was not idle for a tick, a step failed or the tick's steps ran out.
+   */
+  async mergeIndexWhenIdle(): Promise<boolean> {
+    if (!this.parts.graph.mergeIndexSegments) return true;
+    this.mergeIndexIfIdle();
+    await this.indexMerge;
+    return this.indexMergedAt === this.lastActivityMs;
   }
 
   /**

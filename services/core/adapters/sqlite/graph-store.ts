@@ -37,6 +37,7 @@ import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
+import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segments.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
@@ -216,6 +217,8 @@ export class SqliteGraphStore implements GraphStore {
     run: (sql, ...params) => this.run(sql, ...params),
   };
   private closed = false;
+  /** The FTS tables' usermerge is set (mergeIndexSegments, once per store). */
+  private mergePrepared = false;
   /** The lexical vocabulary reads (vocabulary.ts) on this store's cached statements. */
   private readonly vocabulary = new SqliteVocabulary(this.sql, (ddl) => this.db.exec(ddl));
 
@@ -620,6 +623,24 @@ export class SqliteGraphStore implements GraphStore {
     this.db.exec("INSERT INTO records_fts (records_fts) VALUES ('optimize')");
     this.db.exec("INSERT INTO turns_fts (turns_fts) VALUES ('optimize')");
     truncateWal(this.db);
+  }
+
+  /**
+   * One step of the full-text indexes' idle-time merge (fts-segments.ts): about `pages` pages of
+   * records_fts's segments merged, then, once it has none left to merge, of turns_fts's. True
+   * while either may hold more; false when neither has anything to merge. A step is one short
+   * write transaction (64 pages: ~2-6 ms on a 40,000-record store), so writes wait at most that long.
+   */
+  async mergeIndexSegments(pages: number): Promise<boolean> {
+    const budget = Math.floor(pages);
+    if (this.closed) throw new Error("SqliteGraphStore is closed");
+    if (!(budget > 0)) throw new RangeError(`mergeIndexSegments: pages must be >= 1, got ${pages}`);
+    if (!this.mergePrepared) {
+      for (const table of FTS_TABLES) prepareSegmentMerge(this.db, table);
+      this.mergePrepared = true;
+    }
+    for (const table of FTS_TABLES) if (mergeSegmentsStep(this.db, table, budget)) return true;
+    return false;
   }
 
   // ---------------------------------------------------------------------------------------------

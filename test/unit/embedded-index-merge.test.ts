@@ -1,0 +1,81 @@
+// The embedded engine's idle-time merge of the full-text index (EmbeddedEngine.mergeIndexWhenIdle,
+// the idle tick's upkeep): not while turns arrive, done once nothing was ingested for a tick, and
+// again after new turns.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { FTS_TABLES, segmentsPerLevel } from "../../services/core/adapters/sqlite/fts-segments.ts";
+import { openSqlite } from "../../services/core/adapters/sqlite-db.ts";
+import { loadConfig } from "../../services/core/config.ts";
+import type { TurnInput } from "../../services/core/requests.ts";
+import { engineSettingsFrom, openEmbeddedEngine } from "../../services/embedded/open.ts";
+
+const turns = (n: number, session: string): TurnInput[] =>
+  Array.from({ length: n }, (_, i) => ({
+    turnId: `${session}-${i}`,
+    speaker: i % 2 ? "Ana" : "Ben",
+    text: `Ben told Ana about the garden ${session} and the ${i} tomatoes w${i * 7} he planted on Monday.`,
+    timestamp: new Date(Date.UTC(2024, 4, 6, 10, i)).toISOString(),
+    sessionId: session,
+    role: "user" as const,
+  }));
+
+describe("embedded engine: idle-time merge of the full-text index", () => {
+  it("merges once idle for a tick, not while turns come, and again after new turns", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-engine-merge-"));
+    let now = Date.UTC(2024, 4, 6, 12);
+    const config = loadConfig({ dataDir: dir });
+    const settings = { ...engineSettingsFrom(config), clock: () => now };
+    const o = await openEmbeddedEngine(config, { embedder: new HashingEmbedder(), settings });
+    // A second connection on the same file reads the index structure. Automerge off: each write
+    // transaction leaves its own segment (a test-sized index would be folded as it grows).
+    const db = openSqlite(dir);
+    try {
+      for (const t of FTS_TABLES) {
+        db.prepare(`INSERT INTO ${t} (${t}, rank) VALUES ('automerge', ?)`).run(0n);
+        db.prepare(`INSERT INTO ${t} (${t}, rank) VALUES ('crisismerge', ?)`).run(1000n);
+      }
+      const segments = (): number => segmentsPerLevel(db, "turns_fts").reduce((a, b) => a + b, 0);
+      const ingest = async (conversations: number, tag: string): Promise<void> => {
+        for (let c = 0; c < conversations; c++) {
+          await o.engine.ingest("t", `c${tag}${c}`, turns(6, `s${tag}${c}`));
+          await o.engine.flush("t", `c${tag}${c}`);
+          await o.engine.drain();
+        }
+      };
+      await ingest(8, "a");
+      const before = segments();
+      assert.ok(before >= 8, `one segment or more per conversation written (${before})`);
+
+      // Turns came in this tick: no merge yet.
+      assert.equal(await o.engine.mergeIndexWhenIdle(), false);
+      assert.equal(segments(), before);
+
+      now += 60_001;
+      assert.equal(await o.engine.mergeIndexWhenIdle(), true);
+      for (const t of FTS_TABLES) assert.ok(Math.max(...segmentsPerLevel(db, t)) <= 1, `${t}: <= 1 segment per level`);
+      assert.ok(segments() < before);
+      const hits = await o.engine.query("t", { question: "What did Ben plant in the garden?" });
+      assert.ok(
+        hits.items.some((i) => i.kind === "turn"),
+        "the merged index still finds the turns",
+      );
+
+      // New turns, new segments; merged again only once idle for a tick.
+      await ingest(3, "b");
+      const grown = segments();
+      assert.ok(grown > 1);
+      assert.equal(await o.engine.mergeIndexWhenIdle(), false);
+      now += 60_001;
+      assert.equal(await o.engine.mergeIndexWhenIdle(), true);
+      assert.ok(segments() < grown);
+    } finally {
+      db.close();
+      await o.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

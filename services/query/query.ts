@@ -1,17 +1,26 @@
 import { CONFIG_DEFAULTS } from "../core/config.ts";
 import { isTurnRowId, turnRowId } from "../core/ids.ts";
-import type { Embedder, GraphStore, QueryPlanner, ScoredId, StoredTurn, VectorStore } from "../core/ports.ts";
+import type {
+  Embedder,
+  GraphStore,
+  QueryPlanner,
+  ScoredId,
+  StoredTurn,
+  VectorHit,
+  VectorStore,
+} from "../core/ports.ts";
 import type { QueryResult, RouteName } from "../core/query-types.ts";
 import type { QueryRequest } from "../core/requests.ts";
 import { getTurnsByRowIds } from "../core/turn-order.ts";
 import type { MemoryRecord } from "../core/types.ts";
 import { dot } from "../core/vector-math.ts";
+import { bothEnds } from "./both-ends.ts";
 import { rocchio } from "./feedback.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
 import { contentQuestion, withoutNames } from "./name-free.ts";
 import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
 import { type PackInput, packContext } from "./pack.ts";
-import { collectsMentions, DeterministicPlanner } from "./planner.ts";
+import { asksForDuration, collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { QueryVectors } from "./query-vectors.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
@@ -219,9 +228,15 @@ export const runQuery = async (
   const scope = conversation ? { conversation } : {};
   const questionText = [req.question, ...plan.rewrites].join(" ");
   const lexicalText = content === undefined ? questionText : withoutNames(questionText, commonNames);
+  // When each dense hit happened (its payload's event or turn time), for bothEnds below.
+  const hitTime = new Map<string, number>();
+  const dated = (hits: readonly VectorHit[]): VectorHit[] => {
+    for (const h of hits) if (h.payload.time !== undefined) hitTime.set(h.id, h.payload.time);
+    return [...hits];
+  };
   const jobs: Promise<RankedList>[] = [
-    timed("dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" })),
-    timed("raw-dense", async () => deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" })),
+    timed("dense", async () => dated(await deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" }))),
+    timed("raw-dense", async () => dated(await deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" }))),
     timed("lexical", () =>
       searchWithNearMatches(
         (text, k) => deps.graph.searchRecordsLexical(tenant, text, k, conversation, asOf),
@@ -280,6 +295,12 @@ export const runQuery = async (
     );
   }
   const lists = await Promise.all(jobs);
+  // A duration asks for the event's first and last mention (both-ends.ts).
+  if (asksForDuration(req.question)) {
+    // The question's own dense lists (jobs' first two), not the name-free ones.
+    const ends = bothEnds(lists.slice(0, 2), hitTime, Math.floor(depth / 2));
+    if (ends) lists.push(ends);
+  }
   const first = reciprocalRankFusion(lists, settings.rrfK);
   const seeds = first
     .filter((f) => !isTurnRowId(f.id))

@@ -66,12 +66,15 @@ const rerankBySimilarity = async (
 
 /**
  * Pseudo-relevance feedback: the first round's best fused items that move the question's vector,
- * and how far (the mean of their vectors weighs this much against the question's). Measured on
- * the dev set: weight 1 lost recall at 500 tokens, 0.5 held or helped every cell; records only,
- * since a raw-turn list moved the same way lost recall everywhere (docs/design.md).
+ * how far (the mean of their vectors weighs this much against the question's), and what the
+ * moved search's list counts in the fusion for a question that does not collect mentions (1 for
+ * one that does). Measured on the dev set (docs/benchmarks.md): weight 1 lost recall at 500
+ * tokens, 0.5 held or helped; a raw-turn list moved the same way lost recall everywhere; for the
+ * other questions a full list lost at 500 and 2,000 tokens, 0.5 at 2,000, 0.2 to 0.4 held or helped.
  */
 const FEEDBACK_ITEMS = 5;
 const FEEDBACK_WEIGHT = 0.5;
+const FEEDBACK_LIST_WEIGHT = 0.4;
 
 /** A key matching more than this share of the records says nothing about which record is meant. */
 export const SELECTIVE_SHARE = 0.3;
@@ -311,13 +314,19 @@ export const runQuery = async (
       rerankBySimilarity(stored, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
     ),
   ];
-  // A list or trait question's record route once more, moved toward what the first round found
-  // best (feedback.ts): the evidence in other sessions reads like the evidence already found.
-  if (collectsMentions(req.question)) {
-    const best = await stored.of(first.slice(0, FEEDBACK_ITEMS).map((f) => f.id));
-    const moved = rocchio(cvec ?? qvec, [...best.values()], FEEDBACK_WEIGHT);
-    if (moved)
-      second.push(timed("dense", async () => deps.vectors.search(tenant, moved, depth, { ...scope, kind: "record" })));
+  // The record route once more, moved toward what the first round found best (feedback.ts). A
+  // list or trait question's evidence in other sessions reads like what was found, and its list
+  // counts fully; for other questions it is a second opinion that counts less, so that the best
+  // few items (what fits in a small budget) stay the question's own.
+  const best = await stored.of(first.slice(0, FEEDBACK_ITEMS).map((f) => f.id));
+  const moved = rocchio(cvec ?? qvec, [...best.values()], FEEDBACK_WEIGHT);
+  if (moved) {
+    const weight = collectsMentions(req.question) ? 1 : FEEDBACK_LIST_WEIGHT;
+    second.push(
+      timed("dense", async () => deps.vectors.search(tenant, moved, depth, { ...scope, kind: "record" })).then(
+        (list) => ({ ...list, weight }),
+      ),
+    );
   }
   lists.push(...(await Promise.all(second)));
   const fused = reciprocalRankFusion(lists, settings.rrfK).slice(0, settings.candidates);

@@ -18,6 +18,14 @@ const AGGREGATION =
 
 export const isAggregation = (question: string): boolean => AGGREGATION.test(question);
 
+/**
+ * Questions about how long something took or has gone on: the answer is the time between the
+ * event's first mention and its last (or now), so both ends are evidence.
+ */
+const DURATION = /\b(how long|since when|how many (years|months|weeks|days))\b/i;
+
+export const asksForDuration = (question: string): boolean => DURATION.test(question);
+
 /** Questions that ask for an inference about a person (a likely choice, a trait, a hypothetical). */
 export const isInference = (question: string): boolean => OPEN.test(question);
 

@@ -50,6 +50,29 @@ describe("reciprocal rank fusion", () => {
     );
   });
 
+  it("counts a weighted list's ranks at its weight", () => {
+    const fused = reciprocalRankFusion(
+      [
+        { route: "dense", ids: [{ id: "a", score: 1 }] },
+        {
+          route: "dense",
+          weight: 0.4,
+          ids: [
+            { id: "b", score: 1 },
+            { id: "a", score: 0.5 },
+          ],
+        },
+      ],
+      60,
+    );
+    assert.ok(Math.abs((fused.find((f) => f.id === "a")?.score ?? 0) - (1 / 61 + 0.4 / 62)) < 1e-12);
+    assert.ok(Math.abs((fused.find((f) => f.id === "b")?.score ?? 0) - 0.4 / 61) < 1e-12);
+    assert.deepEqual(
+      fused.map((f) => f.id),
+      ["a", "b"],
+    );
+  });
+
   it("breaks ties deterministically by id", () => {
     const fused = reciprocalRankFusion([
       { route: "dense", ids: [{ id: "z", score: 1 }] },

@@ -80,7 +80,8 @@ describe("runQuery: the similarity routes once more without common names", () =>
     );
     // The question and its name-free form go to the embedder in one call.
     assert.equal(r.cost.embeddingCalls, 1);
-    assert.equal(denseRuns(r.explain?.routes ?? []), 2);
+    // As asked, name-free, and the name-free one moved by feedback (query-feedback.test.ts).
+    assert.equal(denseRuns(r.explain?.routes ?? []), 3);
     assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 2);
     assert.equal(
       r.explain?.routes.some((l) => l.route === "entity"),
@@ -97,7 +98,9 @@ describe("runQuery: the similarity routes once more without common names", () =>
       settings,
     );
     assert.equal(r.cost.embeddingCalls, 1);
-    assert.equal(denseRuns(r.explain?.routes ?? []), 1);
+    // The question as asked, and once more moved by feedback; no name-free pair.
+    assert.equal(denseRuns(r.explain?.routes ?? []), 2);
+    assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 1);
     assert.match(r.context, /Paris/);
   });
 
@@ -145,6 +148,8 @@ describe("runQuery: the similarity routes once more without common names", () =>
       settings,
     );
     assert.equal(r.cost.embeddingCalls, 1);
-    assert.equal(denseRuns(r.explain?.routes ?? []), 1);
+    // The question as asked, and once more moved by feedback; no name-free pair.
+    assert.equal(denseRuns(r.explain?.routes ?? []), 2);
+    assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 1);
   });
 });

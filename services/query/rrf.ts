@@ -15,8 +15,7 @@ export interface Fused {
 
 /**
  * Reciprocal Rank Fusion: RRF(d) = sum over lists of w / (k + rank(d)), ranks from 1, w the list's
- * weight (1 unless it says otherwise). Ties are
- * broken by id so the fused order is deterministic.
+ * weight (1 unless it says otherwise). Ties are broken by id so the fused order is deterministic.
  */
 export const reciprocalRankFusion = (lists: readonly RankedList[], k = 60): Fused[] => {
   const fused = new Map<string, Fused>();

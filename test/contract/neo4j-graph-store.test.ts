@@ -54,3 +54,84 @@ test("Neo4jGraphStore backfills lexical terms of older records and turns", {
     await a.close();
   }
 });
+
+// The names and counts every query reads first are kept until the tenant's write stamp changes
+// (tenant-stamp-memo.ts). The writers are other processes than the query service: a write through
+// another store instance (its own driver) must reach this one's next read.
+test("Neo4jGraphStore keeps known names and counts until another instance writes the tenant", {
+  skip: neo4jSkip,
+}, async () => {
+  const tenant = `stamp-${randomUUID().slice(0, 8)}`;
+  const connect = () => Neo4jGraphStore.open(neo4jConnection());
+  const [reader, writer] = [await connect(), await connect()];
+  /** What the planner reads, through `store`. */
+  const planned = async (store: Neo4jGraphStore) => ({
+    entities: await store.knownEntities(tenant),
+    topics: await store.knownTopics(tenant),
+    records: await store.countRecords(tenant),
+    c1: [
+      await store.knownEntities(tenant, "c1"),
+      await store.knownTopics(tenant, "c1"),
+      await store.countRecords(tenant, "c1"),
+    ],
+    c2: [
+      await store.knownEntities(tenant, "c2"),
+      await store.knownTopics(tenant, "c2"),
+      await store.countRecords(tenant, "c2"),
+    ],
+  });
+  /** The same reads through a store with nothing kept. */
+  const fresh = async () => {
+    const store = await connect();
+    try {
+      return await planned(store);
+    } finally {
+      await store.close();
+    }
+  };
+  try {
+    const [b1, b2] = batchesFor(tenant);
+    assert.ok(b1 && b2);
+    assert.deepEqual(await planned(reader), { entities: [], topics: [], records: 0, c1: [[], [], 0], c2: [[], [], 0] });
+    await writer.writeBatch(b1);
+    const first = await planned(reader);
+    assert.deepEqual(first, await fresh());
+    assert.equal(first.records, 3);
+    assert.ok(first.topics.includes("drinks"));
+
+    // A change no writer stamps (only here, by hand) is not seen: the reads are kept.
+    await writer.driver.executeQuery("MATCH (:Topic {tenant: $tenant, key: 'drinks'})-[x:TAGS]->() DELETE x", {
+      tenant,
+    });
+    assert.deepEqual(await planned(reader), first);
+    assert.ok(!(await fresh()).topics.includes("drinks"));
+
+    // A batch written by the other instance: read afresh.
+    await writer.writeBatch(b2);
+    const second = await planned(reader);
+    assert.deepEqual(second, await fresh());
+    assert.equal(second.records, 4);
+    assert.ok(!second.topics.includes("drinks"));
+
+    // Records deleted in a consolidation / erasure transaction of the other instance.
+    const [r4] = b2.records;
+    assert.ok(r4);
+    await writer.transact(tenant, {}, () => ({ writes: { deleteRecords: [r4.id] }, result: undefined }));
+    const third = await planned(reader);
+    assert.deepEqual(third, await fresh());
+    assert.equal(third.records, 3);
+    assert.deepEqual(third.c2, [[], [], 0]);
+
+    // The tenant erased, then written again: nothing from before is served.
+    await writer.deleteTenant(tenant);
+    assert.deepEqual(await planned(reader), { entities: [], topics: [], records: 0, c1: [[], [], 0], c2: [[], [], 0] });
+    await writer.writeBatch(b2);
+    const again = await planned(reader);
+    assert.deepEqual(again, await fresh());
+    assert.equal(again.records, 1);
+  } finally {
+    await writer.deleteTenant(tenant);
+    await reader.close();
+    await writer.close();
+  }
+});

@@ -37,12 +37,18 @@ import {
 } from "./driver.ts";
 import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
+import { TENANT_STAMP_CYPHER, TenantStampMemo, TenantStampReader } from "./tenant-stamp-memo.ts";
 import { termNeighbours, termsPresent } from "./vocabulary.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
   /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
   cursorSecret?: string;
+  /** Results each read memo keeps (default DEFAULT_READ_MEMO_ENTRIES): names and counts by tenant and conversation. */
+  readMemoEntries?: number;
 };
+
+/** Results each of the store's read memos keeps by default (as the SQLite store's default). */
+export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 
 type Tx = ManagedTransaction;
 
@@ -206,6 +212,15 @@ export class Neo4jGraphStore implements GraphStore {
   private readonly cursors: CursorCodec;
   private schemaReady: Promise<void> | undefined;
   private closed = false;
+  /** Stamp reads of the memos below: the lookups of one query share one statement (tenant-stamp-memo.ts). */
+  private readonly stamps = new TenantStampReader((tenants) => this.readStamps(tenants));
+  /**
+   * knownEntities / knownTopics by tenant and conversation, until the tenant's stamp changes: the
+   * reads go over every MENTIONED_IN / TAGS relationship of the scope, and every query makes both.
+   */
+  private readonly knownNames: TenantStampMemo<readonly string[]>;
+  /** countRecords the same way (a count of the scope's Record nodes). */
+  private readonly recordCounts: TenantStampMemo<number>;
 
   constructor(options: Neo4jGraphStoreOptions) {
     const { driver, owns } = openDriver(options);
@@ -213,6 +228,9 @@ export class Neo4jGraphStore implements GraphStore {
     this.owns = owns;
     this.database = options.database;
     this.cursors = new CursorCodec(options.cursorSecret);
+    const entries = options.readMemoEntries ?? DEFAULT_READ_MEMO_ENTRIES;
+    this.knownNames = new TenantStampMemo(this.stamps, entries);
+    this.recordCounts = new TenantStampMemo(this.stamps, entries);
   }
 
   /** A store with its schema in place. */
@@ -235,6 +253,7 @@ export class Neo4jGraphStore implements GraphStore {
     this.check();
     this.schemaReady ??= applySchema(this.driver, this.database, GRAPH_SCHEMA)
       .then(() => this.backfillLexical())
+      .then(() => this.backfillStamps())
       .catch((err: unknown) => {
         this.schemaReady = undefined;
         throw err;
@@ -272,6 +291,29 @@ export class Neo4jGraphStore implements GraphStore {
     } finally {
       await session.close();
     }
+  }
+
+  /**
+   * Gives tenants written before write stamps (tenant-stamp-memo.ts) a stamp, so their reads are
+   * kept from the first query on. Every writer of the store must stamp its writes from then on.
+   */
+  private async backfillStamps(): Promise<void> {
+    await this.driver.executeQuery(
+      "MATCH (t:Tenant) WHERE t.stamp IS NULL SET t.stamp = randomUUID()",
+      {},
+      this.database ? { database: this.database } : {},
+    );
+  }
+
+  /** The write stamps of tenants (null: no Tenant node or no stamp), one statement. */
+  private async readStamps(tenants: readonly string[]): Promise<Map<string, string | null>> {
+    const found = await this.query<{ tenant: string; stamp: string | null }>(
+      `UNWIND $tenants AS tenant
+       OPTIONAL MATCH (t:Tenant {tenant: tenant})
+       RETURN tenant, t.stamp AS stamp`,
+      { tenants },
+    );
+    return new Map(found.map((r) => [r.tenant, r.stamp ?? null]));
   }
 
   private check(): void {
@@ -439,6 +481,8 @@ export class Neo4jGraphStore implements GraphStore {
            REMOVE r.fresh`,
           { tenant, ids: [...byId.keys()] },
         ),
+        // Last, so the tenant node's lock is held only until the commit (tenant-stamp-memo.ts).
+        tx.run(TENANT_STAMP_CYPHER, { tenant }),
       ];
       await Promise.all(statements);
     });
@@ -606,7 +650,8 @@ export class Neo4jGraphStore implements GraphStore {
   /**
    * Removes every node of the tenant (with its relationships), label by label, in batches of
    * auto-committed transactions: a large tenant does not need one huge transaction, and a rerun
-   * after an interruption finishes the job.
+   * after an interruption finishes the job. The Tenant node goes first (GRAPH_LABELS' order): its
+   * write stamp with it, so no read memo keeps what a reader saw while the rest was being deleted.
    */
   async deleteTenant(tenant: string): Promise<void> {
     await this.ensureSchema();
@@ -712,12 +757,14 @@ export class Neo4jGraphStore implements GraphStore {
 
   /** All stored records of the tenant (superseded versions included). */
   async countRecords(tenant: string, conversation?: string): Promise<number> {
-    return conversation === undefined
-      ? this.count("MATCH (r:Record {tenant: $tenant}) RETURN count(r) AS n", { tenant })
-      : this.count("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN count(r) AS n", {
-          tenant,
-          conversation,
-        });
+    return this.recordCounts.get(tenant, `${tenant}\u0000${conversation ?? ""}`, () =>
+      conversation === undefined
+        ? this.count("MATCH (r:Record {tenant: $tenant}) RETURN count(r) AS n", { tenant })
+        : this.count("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN count(r) AS n", {
+            tenant,
+            conversation,
+          }),
+    );
   }
 
   async countSegments(tenant: string, conversation?: string): Promise<number> {
@@ -1041,27 +1088,39 @@ export class Neo4jGraphStore implements GraphStore {
     );
   }
 
-  /** Distinct canonical entity names (aliases excluded), sorted. */
+  /** Distinct canonical entity names (aliases excluded), sorted; kept until the tenant changes (knownNames). */
   async knownEntities(tenant: string, conversation?: string): Promise<string[]> {
     const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
-    const names = await this.query<{ name: string }>(
-      `MATCH (:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
-       WHERE m.alias = false${conv}
-       RETURN DISTINCT m.name AS name`,
-      { tenant, conversation: conversation ?? null },
+    const names = await this.knownNames.get(tenant, `e\u0000${tenant}\u0000${conversation ?? ""}`, async () =>
+      (
+        await this.query<{ name: string }>(
+          `MATCH (:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
+           WHERE m.alias = false${conv}
+           RETURN DISTINCT m.name AS name`,
+          { tenant, conversation: conversation ?? null },
+        )
+      )
+        .map((r) => r.name)
+        .sort(byBytes),
     );
-    return names.map((r) => r.name).sort(byBytes);
+    return [...names];
   }
 
-  /** Distinct topic display names, sorted. */
+  /** Distinct topic display names, sorted; kept as knownEntities' names are. */
   async knownTopics(tenant: string, conversation?: string): Promise<string[]> {
     const conv = conversation === undefined ? "" : " WHERE r.conversation = $conversation";
-    const names = await this.query<{ name: string }>(
-      `MATCH (:Topic {tenant: $tenant})-[x:TAGS]->(r:Record {tenant: $tenant})${conv}
-       RETURN DISTINCT x.name AS name`,
-      { tenant, conversation: conversation ?? null },
+    const names = await this.knownNames.get(tenant, `t\u0000${tenant}\u0000${conversation ?? ""}`, async () =>
+      (
+        await this.query<{ name: string }>(
+          `MATCH (:Topic {tenant: $tenant})-[x:TAGS]->(r:Record {tenant: $tenant})${conv}
+           RETURN DISTINCT x.name AS name`,
+          { tenant, conversation: conversation ?? null },
+        )
+      )
+        .map((r) => r.name)
+        .sort(byBytes),
     );
-    return names.map((r) => r.name).sort(byBytes);
+    return [...names];
   }
 
   /** Node and relationship counts of a tenant by label and type (not part of the port; for tests and tools). */

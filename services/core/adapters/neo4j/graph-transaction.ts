@@ -7,6 +7,7 @@ import type { ManagedTransaction } from "neo4j-driver";
 import type { RecordRelationKind, TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
 import { int, rows } from "./driver.ts";
+import { TENANT_STAMP_CYPHER } from "./tenant-stamp-memo.ts";
 
 type Tx = ManagedTransaction;
 
@@ -137,5 +138,9 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
       tenant,
       keys: [...writes.deleteDeadLetters],
     });
+  }
+  // Records rewritten or deleted change what the graph store's read memos keep (tenant-stamp-memo.ts).
+  if ((writes.records?.length ?? 0) > 0 || (writes.deleteRecords?.length ?? 0) > 0) {
+    await tx.run(TENANT_STAMP_CYPHER, { tenant });
   }
 };

@@ -1,0 +1,91 @@
+/**
+ * Results of the reads every query makes before its routes (the known entity and topic names and
+ * the record count of a tenant or conversation), kept until the tenant's data changes. Those reads
+ * go over every MENTIONED_IN / TAGS relationship or Record node of the scope, so their cost grows
+ * with the tenant, while the data they read changes rarely against the questions asked of it.
+ *
+ * The writers (indexer, consolidator) are other processes than the query service, so a change is
+ * seen through the tenant's write stamp: `Tenant.stamp`, a fresh random value that every write
+ * transaction changing what these reads see sets in that same transaction (TENANT_STAMP_CYPHER).
+ * A lookup reads the stamp (one index seek); a kept result is returned only while the stamp it was
+ * read under is still the tenant's. The stamp is random, not a counter, so a tenant erased and
+ * written again never repeats a stamp a memo holds. No stamp (a tenant not yet written, or erased,
+ * or written before stamps existed and not stamped since): nothing is kept.
+ *
+ * The stamp is read before the data, so a result is never older than its stamp: a write that
+ * commits between the two reads leaves the result kept under the older stamp, which the next
+ * lookup finds changed.
+ */
+
+/**
+ * Sets a fresh stamp on the tenant's node ($tenant), the last statement of a write transaction.
+ * MATCH, not MERGE: a tenant without its node (erased) has no stamp, and no memo keeps its reads.
+ */
+export const TENANT_STAMP_CYPHER = "MATCH (t:Tenant {tenant: $tenant}) SET t.stamp = randomUUID()";
+
+/** Reads the stamps of tenants (null: none). */
+export type StampRead = (tenants: readonly string[]) => Promise<Map<string, string | null>>;
+
+/**
+ * Stamp reads of lookups that start together (query.ts asks for the names and the count at once)
+ * share one statement. A lookup joins only a read that has not been sent yet, so every read starts
+ * after the lookups it answers: none is answered by a read older than its call.
+ */
+export class TenantStampReader {
+  private waiting: { tenants: Set<string>; result: Promise<Map<string, string | null>> } | undefined;
+
+  constructor(private readonly readStamps: StampRead) {}
+
+  async stampOf(tenant: string): Promise<string | null> {
+    let batch = this.waiting;
+    if (batch === undefined) {
+      const tenants = new Set<string>();
+      const result = Promise.resolve().then(() => {
+        // Sent now: later lookups start a read of their own.
+        this.waiting = undefined;
+        return this.readStamps([...tenants]);
+      });
+      batch = { tenants, result };
+      this.waiting = batch;
+    }
+    batch.tenants.add(tenant);
+    return (await batch.result).get(tenant) ?? null;
+  }
+}
+
+/** Kept results by key, each with the stamp of its tenant it was read under; at most `capacity` (oldest dropped first). */
+export class TenantStampMemo<V> {
+  private readonly entries = new Map<string, { stamp: string; value: V }>();
+
+  constructor(
+    private readonly stamps: TenantStampReader,
+    private readonly capacity: number,
+  ) {
+    if (!Number.isInteger(capacity) || capacity < 1)
+      throw new RangeError(`TenantStampMemo: capacity must be a whole number >= 1, got ${capacity}`);
+  }
+
+  /** The kept result of `key` (a read of `tenant`'s data) while the tenant's stamp is unchanged, else `read()`'s. */
+  async get(tenant: string, key: string, read: () => Promise<V>): Promise<V> {
+    const stamp = await this.stamps.stampOf(tenant);
+    if (stamp === null) {
+      this.entries.delete(key);
+      return read();
+    }
+    const kept = this.entries.get(key);
+    if (kept !== undefined && kept.stamp === stamp) {
+      // Most recently used last: the oldest entry is the first one dropped.
+      this.entries.delete(key);
+      this.entries.set(key, kept);
+      return kept.value;
+    }
+    const value = await read();
+    this.entries.delete(key);
+    if (this.entries.size >= this.capacity) {
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(key, { stamp, value });
+    return value;
+  }
+}

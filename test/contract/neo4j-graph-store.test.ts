@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import { Neo4jGraphStore } from "../../services/core/adapters/neo4j/graph-store.ts";
 import { neo4jConnection, neo4jSkip } from "../helpers/neo4j-env.ts";
-import { batchesFor, runGraphStoreContract } from "./graph-store.contract.ts";
+import { batchesFor, makeTurn, runGraphStoreContract } from "./graph-store.contract.ts";
 
 runGraphStoreContract(
   "Neo4jGraphStore",
@@ -58,7 +58,7 @@ test("Neo4jGraphStore backfills lexical terms of older records and turns", {
 // The names and counts every query reads first are kept until the tenant's write stamp changes
 // (tenant-stamp-memo.ts). The writers are other processes than the query service: a write through
 // another store instance (its own driver) must reach this one's next read.
-test("Neo4jGraphStore keeps known names and counts until another instance writes the tenant", {
+test("Neo4jGraphStore keeps known names, counts and lexical scopes until another instance writes the tenant", {
   skip: neo4jSkip,
 }, async () => {
   const tenant = `stamp-${randomUUID().slice(0, 8)}`;
@@ -80,15 +80,16 @@ test("Neo4jGraphStore keeps known names and counts until another instance writes
       await store.countRecords(tenant, "c2"),
     ],
   });
-  /** The same reads through a store with nothing kept. */
-  const fresh = async () => {
+  /** Reads through a store with nothing kept. */
+  const withFresh = async <T>(read: (store: Neo4jGraphStore) => Promise<T>): Promise<T> => {
     const store = await connect();
     try {
-      return await planned(store);
+      return await read(store);
     } finally {
       await store.close();
     }
   };
+  const fresh = () => withFresh(planned);
   try {
     const [b1, b2] = batchesFor(tenant);
     assert.ok(b1 && b2);
@@ -121,6 +122,32 @@ test("Neo4jGraphStore keeps known names and counts until another instance writes
     assert.deepEqual(third, await fresh());
     assert.equal(third.records, 3);
     assert.deepEqual(third.c2, [[], [], 0]);
+
+    // The lexical routes' scope counts (item count and length: the BM25 scores). An unstamped
+    // change by hand is not seen; raw turns written and a record superseded by the other instance are.
+    const lexical = (store: Neo4jGraphStore) =>
+      Promise.all([
+        store.searchRecordsLexical(tenant, "Caroline Paris tea", 5),
+        store.searchTurnsLexical(tenant, "tea coffee sunrise Paris", 5),
+      ]);
+    const kept = await lexical(reader);
+    await writer.driver.executeQuery(
+      "MATCH (n {tenant: $tenant}) WHERE n:Record OR n:Turn SET n.lexLen = n.lexLen + 40",
+      {
+        tenant,
+      },
+    );
+    assert.deepEqual(await lexical(reader), kept);
+    assert.notDeepEqual(await withFresh(lexical), kept);
+    await writer.writeTurns(tenant, "c1", [makeTurn("t7", "Lunch with Melanie ran long.", "2023-06-02T10:00:00.000Z")]);
+    const [, turnsAfter] = await lexical(reader);
+    assert.deepEqual(turnsAfter, (await withFresh(lexical))[1]);
+    assert.notDeepEqual(turnsAfter, kept[1]);
+    const [r1, , r3] = b1.records;
+    assert.ok(r1 && r3);
+    const superseded = { ...r1, valid: { ...r1.valid, to: "2023-06-20T00:00:00.000Z", supersededBy: r3.id } };
+    await writer.transact(tenant, {}, () => ({ writes: { records: [superseded] }, result: undefined }));
+    assert.deepEqual(await lexical(reader), await withFresh(lexical));
 
     // The tenant erased, then written again: nothing from before is served.
     await writer.deleteTenant(tenant);

@@ -37,7 +37,13 @@ import {
 } from "./driver.ts";
 import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
-import { TENANT_STAMP_CYPHER, TenantStampMemo, TenantStampReader } from "./tenant-stamp-memo.ts";
+import {
+  STAMP_PROPERTY,
+  stampCypher,
+  TenantStampMemo,
+  TenantStampReader,
+  type TenantStamps,
+} from "./tenant-stamp-memo.ts";
 import { termNeighbours, termsPresent } from "./vocabulary.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
@@ -185,7 +191,7 @@ const validAtParam = (validAt: number | undefined) => (validAt === undefined ? n
  * GraphStore over Neo4j (neo4j-driver), with the graph model of docs/design.md §4. Every node carries
  * `tenant` and every query matches on it:
  *
- *   (:Tenant {tenant})
+ *   (:Tenant {tenant, stamp, turnStamp})   (write stamps of the read memos: tenant-stamp-memo.ts)
  *   (:Record {tenant, id, conversation, segmentId, type, text, lex, lexLen, json, saidAt, timeFrom, timeTo,
  *             hasTime, validFrom, validTo, supersededBy, merged})
  *   (:Entity {tenant, key, name})-[:MENTIONED_IN {name, alias}]->(:Record)
@@ -221,6 +227,9 @@ export class Neo4jGraphStore implements GraphStore {
   private readonly knownNames: TenantStampMemo<readonly string[]>;
   /** countRecords the same way (a count of the scope's Record nodes). */
   private readonly recordCounts: TenantStampMemo<number>;
+  /** The lexical routes' scope counts (every record or turn of the scope), under the records / turns stamp. */
+  private readonly recordScopes: TenantStampMemo<LexicalScope>;
+  private readonly turnScopes: TenantStampMemo<LexicalScope>;
 
   constructor(options: Neo4jGraphStoreOptions) {
     const { driver, owns } = openDriver(options);
@@ -229,8 +238,10 @@ export class Neo4jGraphStore implements GraphStore {
     this.database = options.database;
     this.cursors = new CursorCodec(options.cursorSecret);
     const entries = options.readMemoEntries ?? DEFAULT_READ_MEMO_ENTRIES;
-    this.knownNames = new TenantStampMemo(this.stamps, entries);
-    this.recordCounts = new TenantStampMemo(this.stamps, entries);
+    this.knownNames = new TenantStampMemo(this.stamps, "records", entries);
+    this.recordCounts = new TenantStampMemo(this.stamps, "records", entries);
+    this.recordScopes = new TenantStampMemo(this.stamps, "records", entries);
+    this.turnScopes = new TenantStampMemo(this.stamps, "turns", entries);
   }
 
   /** A store with its schema in place. */
@@ -279,13 +290,17 @@ export class Neo4jGraphStore implements GraphStore {
           );
           if (todo.length === 0) break;
           const update = todo.map((t) => ({ element: t.element, ...lexProps(t.text ?? "") }));
-          await session.executeWrite((tx) =>
-            tx.run(
+          // The lexical scope counts other stores keep (tenant-stamp-memo.ts) change with lexLen.
+          await session.executeWrite(async (tx) => {
+            await tx.run(
               `UNWIND $rows AS row MATCH (n:${label}) WHERE elementId(n) = row.element
-               SET n.lex = row.lex, n.lexLen = row.lexLen`,
+               SET n.lex = row.lex, n.lexLen = row.lexLen
+               WITH DISTINCT n.tenant AS tenant
+               MATCH (t:Tenant {tenant: tenant})
+               SET t.${STAMP_PROPERTY[label === "Record" ? "records" : "turns"]} = randomUUID()`,
               { rows: update },
-            ),
-          );
+            );
+          });
         }
       }
     } finally {
@@ -298,22 +313,24 @@ export class Neo4jGraphStore implements GraphStore {
    * kept from the first query on. Every writer of the store must stamp its writes from then on.
    */
   private async backfillStamps(): Promise<void> {
+    const { records, turns } = STAMP_PROPERTY;
     await this.driver.executeQuery(
-      "MATCH (t:Tenant) WHERE t.stamp IS NULL SET t.stamp = randomUUID()",
+      `MATCH (t:Tenant) WHERE t.${records} IS NULL OR t.${turns} IS NULL
+       SET t.${records} = coalesce(t.${records}, randomUUID()), t.${turns} = coalesce(t.${turns}, randomUUID())`,
       {},
       this.database ? { database: this.database } : {},
     );
   }
 
   /** The write stamps of tenants (null: no Tenant node or no stamp), one statement. */
-  private async readStamps(tenants: readonly string[]): Promise<Map<string, string | null>> {
-    const found = await this.query<{ tenant: string; stamp: string | null }>(
+  private async readStamps(tenants: readonly string[]): Promise<Map<string, TenantStamps>> {
+    const found = await this.query<{ tenant: string; records: string | null; turns: string | null }>(
       `UNWIND $tenants AS tenant
        OPTIONAL MATCH (t:Tenant {tenant: tenant})
-       RETURN tenant, t.stamp AS stamp`,
+       RETURN tenant, t.${STAMP_PROPERTY.records} AS records, t.${STAMP_PROPERTY.turns} AS turns`,
       { tenants },
     );
-    return new Map(found.map((r) => [r.tenant, r.stamp ?? null]));
+    return new Map(found.map((r) => [r.tenant, { records: r.records ?? null, turns: r.turns ?? null }]));
   }
 
   private check(): void {
@@ -482,7 +499,7 @@ export class Neo4jGraphStore implements GraphStore {
           { tenant, ids: [...byId.keys()] },
         ),
         // Last, so the tenant node's lock is held only until the commit (tenant-stamp-memo.ts).
-        tx.run(TENANT_STAMP_CYPHER, { tenant }),
+        tx.run(stampCypher(["records", "turns"]), { tenant }),
       ];
       await Promise.all(statements);
     });
@@ -499,6 +516,7 @@ export class Neo4jGraphStore implements GraphStore {
          ON CREATE SET x += t.props`,
         { tenant, conversation, turns: rows },
       );
+      await tx.run(stampCypher(["turns"]), { tenant });
     });
   }
 
@@ -846,22 +864,28 @@ export class Neo4jGraphStore implements GraphStore {
       `${conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`}${validity(v, validAt)}`;
     const params = { tenant, conversation: conversation ?? null, validAt: validAtParam(validAt) };
     return searchLexical(text, k, async (match) => {
-      const [hits, [scope]] = await Promise.all([
+      const [hits, scope] = await Promise.all([
         this.query<{ id: string; lex: string; time: unknown }>(
           `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
            WHERE node.tenant = $tenant${conv("node")}
            RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
           { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
-        this.query<{ items: unknown; totalLength: unknown }>(
-          `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
-           RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
-          params,
+        this.recordScopes.get(tenant, `${tenant}\u0000${conversation ?? ""}\u0000${validAt ?? ""}`, async () =>
+          lexicalScope(
+            (
+              await this.query<{ items: unknown; totalLength: unknown }>(
+                `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
+                 RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
+                params,
+              )
+            )[0],
+          ),
         ),
       ]);
       return {
         hits: hits.map((h): LexicalHit => ({ id: h.id, lex: h.lex ?? "", time: num(h.time) })),
-        scope: lexicalScope(scope),
+        scope,
       };
     });
   }
@@ -871,7 +895,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
     const params = { tenant, conversation: conversation ?? null };
     return searchLexical(text, k, async (match) => {
-      const [hits, [scope]] = await Promise.all([
+      const [hits, scope] = await Promise.all([
         this.query<{ conversation: string; turnId: string; lex: string; timestamp: string }>(
           `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
            WHERE node.tenant = $tenant${conv("node")}
@@ -879,10 +903,16 @@ export class Neo4jGraphStore implements GraphStore {
              node.timestamp AS timestamp ORDER BY score DESC LIMIT $pool`,
           { ...params, index: TURN_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
-        this.query<{ items: unknown; totalLength: unknown }>(
-          `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
-           RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
-          params,
+        this.turnScopes.get(tenant, `${tenant}\u0000${conversation ?? ""}`, async () =>
+          lexicalScope(
+            (
+              await this.query<{ items: unknown; totalLength: unknown }>(
+                `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
+                 RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
+                params,
+              )
+            )[0],
+          ),
         ),
       ]);
       return {
@@ -893,7 +923,7 @@ export class Neo4jGraphStore implements GraphStore {
             time: Date.parse(h.timestamp),
           }),
         ),
-        scope: lexicalScope(scope),
+        scope,
       };
     });
   }

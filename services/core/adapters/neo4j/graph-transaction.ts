@@ -7,7 +7,7 @@ import type { ManagedTransaction } from "neo4j-driver";
 import type { RecordRelationKind, TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
 import { int, rows } from "./driver.ts";
-import { TENANT_STAMP_CYPHER } from "./tenant-stamp-memo.ts";
+import { type StampedData, stampCypher } from "./tenant-stamp-memo.ts";
 
 type Tx = ManagedTransaction;
 
@@ -139,8 +139,10 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
       keys: [...writes.deleteDeadLetters],
     });
   }
-  // Records rewritten or deleted change what the graph store's read memos keep (tenant-stamp-memo.ts).
-  if ((writes.records?.length ?? 0) > 0 || (writes.deleteRecords?.length ?? 0) > 0) {
-    await tx.run(TENANT_STAMP_CYPHER, { tenant });
-  }
+  // Records rewritten or deleted, turns deleted: what the graph store's read memos keep changed
+  // (tenant-stamp-memo.ts).
+  const changed: StampedData[] = [];
+  if ((writes.records?.length ?? 0) > 0 || (writes.deleteRecords?.length ?? 0) > 0) changed.push("records");
+  if (writes.deleteConversation !== undefined) changed.push("turns");
+  if (changed.length > 0) await tx.run(stampCypher(changed), { tenant });
 };

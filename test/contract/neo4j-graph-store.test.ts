@@ -79,6 +79,11 @@ test("Neo4jGraphStore keeps known names, counts and lexical scopes until another
       await store.knownTopics(tenant, "c2"),
       await store.countRecords(tenant, "c2"),
     ],
+    byKey: [
+      await store.countRecordsByKey(tenant, "topic", "drinks", 10),
+      await store.countRecordsByKey(tenant, "entity", "Paris", 10),
+      await store.countRecordsByKey(tenant, "entity", "Melanie", 10, "c2"),
+    ],
   });
   /** Reads through a store with nothing kept. */
   const withFresh = async <T>(read: (store: Neo4jGraphStore) => Promise<T>): Promise<T> => {
@@ -93,12 +98,20 @@ test("Neo4jGraphStore keeps known names, counts and lexical scopes until another
   try {
     const [b1, b2] = batchesFor(tenant);
     assert.ok(b1 && b2);
-    assert.deepEqual(await planned(reader), { entities: [], topics: [], records: 0, c1: [[], [], 0], c2: [[], [], 0] });
+    assert.deepEqual(await planned(reader), {
+      entities: [],
+      topics: [],
+      records: 0,
+      c1: [[], [], 0],
+      c2: [[], [], 0],
+      byKey: [0, 0, 0],
+    });
     await writer.writeBatch(b1);
     const first = await planned(reader);
     assert.deepEqual(first, await fresh());
     assert.equal(first.records, 3);
     assert.ok(first.topics.includes("drinks"));
+    assert.deepEqual(first.byKey, [1, 1, 0]);
 
     // A change no writer stamps (only here, by hand) is not seen: the reads are kept.
     await writer.driver.executeQuery("MATCH (:Topic {tenant: $tenant, key: 'drinks'})-[x:TAGS]->() DELETE x", {
@@ -113,6 +126,7 @@ test("Neo4jGraphStore keeps known names, counts and lexical scopes until another
     assert.deepEqual(second, await fresh());
     assert.equal(second.records, 4);
     assert.ok(!second.topics.includes("drinks"));
+    assert.deepEqual(second.byKey, [0, 2, 1]);
 
     // Records deleted in a consolidation / erasure transaction of the other instance.
     const [r4] = b2.records;
@@ -151,7 +165,14 @@ test("Neo4jGraphStore keeps known names, counts and lexical scopes until another
 
     // The tenant erased, then written again: nothing from before is served.
     await writer.deleteTenant(tenant);
-    assert.deepEqual(await planned(reader), { entities: [], topics: [], records: 0, c1: [[], [], 0], c2: [[], [], 0] });
+    assert.deepEqual(await planned(reader), {
+      entities: [],
+      topics: [],
+      records: 0,
+      c1: [[], [], 0],
+      c2: [[], [], 0],
+      byKey: [0, 0, 0],
+    });
     await writer.writeBatch(b2);
     const again = await planned(reader);
     assert.deepEqual(again, await fresh());

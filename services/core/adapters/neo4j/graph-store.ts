@@ -225,7 +225,11 @@ export class Neo4jGraphStore implements GraphStore {
    * reads go over every MENTIONED_IN / TAGS relationship of the scope, and every query makes both.
    */
   private readonly knownNames: TenantStampMemo<readonly string[]>;
-  /** countRecords the same way (a count of the scope's Record nodes). */
+  /**
+   * countRecords the same way (a count of the scope's Record nodes), and countRecordsByKey (the
+   * planner's selectivity test of each asked name, up to its cap: the same few names come back
+   * question after question).
+   */
   private readonly recordCounts: TenantStampMemo<number>;
   /** The lexical routes' scope counts (every record or turn of the scope), under the records / turns stamp. */
   private readonly recordScopes: TenantStampMemo<LexicalScope>;
@@ -775,7 +779,7 @@ export class Neo4jGraphStore implements GraphStore {
 
   /** All stored records of the tenant (superseded versions included). */
   async countRecords(tenant: string, conversation?: string): Promise<number> {
-    return this.recordCounts.get(tenant, `${tenant}\u0000${conversation ?? ""}`, () =>
+    return this.recordCounts.get(tenant, `all\u0000${tenant}\u0000${conversation ?? ""}`, () =>
       conversation === undefined
         ? this.count("MATCH (r:Record {tenant: $tenant}) RETURN count(r) AS n", { tenant })
         : this.count("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN count(r) AS n", {
@@ -1036,13 +1040,16 @@ export class Neo4jGraphStore implements GraphStore {
         ? "(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})"
         : "(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})";
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
-    return this.count(`MATCH ${pattern} WHERE true${conv} WITH DISTINCT r LIMIT $limit RETURN count(r) AS n`, {
-      tenant,
-      key: k,
-      conversation: conversation ?? null,
-      validAt: validAtParam(validAt),
-      limit: int(limit),
-    });
+    const memoKey = ["key", tenant, index, k, limit, conversation ?? "", validAt ?? ""].join("\u0000");
+    return this.recordCounts.get(tenant, memoKey, () =>
+      this.count(`MATCH ${pattern} WHERE true${conv} WITH DISTINCT r LIMIT $limit RETURN count(r) AS n`, {
+        tenant,
+        key: k,
+        conversation: conversation ?? null,
+        validAt: validAtParam(validAt),
+        limit: int(limit),
+      }),
+    );
   }
 
   /**

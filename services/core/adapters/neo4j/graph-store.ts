@@ -39,6 +39,7 @@ import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TUR
 import { applyWrites, readView } from "./graph-transaction.ts";
 import {
   STAMP_PROPERTY,
+  type StampedData,
   stampCypher,
   TenantStampMemo,
   TenantStampReader,
@@ -507,6 +508,7 @@ export class Neo4jGraphStore implements GraphStore {
       ];
       await Promise.all(statements);
     });
+    await this.restamp(tenant, ["records", "turns"]);
   }
 
   async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
@@ -522,6 +524,7 @@ export class Neo4jGraphStore implements GraphStore {
       );
       await tx.run(stampCypher(["turns"]), { tenant });
     });
+    await this.restamp(tenant, ["turns"]);
   }
 
   /** Upserts candidates; a pair already settled by consolidation stays settled (its status is kept). */
@@ -612,13 +615,33 @@ export class Neo4jGraphStore implements GraphStore {
     decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
     hooks: ApplyHooks = {},
   ): Promise<T> {
-    return this.write(async (tx) => {
+    let stamped: StampedData[] = [];
+    const answer = await this.write(async (tx) => {
       const { writes, result } = decide(await readView(tx, tenant, reads));
-      await applyWrites(tx, tenant, writes);
+      stamped = await applyWrites(tx, tenant, writes);
       // Throwing here rolls the transaction back (executeWrite does not retry a non-transient error).
       hooks.beforeCommit?.();
       return result;
     });
+    await this.restamp(tenant, stamped);
+    return answer;
+  }
+
+  /**
+   * Sets the stamps of `data` again once a write transaction that set them has committed: a commit
+   * is applied to the store in steps (property updates before deletes and index updates), and a
+   * reader between the steps could keep a half-applied view under the transaction's own stamp.
+   * Nothing is half-applied by now. The stamp set in the transaction stays for a writer that
+   * stops between the two (tenant-stamp-memo.ts).
+   */
+  private async restamp(tenant: string, data: readonly StampedData[]): Promise<void> {
+    if (data.length === 0) return;
+    const session = this.session();
+    try {
+      await runAutoCommitRetrying(session, stampCypher(data), { tenant });
+    } finally {
+      await session.close();
+    }
   }
 
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {

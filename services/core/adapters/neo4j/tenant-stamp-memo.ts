@@ -9,7 +9,11 @@
  * seen through the tenant's write stamps on its Tenant node: `stamp` for records and their index
  * (entities, topics, validity), `turnStamp` for raw turns (which arrive turn by turn, far more
  * often than records change). Every write transaction that changes what a memo reads sets the
- * stamp of that data to a fresh random value in that same transaction (stampCypher). A lookup
+ * stamp of that data to a fresh random value in that same transaction (stampCypher), and again
+ * once it has committed: Neo4j applies a commit to the store in steps (property updates, then
+ * deletes, then index updates), so a reader between the steps may see the new stamp with part of
+ * the data and keep that view; the stamp set after the commit retires it. (The one set in the
+ * transaction is for a writer that stops between the two: without it nothing would change.) A lookup
  * reads the stamps (one index seek); a kept result is returned only while the stamp it was read
  * under is still the tenant's. A stamp is random, not a counter, so a tenant erased and written
  * again never repeats a stamp a memo holds. No stamp (a tenant not yet written, or erased, or

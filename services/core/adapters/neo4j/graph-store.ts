@@ -37,12 +37,25 @@ import {
 } from "./driver.ts";
 import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
+import {
+  STAMP_PROPERTY,
+  type StampedData,
+  stampCypher,
+  TenantStampMemo,
+  TenantStampReader,
+  type TenantStamps,
+} from "./tenant-stamp-memo.ts";
 import { termNeighbours, termsPresent } from "./vocabulary.ts";
 
 export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
   /** HMAC secret of listing cursors (default: UNCONFIGURED_CURSOR_SECRET; servers pass cursorSecretOf(config)). */
   cursorSecret?: string;
+  /** Results each read memo keeps (default DEFAULT_READ_MEMO_ENTRIES): names and counts by tenant and conversation. */
+  readMemoEntries?: number;
 };
+
+/** Results each of the store's read memos keeps by default (as the SQLite store's default). */
+export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 
 type Tx = ManagedTransaction;
 
@@ -179,7 +192,7 @@ const validAtParam = (validAt: number | undefined) => (validAt === undefined ? n
  * GraphStore over Neo4j (neo4j-driver), with the graph model of docs/design.md §4. Every node carries
  * `tenant` and every query matches on it:
  *
- *   (:Tenant {tenant})
+ *   (:Tenant {tenant, stamp, turnStamp})   (write stamps of the read memos: tenant-stamp-memo.ts)
  *   (:Record {tenant, id, conversation, segmentId, type, text, lex, lexLen, json, saidAt, timeFrom, timeTo,
  *             hasTime, validFrom, validTo, supersededBy, merged})
  *   (:Entity {tenant, key, name})-[:MENTIONED_IN {name, alias}]->(:Record)
@@ -206,6 +219,22 @@ export class Neo4jGraphStore implements GraphStore {
   private readonly cursors: CursorCodec;
   private schemaReady: Promise<void> | undefined;
   private closed = false;
+  /** Stamp reads of the memos below: the lookups of one query share one statement (tenant-stamp-memo.ts). */
+  private readonly stamps = new TenantStampReader((tenants) => this.readStamps(tenants));
+  /**
+   * knownEntities / knownTopics by tenant and conversation, until the tenant's stamp changes: the
+   * reads go over every MENTIONED_IN / TAGS relationship of the scope, and every query makes both.
+   */
+  private readonly knownNames: TenantStampMemo<readonly string[]>;
+  /**
+   * countRecords the same way (a count of the scope's Record nodes), and countRecordsByKey (the
+   * planner's selectivity test of each asked name, up to its cap: the same few names come back
+   * question after question).
+   */
+  private readonly recordCounts: TenantStampMemo<number>;
+  /** The lexical routes' scope counts (every record or turn of the scope), under the records / turns stamp. */
+  private readonly recordScopes: TenantStampMemo<LexicalScope>;
+  private readonly turnScopes: TenantStampMemo<LexicalScope>;
 
   constructor(options: Neo4jGraphStoreOptions) {
     const { driver, owns } = openDriver(options);
@@ -213,6 +242,11 @@ export class Neo4jGraphStore implements GraphStore {
     this.owns = owns;
     this.database = options.database;
     this.cursors = new CursorCodec(options.cursorSecret);
+    const entries = options.readMemoEntries ?? DEFAULT_READ_MEMO_ENTRIES;
+    this.knownNames = new TenantStampMemo(this.stamps, "records", entries);
+    this.recordCounts = new TenantStampMemo(this.stamps, "records", entries);
+    this.recordScopes = new TenantStampMemo(this.stamps, "records", entries);
+    this.turnScopes = new TenantStampMemo(this.stamps, "turns", entries);
   }
 
   /** A store with its schema in place. */
@@ -235,6 +269,7 @@ export class Neo4jGraphStore implements GraphStore {
     this.check();
     this.schemaReady ??= applySchema(this.driver, this.database, GRAPH_SCHEMA)
       .then(() => this.backfillLexical())
+      .then(() => this.backfillStamps())
       .catch((err: unknown) => {
         this.schemaReady = undefined;
         throw err;
@@ -260,18 +295,47 @@ export class Neo4jGraphStore implements GraphStore {
           );
           if (todo.length === 0) break;
           const update = todo.map((t) => ({ element: t.element, ...lexProps(t.text ?? "") }));
-          await session.executeWrite((tx) =>
-            tx.run(
+          // The lexical scope counts other stores keep (tenant-stamp-memo.ts) change with lexLen.
+          await session.executeWrite(async (tx) => {
+            await tx.run(
               `UNWIND $rows AS row MATCH (n:${label}) WHERE elementId(n) = row.element
-               SET n.lex = row.lex, n.lexLen = row.lexLen`,
+               SET n.lex = row.lex, n.lexLen = row.lexLen
+               WITH DISTINCT n.tenant AS tenant
+               MATCH (t:Tenant {tenant: tenant})
+               SET t.${STAMP_PROPERTY[label === "Record" ? "records" : "turns"]} = randomUUID()`,
               { rows: update },
-            ),
-          );
+            );
+          });
         }
       }
     } finally {
       await session.close();
     }
+  }
+
+  /**
+   * Gives tenants written before write stamps (tenant-stamp-memo.ts) a stamp, so their reads are
+   * kept from the first query on. Every writer of the store must stamp its writes from then on.
+   */
+  private async backfillStamps(): Promise<void> {
+    const { records, turns } = STAMP_PROPERTY;
+    await this.driver.executeQuery(
+      `MATCH (t:Tenant) WHERE t.${records} IS NULL OR t.${turns} IS NULL
+       SET t.${records} = coalesce(t.${records}, randomUUID()), t.${turns} = coalesce(t.${turns}, randomUUID())`,
+      {},
+      this.database ? { database: this.database } : {},
+    );
+  }
+
+  /** The write stamps of tenants (null: no Tenant node or no stamp), one statement. */
+  private async readStamps(tenants: readonly string[]): Promise<Map<string, TenantStamps>> {
+    const found = await this.query<{ tenant: string; records: string | null; turns: string | null }>(
+      `UNWIND $tenants AS tenant
+       OPTIONAL MATCH (t:Tenant {tenant: tenant})
+       RETURN tenant, t.${STAMP_PROPERTY.records} AS records, t.${STAMP_PROPERTY.turns} AS turns`,
+      { tenants },
+    );
+    return new Map(found.map((r) => [r.tenant, { records: r.records ?? null, turns: r.turns ?? null }]));
   }
 
   private check(): void {
@@ -439,9 +503,12 @@ export class Neo4jGraphStore implements GraphStore {
            REMOVE r.fresh`,
           { tenant, ids: [...byId.keys()] },
         ),
+        // Last, so the tenant node's lock is held only until the commit (tenant-stamp-memo.ts).
+        tx.run(stampCypher(["records", "turns"]), { tenant }),
       ];
       await Promise.all(statements);
     });
+    await this.restamp(tenant, ["records", "turns"]);
   }
 
   async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
@@ -455,7 +522,9 @@ export class Neo4jGraphStore implements GraphStore {
          ON CREATE SET x += t.props`,
         { tenant, conversation, turns: rows },
       );
+      await tx.run(stampCypher(["turns"]), { tenant });
     });
+    await this.restamp(tenant, ["turns"]);
   }
 
   /** Upserts candidates; a pair already settled by consolidation stays settled (its status is kept). */
@@ -546,13 +615,33 @@ export class Neo4jGraphStore implements GraphStore {
     decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
     hooks: ApplyHooks = {},
   ): Promise<T> {
-    return this.write(async (tx) => {
+    let stamped: StampedData[] = [];
+    const answer = await this.write(async (tx) => {
       const { writes, result } = decide(await readView(tx, tenant, reads));
-      await applyWrites(tx, tenant, writes);
+      stamped = await applyWrites(tx, tenant, writes);
       // Throwing here rolls the transaction back (executeWrite does not retry a non-transient error).
       hooks.beforeCommit?.();
       return result;
     });
+    await this.restamp(tenant, stamped);
+    return answer;
+  }
+
+  /**
+   * Sets the stamps of `data` again once a write transaction that set them has committed: a commit
+   * is applied to the store in steps (property updates before deletes and index updates), and a
+   * reader between the steps could keep a half-applied view under the transaction's own stamp.
+   * Nothing is half-applied by now. The stamp set in the transaction stays for a writer that
+   * stops between the two (tenant-stamp-memo.ts).
+   */
+  private async restamp(tenant: string, data: readonly StampedData[]): Promise<void> {
+    if (data.length === 0) return;
+    const session = this.session();
+    try {
+      await runAutoCommitRetrying(session, stampCypher(data), { tenant });
+    } finally {
+      await session.close();
+    }
   }
 
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
@@ -606,7 +695,8 @@ export class Neo4jGraphStore implements GraphStore {
   /**
    * Removes every node of the tenant (with its relationships), label by label, in batches of
    * auto-committed transactions: a large tenant does not need one huge transaction, and a rerun
-   * after an interruption finishes the job.
+   * after an interruption finishes the job. The Tenant node goes first (GRAPH_LABELS' order): its
+   * write stamp with it, so no read memo keeps what a reader saw while the rest was being deleted.
    */
   async deleteTenant(tenant: string): Promise<void> {
     await this.ensureSchema();
@@ -712,12 +802,14 @@ export class Neo4jGraphStore implements GraphStore {
 
   /** All stored records of the tenant (superseded versions included). */
   async countRecords(tenant: string, conversation?: string): Promise<number> {
-    return conversation === undefined
-      ? this.count("MATCH (r:Record {tenant: $tenant}) RETURN count(r) AS n", { tenant })
-      : this.count("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN count(r) AS n", {
-          tenant,
-          conversation,
-        });
+    return this.recordCounts.get(tenant, `all\u0000${tenant}\u0000${conversation ?? ""}`, () =>
+      conversation === undefined
+        ? this.count("MATCH (r:Record {tenant: $tenant}) RETURN count(r) AS n", { tenant })
+        : this.count("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN count(r) AS n", {
+            tenant,
+            conversation,
+          }),
+    );
   }
 
   async countSegments(tenant: string, conversation?: string): Promise<number> {
@@ -799,22 +891,28 @@ export class Neo4jGraphStore implements GraphStore {
       `${conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`}${validity(v, validAt)}`;
     const params = { tenant, conversation: conversation ?? null, validAt: validAtParam(validAt) };
     return searchLexical(text, k, async (match) => {
-      const [hits, [scope]] = await Promise.all([
+      const [hits, scope] = await Promise.all([
         this.query<{ id: string; lex: string; time: unknown }>(
           `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
            WHERE node.tenant = $tenant${conv("node")}
            RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
           { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
-        this.query<{ items: unknown; totalLength: unknown }>(
-          `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
-           RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
-          params,
+        this.recordScopes.get(tenant, `${tenant}\u0000${conversation ?? ""}\u0000${validAt ?? ""}`, async () =>
+          lexicalScope(
+            (
+              await this.query<{ items: unknown; totalLength: unknown }>(
+                `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
+                 RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
+                params,
+              )
+            )[0],
+          ),
         ),
       ]);
       return {
         hits: hits.map((h): LexicalHit => ({ id: h.id, lex: h.lex ?? "", time: num(h.time) })),
-        scope: lexicalScope(scope),
+        scope,
       };
     });
   }
@@ -824,7 +922,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = (v: string): string => (conversation === undefined ? "" : ` AND ${v}.conversation = $conversation`);
     const params = { tenant, conversation: conversation ?? null };
     return searchLexical(text, k, async (match) => {
-      const [hits, [scope]] = await Promise.all([
+      const [hits, scope] = await Promise.all([
         this.query<{ conversation: string; turnId: string; lex: string; timestamp: string }>(
           `CALL db.index.fulltext.queryNodes($index, $match) YIELD node, score
            WHERE node.tenant = $tenant${conv("node")}
@@ -832,10 +930,16 @@ export class Neo4jGraphStore implements GraphStore {
              node.timestamp AS timestamp ORDER BY score DESC LIMIT $pool`,
           { ...params, index: TURN_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
-        this.query<{ items: unknown; totalLength: unknown }>(
-          `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
-           RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
-          params,
+        this.turnScopes.get(tenant, `${tenant}\u0000${conversation ?? ""}`, async () =>
+          lexicalScope(
+            (
+              await this.query<{ items: unknown; totalLength: unknown }>(
+                `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
+                 RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
+                params,
+              )
+            )[0],
+          ),
         ),
       ]);
       return {
@@ -846,7 +950,7 @@ export class Neo4jGraphStore implements GraphStore {
             time: Date.parse(h.timestamp),
           }),
         ),
-        scope: lexicalScope(scope),
+        scope,
       };
     });
   }
@@ -959,13 +1063,16 @@ export class Neo4jGraphStore implements GraphStore {
         ? "(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})"
         : "(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})";
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
-    return this.count(`MATCH ${pattern} WHERE true${conv} WITH DISTINCT r LIMIT $limit RETURN count(r) AS n`, {
-      tenant,
-      key: k,
-      conversation: conversation ?? null,
-      validAt: validAtParam(validAt),
-      limit: int(limit),
-    });
+    const memoKey = ["key", tenant, index, k, limit, conversation ?? "", validAt ?? ""].join("\u0000");
+    return this.recordCounts.get(tenant, memoKey, () =>
+      this.count(`MATCH ${pattern} WHERE true${conv} WITH DISTINCT r LIMIT $limit RETURN count(r) AS n`, {
+        tenant,
+        key: k,
+        conversation: conversation ?? null,
+        validAt: validAtParam(validAt),
+        limit: int(limit),
+      }),
+    );
   }
 
   /**
@@ -1041,27 +1148,39 @@ export class Neo4jGraphStore implements GraphStore {
     );
   }
 
-  /** Distinct canonical entity names (aliases excluded), sorted. */
+  /** Distinct canonical entity names (aliases excluded), sorted; kept until the tenant changes (knownNames). */
   async knownEntities(tenant: string, conversation?: string): Promise<string[]> {
     const conv = conversation === undefined ? "" : " AND r.conversation = $conversation";
-    const names = await this.query<{ name: string }>(
-      `MATCH (:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
-       WHERE m.alias = false${conv}
-       RETURN DISTINCT m.name AS name`,
-      { tenant, conversation: conversation ?? null },
+    const names = await this.knownNames.get(tenant, `e\u0000${tenant}\u0000${conversation ?? ""}`, async () =>
+      (
+        await this.query<{ name: string }>(
+          `MATCH (:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
+           WHERE m.alias = false${conv}
+           RETURN DISTINCT m.name AS name`,
+          { tenant, conversation: conversation ?? null },
+        )
+      )
+        .map((r) => r.name)
+        .sort(byBytes),
     );
-    return names.map((r) => r.name).sort(byBytes);
+    return [...names];
   }
 
-  /** Distinct topic display names, sorted. */
+  /** Distinct topic display names, sorted; kept as knownEntities' names are. */
   async knownTopics(tenant: string, conversation?: string): Promise<string[]> {
     const conv = conversation === undefined ? "" : " WHERE r.conversation = $conversation";
-    const names = await this.query<{ name: string }>(
-      `MATCH (:Topic {tenant: $tenant})-[x:TAGS]->(r:Record {tenant: $tenant})${conv}
-       RETURN DISTINCT x.name AS name`,
-      { tenant, conversation: conversation ?? null },
+    const names = await this.knownNames.get(tenant, `t\u0000${tenant}\u0000${conversation ?? ""}`, async () =>
+      (
+        await this.query<{ name: string }>(
+          `MATCH (:Topic {tenant: $tenant})-[x:TAGS]->(r:Record {tenant: $tenant})${conv}
+           RETURN DISTINCT x.name AS name`,
+          { tenant, conversation: conversation ?? null },
+        )
+      )
+        .map((r) => r.name)
+        .sort(byBytes),
     );
-    return names.map((r) => r.name).sort(byBytes);
+    return [...names];
   }
 
   /** Node and relationship counts of a tenant by label and type (not part of the port; for tests and tools). */

@@ -7,6 +7,7 @@ import type { ManagedTransaction } from "neo4j-driver";
 import type { RecordRelationKind, TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
 import { int, rows } from "./driver.ts";
+import { type StampedData, stampCypher } from "./tenant-stamp-memo.ts";
 
 type Tx = ManagedTransaction;
 
@@ -84,8 +85,11 @@ export const readView = async (tx: Tx, tenant: string, reads: TransactionReads):
   return { records, conversation: { recordIds, turnIds, dependants } };
 };
 
-/** The rule's writes, in the order TransactionWrites lists them. */
-export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWrites): Promise<void> => {
+/**
+ * The rule's writes, in the order TransactionWrites lists them. Returns the tenant's data whose
+ * stamp it set (tenant-stamp-memo.ts), for the store to set again after the commit.
+ */
+export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWrites): Promise<StampedData[]> => {
   for (const record of writes.records ?? []) await writeRecordJson(tx, tenant, record);
   for (const r of writes.relations ?? []) {
     await tx.run(
@@ -138,4 +142,11 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
       keys: [...writes.deleteDeadLetters],
     });
   }
+  // Records rewritten or deleted, turns deleted: what the graph store's read memos keep changed
+  // (tenant-stamp-memo.ts).
+  const changed: StampedData[] = [];
+  if ((writes.records?.length ?? 0) > 0 || (writes.deleteRecords?.length ?? 0) > 0) changed.push("records");
+  if (writes.deleteConversation !== undefined) changed.push("turns");
+  if (changed.length > 0) await tx.run(stampCypher(changed), { tenant });
+  return changed;
 };

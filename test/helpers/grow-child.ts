@@ -2,7 +2,7 @@
  * Child process for the scale bench's kill test (test/unit/bench-scale.test.ts): grows a store
  * with `--grow-store` semantics (runScaleBench growStore) on a hashing embedder, and prints
  * "embedded <n>" after each embedding call and every log line of the bench, so that the parent
- * can SIGKILL it at a known point of the build.
+ * can SIGKILL it at a known point of the build. Its options are the test's growOptions.
  */
 import { join } from "node:path";
 import { runScaleBench } from "../../services/bench/scale.ts";

@@ -55,6 +55,17 @@ const locomoFile = (): string => {
   return p;
 };
 
+/** The options the grow tests share: a hashing embedder, 3 tenants, no model, no report files. */
+const growOptions = (data: string) => ({
+  config: { ...loadConfig({}), modelDir: join(dir, "no-models") },
+  data,
+  queries: 2,
+  tenants: 3,
+  embedder: new HashingEmbedder(64),
+  out: null,
+  progress: false,
+});
+
 /** Everything a build wrote, in a stable order: records, turns and vectors (bytes included). */
 const contents = (folder: string): string => {
   const db = openSqlite(folder);
@@ -228,15 +239,7 @@ describe("bench scale", () => {
 
   it("grows a store over several runs (--grow-store) to what one run builds: stopped between sizes, or in a conversation", async () => {
     const data = locomoFile();
-    const common = {
-      config: { ...loadConfig({}), modelDir: join(dir, "no-models") },
-      data,
-      queries: 2,
-      tenants: 3,
-      embedder: new HashingEmbedder(64),
-      out: null,
-      progress: false,
-    };
+    const common = growOptions(data);
     const once = join(dir, "grown-once");
     const whole = (await runScaleBench({ ...common, sizes: [300], keepStore: once })).report.sizes[0];
     assert.ok(whole);
@@ -305,15 +308,7 @@ describe("bench scale", () => {
     timeout: 120_000,
   }, async () => {
     const data = locomoFile();
-    const common = {
-      config: { ...loadConfig({}), modelDir: join(dir, "no-models") },
-      data,
-      queries: 2,
-      tenants: 3,
-      embedder: new HashingEmbedder(64),
-      out: null,
-      progress: false,
-    };
+    const common = growOptions(data);
     const once = join(dir, "killed-once");
     const whole = (await runScaleBench({ ...common, sizes: [300], keepStore: once })).report.sizes[0];
     assert.ok(whole);

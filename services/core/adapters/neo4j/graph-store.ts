@@ -898,16 +898,13 @@ export class Neo4jGraphStore implements GraphStore {
            RETURN node.id AS id, node.lex AS lex, node.saidAt AS time ORDER BY score DESC LIMIT $pool`,
           { ...params, index: RECORD_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
-        this.recordScopes.get(tenant, `${tenant}\u0000${conversation ?? ""}\u0000${validAt ?? ""}`, async () =>
-          lexicalScope(
-            (
-              await this.query<{ items: unknown; totalLength: unknown }>(
-                `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
-                 RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
-                params,
-              )
-            )[0],
-          ),
+        this.scopeOf(
+          this.recordScopes,
+          tenant,
+          `${tenant}\u0000${conversation ?? ""}\u0000${validAt ?? ""}`,
+          `MATCH (r:Record {tenant: $tenant}) WHERE true${conv("r")}
+           RETURN count(r) AS items, coalesce(sum(r.lexLen), 0) AS totalLength`,
+          params,
         ),
       ]);
       return {
@@ -915,6 +912,19 @@ export class Neo4jGraphStore implements GraphStore {
         scope,
       };
     });
+  }
+
+  /** A lexical scope's item count and total term length (`cypher` returns both), kept under `memo`'s stamp. */
+  private scopeOf(
+    memo: TenantStampMemo<LexicalScope>,
+    tenant: string,
+    key: string,
+    cypher: string,
+    params: Record<string, unknown>,
+  ): Promise<LexicalScope> {
+    return memo.get(tenant, key, async () =>
+      lexicalScope((await this.query<{ items: unknown; totalLength: unknown }>(cypher, params))[0]),
+    );
   }
 
   /** BM25 (services/core/lexical.ts) over raw turns' terms; ids are turnRowId(conversation, turnId). */
@@ -930,16 +940,13 @@ export class Neo4jGraphStore implements GraphStore {
              node.timestamp AS timestamp ORDER BY score DESC LIMIT $pool`,
           { ...params, index: TURN_TEXT_INDEX, match, pool: int(LEXICAL_POOL_LIMIT) },
         ),
-        this.turnScopes.get(tenant, `${tenant}\u0000${conversation ?? ""}`, async () =>
-          lexicalScope(
-            (
-              await this.query<{ items: unknown; totalLength: unknown }>(
-                `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
-                 RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
-                params,
-              )
-            )[0],
-          ),
+        this.scopeOf(
+          this.turnScopes,
+          tenant,
+          `${tenant}\u0000${conversation ?? ""}`,
+          `MATCH (t:Turn {tenant: $tenant}) WHERE true${conv("t")}
+           RETURN count(t) AS items, coalesce(sum(t.lexLen), 0) AS totalLength`,
+          params,
         ),
       ]);
       return {

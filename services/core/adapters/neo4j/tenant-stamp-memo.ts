@@ -24,6 +24,8 @@
  * lookup finds changed.
  */
 
+import { LruCache } from "../../lru-cache.ts";
+
 /** What a stamp covers: records and their index rows, or raw turns. */
 export type StampedData = "records" | "turns";
 
@@ -76,15 +78,16 @@ export class TenantStampReader {
  * under; at most `capacity` (the least recently used dropped first).
  */
 export class TenantStampMemo<V> {
-  private readonly entries = new Map<string, { stamp: string; value: V }>();
+  private readonly entries: LruCache<string, { stamp: string; value: V }>;
 
   constructor(
     private readonly stamps: TenantStampReader,
     private readonly data: StampedData,
-    private readonly capacity: number,
+    capacity: number,
   ) {
     if (!Number.isInteger(capacity) || capacity < 1)
       throw new RangeError(`TenantStampMemo: capacity must be a whole number >= 1, got ${capacity}`);
+    this.entries = new LruCache(capacity);
   }
 
   /** The kept result of `key` (a read of `tenant`'s data) while the tenant's stamp is unchanged, else `read()`'s. */
@@ -95,18 +98,8 @@ export class TenantStampMemo<V> {
       return read();
     }
     const kept = this.entries.get(key);
-    if (kept !== undefined && kept.stamp === stamp) {
-      // Most recently used last: the oldest entry is the first one dropped.
-      this.entries.delete(key);
-      this.entries.set(key, kept);
-      return kept.value;
-    }
+    if (kept !== undefined && kept.stamp === stamp) return kept.value;
     const value = await read();
-    this.entries.delete(key);
-    if (this.entries.size >= this.capacity) {
-      const oldest = this.entries.keys().next();
-      if (!oldest.done) this.entries.delete(oldest.value);
-    }
     this.entries.set(key, { stamp, value });
     return value;
   }

@@ -86,7 +86,11 @@ const openNeo4jStores = async (config: Config): Promise<OpenedStores> => {
   const { driver }: { driver: Driver } = openDriver({ uri, user, password });
   const shared = { driver, ...(database ? { database } : {}) };
   try {
-    const graph = await Neo4jGraphStore.open({ ...shared, cursorSecret: cursorSecretOf(config) });
+    const graph = await Neo4jGraphStore.open({
+      ...shared,
+      cursorSecret: cursorSecretOf(config),
+      readMemoEntries: config.cache.neo4jReadMemoEntries,
+    });
     let vectors: VectorStore;
     if (vectorStoreKind(config) === "qdrant") vectors = qdrantVectorStore(config);
     else {

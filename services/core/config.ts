@@ -309,6 +309,9 @@ export const ConfigSchema = z.object({
    * - sqliteReadMemoEntries: results of the reads every query repeats that the embedded store keeps
    *   until the data changes, in each of its two memos (a scope's known entity and topic names;
    *   its record count), keyed by tenant and conversation (unchanged-data-memo.ts).
+   * - neo4jReadMemoEntries: the same for the Neo4j store, in each of its four memos (known names,
+   *   record counts, the lexical routes' record and turn scopes), kept until a write stamps the
+   *   tenant again (tenant-stamp-memo.ts).
    * - sqliteMmapMiB: how much of the SQLite file is read through a memory map (0: none; SQLite caps
    *   it at 2047). Mapped pages count in RSS as file-backed, reclaimable pages; a disk read error
    *   on a mapped page ends the process (SIGBUS) instead of failing the one call.
@@ -327,6 +330,7 @@ export const ConfigSchema = z.object({
       sqlitePageCacheMiB: num.int("must be a whole number").min(2).default(SQLITE_DEFAULTS.pageCacheMiB),
       sqliteMmapMiB: num.int("must be a whole number").min(0).max(2047).default(SQLITE_DEFAULTS.mmapMiB),
       sqliteReadMemoEntries: num.int("must be a whole number").min(1).default(1024),
+      neo4jReadMemoEntries: num.int("must be a whole number").min(1).default(1024),
       hnswResidentVectors: num.int("must be a whole number").min(1).default(HNSW_RESIDENCY_DEFAULTS.vectors),
       hnswResidentTenants: num.int("must be a whole number").min(1).default(HNSW_RESIDENCY_DEFAULTS.tenants),
     })
@@ -337,6 +341,7 @@ export const ConfigSchema = z.object({
       sqlitePageCacheMiB: SQLITE_DEFAULTS.pageCacheMiB,
       sqliteMmapMiB: SQLITE_DEFAULTS.mmapMiB,
       sqliteReadMemoEntries: 1024,
+      neo4jReadMemoEntries: 1024,
       hnswResidentVectors: HNSW_RESIDENCY_DEFAULTS.vectors,
       hnswResidentTenants: HNSW_RESIDENCY_DEFAULTS.tenants,
     }),
@@ -502,6 +507,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_SQLITE_CACHE_MIB: ["cache", "sqlitePageCacheMiB"],
   MEMORY_SQLITE_MMAP_MIB: ["cache", "sqliteMmapMiB"],
   MEMORY_SQLITE_READ_MEMO_ENTRIES: ["cache", "sqliteReadMemoEntries"],
+  MEMORY_NEO4J_READ_MEMO_ENTRIES: ["cache", "neo4jReadMemoEntries"],
   MEMORY_HNSW_RESIDENT_VECTORS: ["cache", "hnswResidentVectors"],
   MEMORY_HNSW_RESIDENT_TENANTS: ["cache", "hnswResidentTenants"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],

@@ -16,6 +16,10 @@ import {
   DEFAULT_MAX_RESIDENT_VECTORS,
   HnswVectorStore,
 } from "../../services/core/adapters/hnsw/vector-store.ts";
+import {
+  DEFAULT_READ_MEMO_ENTRIES as NEO4J_READ_MEMO_ENTRIES,
+  Neo4jGraphStore,
+} from "../../services/core/adapters/neo4j/graph-store.ts";
 import { DEFAULT_READ_MEMO_ENTRIES, SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { UnchangedDataMemo } from "../../services/core/adapters/sqlite/unchanged-data-memo.ts";
 import { CachingEmbedder, DEFAULT_EMBEDDING_CACHE_ENTRIES } from "../../services/core/caching-embedder.ts";
@@ -37,11 +41,13 @@ describe("cache settings", () => {
       sqlitePageCacheMiB: 64,
       sqliteMmapMiB: 2047,
       sqliteReadMemoEntries: 1024,
+      neo4jReadMemoEntries: 1024,
       hnswResidentVectors: 1_000_000,
       hnswResidentTenants: 1_000,
     });
     assert.equal(DEFAULT_EMBEDDING_CACHE_ENTRIES, CONFIG_DEFAULTS.cache.embeddingEntries);
     assert.equal(DEFAULT_READ_MEMO_ENTRIES, CONFIG_DEFAULTS.cache.sqliteReadMemoEntries);
+    assert.equal(NEO4J_READ_MEMO_ENTRIES, CONFIG_DEFAULTS.cache.neo4jReadMemoEntries);
     assert.equal(DEFAULT_MAX_RESIDENT_VECTORS, CONFIG_DEFAULTS.cache.hnswResidentVectors);
     assert.equal(DEFAULT_MAX_RESIDENT_TENANTS, CONFIG_DEFAULTS.cache.hnswResidentTenants);
     const c = loadConfig(
@@ -53,6 +59,7 @@ describe("cache settings", () => {
         MEMORY_SQLITE_CACHE_MIB: "16",
         MEMORY_SQLITE_MMAP_MIB: "0",
         MEMORY_SQLITE_READ_MEMO_ENTRIES: "32",
+        MEMORY_NEO4J_READ_MEMO_ENTRIES: "48",
         MEMORY_HNSW_RESIDENT_VECTORS: "50000",
         MEMORY_HNSW_RESIDENT_TENANTS: "20",
       }),
@@ -64,6 +71,7 @@ describe("cache settings", () => {
       sqlitePageCacheMiB: 16,
       sqliteMmapMiB: 0,
       sqliteReadMemoEntries: 32,
+      neo4jReadMemoEntries: 48,
       hnswResidentVectors: 50_000,
       hnswResidentTenants: 20,
     });
@@ -96,6 +104,10 @@ describe("cache settings", () => {
     assert.throws(
       () => loadConfig({}, env({ MEMORY_SQLITE_READ_MEMO_ENTRIES: "2.5" })),
       /cache\.sqliteReadMemoEntries.*MEMORY_SQLITE_READ_MEMO_ENTRIES/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_NEO4J_READ_MEMO_ENTRIES: "0" })),
+      /cache\.neo4jReadMemoEntries.*MEMORY_NEO4J_READ_MEMO_ENTRIES/,
     );
     assert.throws(
       () => loadConfig({}, env({ MEMORY_HNSW_RESIDENT_VECTORS: "0" })),
@@ -151,6 +163,23 @@ describe("the embedded store's read memos (UnchangedDataMemo)", () => {
     const plain = SqliteGraphStore.open(dir);
     assert.equal(plain.readMemoEntries, DEFAULT_READ_MEMO_ENTRIES, "without the option, the default");
     await plain.close();
+  });
+
+  it("the Neo4j store's memos are as large as its option says (the driver connects on first use)", async () => {
+    const sized = new Neo4jGraphStore({
+      uri: "bolt://127.0.0.1:1",
+      user: "neo4j",
+      password: "unused",
+      readMemoEntries: 5,
+    });
+    const plain = new Neo4jGraphStore({ uri: "bolt://127.0.0.1:1", user: "neo4j", password: "unused" });
+    try {
+      assert.equal(sized.readMemoEntries, 5);
+      assert.equal(plain.readMemoEntries, NEO4J_READ_MEMO_ENTRIES);
+    } finally {
+      await sized.close();
+      await plain.close();
+    }
   });
 });
 

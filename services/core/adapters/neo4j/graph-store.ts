@@ -235,6 +235,8 @@ export class Neo4jGraphStore implements GraphStore {
   /** The lexical routes' scope counts (every record or turn of the scope), under the records / turns stamp. */
   private readonly recordScopes: TenantStampMemo<LexicalScope>;
   private readonly turnScopes: TenantStampMemo<LexicalScope>;
+  /** Results each read memo keeps (Neo4jGraphStoreOptions.readMemoEntries). */
+  readonly readMemoEntries: number;
 
   constructor(options: Neo4jGraphStoreOptions) {
     const { driver, owns } = openDriver(options);
@@ -243,6 +245,7 @@ export class Neo4jGraphStore implements GraphStore {
     this.database = options.database;
     this.cursors = new CursorCodec(options.cursorSecret);
     const entries = options.readMemoEntries ?? DEFAULT_READ_MEMO_ENTRIES;
+    this.readMemoEntries = entries;
     this.knownNames = new TenantStampMemo(this.stamps, "records", entries);
     this.recordCounts = new TenantStampMemo(this.stamps, "records", entries);
     this.recordScopes = new TenantStampMemo(this.stamps, "records", entries);

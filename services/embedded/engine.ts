@@ -150,6 +150,8 @@ const INBOX_CURSOR = "inbox";
  */
 const INDEX_MERGE_PAGES = 64;
 const INDEX_MERGE_STEPS_PER_TICK = 64;
+/** The stage name its steps are reported under (PipelineObserver.stageEvent). */
+const INDEX_MERGE_STAGE = "index-merge";
 /** Attempt records: the inbox batch in flight, the one entry in flight while isolating, the segment in flight. */
 const INBOX_BATCH = "inbox-batch";
 const INBOX_ENTRY = "inbox-entry";
@@ -532,7 +534,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * maintenance (exclusive) and the event loop free between them (queries run in between),
    * stopping when a turn arrives. Merged segments make every lexical lookup cheaper (a term is
    * looked up in each segment: fts-segments.ts); writes leave new segments, so the merge runs again
-   * after the next activity. A failed step is left for the next tick.
+   * after the next activity. A failed step is left for the next tick; each step is reported to the
+   * observer as stage "index-merge" (ok or error, with its seconds), so a merge that keeps failing
+   * shows in the stage metrics instead of passing unseen.
    */
   private mergeIndexIfIdle(): void {
     const graph = this.parts.graph;
@@ -542,9 +546,18 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     const busy = (): boolean => this.closing || this.lastActivityMs !== since || !this.isDrained();
     this.indexMerge = (async () => {
       for (let step = 0; step < INDEX_MERGE_STEPS_PER_TICK && !busy(); step++) {
-        const more = await this.exclusive(async () =>
-          busy() ? true : await graph.mergeIndexSegments?.(INDEX_MERGE_PAGES),
-        );
+        const more = await this.exclusive(async () => {
+          if (busy()) return true;
+          const started = performance.now();
+          try {
+            const worked = await graph.mergeIndexSegments?.(INDEX_MERGE_PAGES);
+            this.parts.observer?.stageEvent(INDEX_MERGE_STAGE, "ok", (performance.now() - started) / 1000);
+            return worked;
+          } catch (err) {
+            this.parts.observer?.stageEvent(INDEX_MERGE_STAGE, "error", (performance.now() - started) / 1000);
+            throw err;
+          }
+        });
         if (more === false) {
           this.indexMergedAt = since;
           return;

@@ -78,4 +78,43 @@ describe("embedded engine: idle-time merge of the full-text index", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("reports each step to the observer, and a failed step as an error (left for the next tick)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-engine-merge-fail-"));
+    let now = Date.UTC(2024, 4, 6, 12);
+    const events: { stage: string; outcome: string }[] = [];
+    const observer = {
+      stageEvent: (stage: string, outcome: "ok" | "error" | "dlq") => {
+        if (stage === "index-merge") events.push({ stage, outcome });
+      },
+      segmentClosed: () => {},
+      recordsWritten: () => {},
+    };
+    const config = loadConfig({ dataDir: dir });
+    const settings = { ...engineSettingsFrom(config), clock: () => now };
+    const o = await openEmbeddedEngine(config, { embedder: new HashingEmbedder(), settings, observer });
+    const db = openSqlite(dir);
+    try {
+      await o.engine.ingest("t", "c1", turns(6, "s1"));
+      await o.engine.flush("t", "c1");
+      await o.engine.drain();
+      now += 60_001;
+      assert.equal(await o.engine.mergeIndexWhenIdle(), true);
+      assert.ok(events.length > 0 && events.every((e) => e.outcome === "ok"), "each step reported ok");
+
+      // A full-text table the step cannot merge: the step fails, is reported, and the tick ends.
+      await o.engine.ingest("t", "c2", turns(6, "s2"));
+      await o.engine.flush("t", "c2");
+      await o.engine.drain();
+      db.exec("DROP TABLE turns_fts");
+      events.length = 0;
+      now += 60_001;
+      assert.equal(await o.engine.mergeIndexWhenIdle(), false);
+      assert.deepEqual(events.at(-1), { stage: "index-merge", outcome: "error" });
+    } finally {
+      db.close();
+      await o.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

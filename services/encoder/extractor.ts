@@ -266,31 +266,31 @@ export function extractRecords(
     // One person of unknown gender is a candidate for both: the pronoun used decides.
     if (he && (he !== she || !usesShe)) frame.he = he;
     if (she && (she !== he || !usesHe)) frame.she = she;
-    // A group named in an earlier turn is "they" only at the turn's start: later sentences may
-    // have brought other things that "they" names ("find an agency or a lawyer. They'll help").
-    const reach = previousRaw === "" ? turnIndex - PLURAL_TURNS : turnIndex;
-    // Nearest first: a group of this sentence, then of the one before, then of the last turns.
-    // "Melanie's kids" then "the kids" are one group, named as it was last named.
-    const groups = (from: number): string[] => {
-      const latestByNoun = new Map<string, string>();
-      for (const c of recent)
-        if (c.gender === "pl" && (c.turn ?? -1) >= reach && c.at >= from)
-          latestByNoun.set(c.name.split(" ").at(-1)!, c.name);
-      return unique([...latestByNoun.values()]);
-    };
-    const plural = [groups(g), groups(g - 1), groups(0)].find((list) => list.length > 0) ?? [];
     const theyAt = raw.search(THEY_WORD);
-    const before = theyAt >= 0 ? raw.slice(0, theyAt) : "";
-    // "my husband and kids; they": a coordination before the pronoun is its antecedent.
-    const nearer =
-      theyAt >= 0 &&
-      (/\band\s+(?:\p{L}+\s+)?\p{L}+[^\p{L}]*$/iu.test(before) ||
+    if (theyAt >= 0) {
+      const before = raw.slice(0, theyAt);
+      // "my husband and kids; they": a coordination before the pronoun is its antecedent.
+      const nearer =
+        /\band\s+(?:\p{L}+\s+)?\p{L}+[^\p{L}]*$/iu.test(before) ||
         hasNearerPlural(before) ||
-        hasNearerPlural(previousRaw));
-    if (plural.length === 1 && !nearer) {
-      frame.they = plural[0];
-      // Named again by this "they": the group stays the referent for the turn's next sentences.
-      if (theyAt >= 0) recent.push({ name: plural[0]!, gender: "pl", at: g, turn: turnIndex });
+        hasNearerPlural(previousRaw);
+      // A group named in an earlier turn is "they" only at the turn's start: later sentences may
+      // have brought other things that "they" names ("find an agency or a lawyer. They'll help").
+      const reach = previousRaw === "" ? turnIndex - PLURAL_TURNS : turnIndex;
+      const groups = recent.filter((c) => c.gender === "pl" && (c.turn ?? -1) >= reach);
+      // Nearest first: a group of this sentence, then of the one before, then of the last turns.
+      // "Melanie's kids" then "the kids" are one group, named as it was last named.
+      const named = (from: number): string[] => {
+        const latestByNoun = new Map<string, string>();
+        for (const c of groups) if (c.at >= from) latestByNoun.set(c.name.split(" ").at(-1)!, c.name);
+        return unique([...latestByNoun.values()]);
+      };
+      const plural = nearer ? [] : ([named(g), named(g - 1), named(0)].find((list) => list.length > 0) ?? []);
+      if (plural.length === 1) {
+        frame.they = plural[0];
+        // Named again by this "they": the group stays the referent for the turn's next sentences.
+        recent.push({ name: plural[0]!, gender: "pl", at: g, turn: turnIndex });
+      }
     }
     if (A && WE_CLEAR.test(raw)) frame.we = `${S} and ${A}`;
     if (frame.she && usesShe) {

@@ -17,8 +17,8 @@ import { classify, contentWords, isPhatic, isQuestion } from "./classify.ts";
 import { capContext, emptyContext } from "./context.ts";
 import { applyDates, type DateMention, findDates, isoDay, timeOf } from "./dates.ts";
 import { aliasOf, type EntityKind, findNames, type Gender, midSentenceCaps, type NameMention } from "./entities.ts";
-import { type PronounFrame, resolvePronouns, restoreSubject } from "./pronouns.ts";
-import { extractPhotos, splitSentences, stripInnerVocatives, stripVocatives } from "./sentences.ts";
+import { type PronounFrame, possessive, resolvePronouns, restoreSubject } from "./pronouns.ts";
+import { extractPhotos, namePhoto, splitSentences, stripInnerVocatives, stripVocatives } from "./sentences.ts";
 import { topicsOf } from "./topics.ts";
 
 export { emptyContext };
@@ -61,13 +61,31 @@ interface Candidate {
   name: string;
   gender?: Gender | "pl";
   at: number;
+  /** Index of the turn that mentioned it (plural referents look back a few turns, not sentences). */
+  turn?: number;
 }
 
 const NAME_SHAPE = /^\p{Lu}[\p{L}'-]*(?: \p{Lu}[\p{L}'-]*)*$/u;
 const KIN_PHRASE =
   /\b(my|your)\s+((?:(?:little|big|older|younger|baby|twin|best|new|late|eldest|oldest|youngest|step)\s+)?)(\p{L}+)/giu;
+/** "our kids", "the kids": a group that a later "they" names (the speaker's own for "our"). */
+const GROUP_PHRASE = /\b(our|the)\s+((?:(?:little|older|younger|twin|new|two|three|2|3)\s+)?)(\p{L}+)/giu;
+/**
+ * A plural noun phrase ("the young people", "all the challenges", "these books") before a "they":
+ * the nearer antecedent, so the group named turns earlier is not.
+ */
+const NEARER_PLURAL =
+  /\b(?:the|these|those|all|some|many|other|such|both)\s+(?:\p{L}+\s+)?(people|men|women|\p{L}{2,}[^s\W]s)\b/giu;
+/** Does the text name a plural thing other than a group of people the speakers know (kids, friends)? */
+const hasNearerPlural = (text: string): boolean => {
+  for (const m of text.matchAll(NEARER_PLURAL)) if (!KIN_PLURAL.has(m[1]!.toLowerCase())) return true;
+  return false;
+};
+const THEY_WORD = /\b(?:they|them|their|theirs|themselves|they're|they've|they'll|they'd)\b/i;
+/** How many turns back a plural referent stays a candidate for "they". */
+const PLURAL_TURNS = 2;
 const WE_CLEAR =
-  /\b(?:together|both of us|you and i|you and me|me and you|each other|let's|shall we|we should|we could|we both|our chat|our talk|our conversation)\b/i;
+  /\b(?:together|both of us|you and i|you and me|me and you|each other|let's|shall we|we should|we could|we both|our chat|our talk|our conversation|our friendship)\b/i;
 const YES_NO = /^(?:yes|yeah|yep|yup|sure|of course|absolutely|definitely|no|nope|nah|not really)\b/i;
 
 const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
@@ -133,7 +151,18 @@ export function extractRecords(
   // count as names at the start of a sentence too.
   const split = segment.turns.map((turn) => {
     const { body, captions } = extractPhotos(turn.text);
-    return { turn, body: splitSentences(body), captions };
+    const sentences = splitSentences(body);
+    // One photo and a sentence pointing at what was made ("they made this!"): the caption names it.
+    if (captions.length === 1) {
+      for (let k = 0; k < sentences.length; k++) {
+        const named = namePhoto(sentences[k]!, captions[0]!);
+        if (named !== undefined) {
+          sentences[k] = named;
+          break;
+        }
+      }
+    }
+    return { turn, body: sentences, captions };
   });
   const midCaps = midSentenceCaps(split.flatMap((t) => t.body));
   // Short forms of the speakers' names used anywhere in the segment ("Mel" for "Melanie").
@@ -156,6 +185,9 @@ export function extractRecords(
   if (refs.she) genderOf.set(refs.she, "f");
   const recent: Candidate[] = [];
   let g = 0;
+  let turnIndex = 0;
+  /** The turn's sentence before the one analysed ("" at the turn's start). */
+  let previousRaw = "";
 
   const pick = (gender: Gender): string | undefined => {
     const window = recent.filter(
@@ -212,9 +244,17 @@ export function extractRecords(
         recent.push({ name: phrase, gender: "m", at: g });
         refs.he = phrase;
       } else if (KIN_PLURAL.has(word)) {
-        recent.push({ name: phrase, gender: "pl", at: g });
+        recent.push({ name: phrase, gender: "pl", at: g, turn: turnIndex });
         refs.they = phrase;
       }
+    }
+    for (const k of raw.matchAll(GROUP_PHRASE)) {
+      const word = k[3]!.toLowerCase();
+      if (!KIN_PLURAL.has(word)) continue;
+      const lead = k[1]!.toLowerCase() === "our" ? possessive(S) : "the";
+      const phrase = `${lead} ${k[2]!.toLowerCase()}${word}`;
+      recent.push({ name: phrase, gender: "pl", at: g, turn: turnIndex });
+      refs.they = phrase;
     }
     const frame: PronounFrame = { speaker: S };
     if (A) frame.addressee = A;
@@ -226,8 +266,32 @@ export function extractRecords(
     // One person of unknown gender is a candidate for both: the pronoun used decides.
     if (he && (he !== she || !usesShe)) frame.he = he;
     if (she && (she !== he || !usesHe)) frame.she = she;
-    const plural = unique(recent.filter((c) => c.at >= g - 1 && c.gender === "pl").map((c) => c.name));
-    if (plural.length === 1) frame.they = plural[0];
+    const theyAt = raw.search(THEY_WORD);
+    if (theyAt >= 0) {
+      const before = raw.slice(0, theyAt);
+      // "my husband and kids; they": a coordination before the pronoun is its antecedent.
+      const nearer =
+        /\band\s+(?:\p{L}+\s+)?\p{L}+[^\p{L}]*$/iu.test(before) ||
+        hasNearerPlural(before) ||
+        hasNearerPlural(previousRaw);
+      // A group named in an earlier turn is "they" only at the turn's start: later sentences may
+      // have brought other things that "they" names ("find an agency or a lawyer. They'll help").
+      const reach = previousRaw === "" ? turnIndex - PLURAL_TURNS : turnIndex;
+      const groups = recent.filter((c) => c.gender === "pl" && (c.turn ?? -1) >= reach);
+      // Nearest first: a group of this sentence, then of the one before, then of the last turns.
+      // "Melanie's kids" then "the kids" are one group, named as it was last named.
+      const named = (from: number): string[] => {
+        const latestByNoun = new Map<string, string>();
+        for (const c of groups) if (c.at >= from) latestByNoun.set(c.name.split(" ").at(-1)!, c.name);
+        return unique([...latestByNoun.values()]);
+      };
+      const plural = nearer ? [] : ([named(g), named(g - 1), named(0)].find((list) => list.length > 0) ?? []);
+      if (plural.length === 1) {
+        frame.they = plural[0];
+        // Named again by this "they": the group stays the referent for the turn's next sentences.
+        recent.push({ name: plural[0]!, gender: "pl", at: g, turn: turnIndex });
+      }
+    }
     if (A && WE_CLEAR.test(raw)) frame.we = `${S} and ${A}`;
     if (frame.she && usesShe) {
       refs.she = frame.she;
@@ -237,6 +301,7 @@ export function extractRecords(
       refs.he = frame.he;
       if (NAME_SHAPE.test(frame.he)) genderOf.set(frame.he, "m");
     }
+    previousRaw = raw;
     const dates = findDates(raw, turn.timestamp);
     const text = finish(resolvePronouns(applyDates(raw, dates), frame));
     g++;
@@ -245,6 +310,8 @@ export function extractRecords(
 
   const work: TurnWork[] = split.map(({ turn, body, captions }) => {
     const sentences = body.map((s) => analyse(turn, s));
+    turnIndex++;
+    previousRaw = "";
     for (const c of captions) {
       const text = finish(`${turn.speaker} shared a photo of ${c}`);
       sentences.push({

@@ -104,6 +104,45 @@ describe("encoder extractor: pronouns", () => {
     assert.equal(context.referents["Jon's sister"], "Anna");
   });
 
+  it("names the group that 'they' starts a turn with, from the last turns", () => {
+    const { records } = run(
+      seg([
+        ["Mel", "I took the kids to the museum yesterday."],
+        ["Gina", "What did they enjoy at the museum?"],
+        ["Mel", "They were stoked for the dinosaur exhibit! They love learning about animals."],
+        ["Gina", "My friends are coming over tonight."],
+        ["Mel", "Lovely! I'm lucky to have our kids; they keep me busy."],
+      ]),
+    );
+    assert.match(textOf(records, "t2"), /asked by Gina "What did the kids enjoy at the museum\?"/);
+    assert.match(textOf(records, "t3"), /The kids were stoked for the dinosaur exhibit! The kids love learning/);
+    assert.match(textOf(records, "t5"), /our kids; Mel's kids keep Mel busy/);
+  });
+
+  it("leaves 'they' alone when something nearer may be meant", () => {
+    const { records } = run(
+      seg([
+        ["Mel", "My kids painted all afternoon."],
+        ["Gina", "Nice. Find a good agency or a lawyer first. They will help with the papers."],
+        ["Mel", "I saw the old trees in the park; they were huge."],
+        ["Gina", "I love my husband and kids; they keep me going."],
+      ]),
+    );
+    assert.match(textOf(records, "t2"), /They will help with the papers/);
+    assert.match(textOf(records, "t3"), /the old trees in the park; they were huge/);
+    assert.match(textOf(records, "t4"), /Gina's husband and kids; they keep Gina going/);
+  });
+
+  it("'our friendship' is the two speakers'", () => {
+    const { records } = run(
+      seg([
+        ["Gina", "You have always been there for me, Jon."],
+        ["Jon", "I appreciate our friendship too."],
+      ]),
+    );
+    assert.match(textOf(records, "t2"), /Jon appreciates Jon and Gina's friendship too/);
+  });
+
   it("leaves a pronoun alone when there is no clear candidate", () => {
     const { records } = run(seg([["Jon", "She said the concert was sold out."]]));
     assert.match(textOf(records, "t1"), /She said the concert was sold out/);
@@ -167,6 +206,19 @@ describe("encoder extractor: phatic, questions, photos", () => {
     assert.equal(records.length, 1);
     assert.equal(records[0]!.text, "Jon (2023-01-20): Jon shared a photo of a dog running on a beach.");
     assert.equal(records[0]!.type, "other");
+  });
+
+  it("names what was made after the photo's caption, and keeps the photo", () => {
+    const { records } = run(
+      seg([
+        ["Mel", "The kids loved the class. They made this! [shared a photo: a photo of a cup with a dog face on it]"],
+        ["Gina", "No worries! You got this! [shared a photo: a photo of a notepad with a pen]"],
+      ]),
+    );
+    const mel = textOf(records, "t1");
+    assert.match(mel, /The kids made a cup with a dog face on it!/);
+    assert.match(mel, /Mel shared a photo of a cup with a dog face on it\./);
+    assert.doesNotMatch(textOf(records, "t2"), /got a notepad/);
   });
 });
 

@@ -18,7 +18,7 @@ import { capContext, emptyContext } from "./context.ts";
 import { applyDates, type DateMention, findDates, isoDay, timeOf } from "./dates.ts";
 import { aliasOf, type EntityKind, findNames, type Gender, midSentenceCaps, type NameMention } from "./entities.ts";
 import { type PronounFrame, possessive, resolvePronouns, restoreSubject } from "./pronouns.ts";
-import { extractPhotos, namePhoto, splitSentences, stripInnerVocatives, stripVocatives } from "./sentences.ts";
+import { extractPhotos, splitSentences, stripInnerVocatives, stripVocatives } from "./sentences.ts";
 import { topicsOf } from "./topics.ts";
 
 export { emptyContext };
@@ -151,18 +151,7 @@ export function extractRecords(
   // count as names at the start of a sentence too.
   const split = segment.turns.map((turn) => {
     const { body, captions } = extractPhotos(turn.text);
-    const sentences = splitSentences(body);
-    // One photo and a sentence pointing at what was made ("they made this!"): the caption names it.
-    if (captions.length === 1) {
-      for (let k = 0; k < sentences.length; k++) {
-        const named = namePhoto(sentences[k]!, captions[0]!);
-        if (named !== undefined) {
-          sentences[k] = named;
-          break;
-        }
-      }
-    }
-    return { turn, body: sentences, captions };
+    return { turn, body: splitSentences(body), captions };
   });
   const midCaps = midSentenceCaps(split.flatMap((t) => t.body));
   // Short forms of the speakers' names used anywhere in the segment ("Mel" for "Melanie").

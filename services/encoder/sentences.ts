@@ -140,19 +140,3 @@ export const stripInnerVocatives = (sentence: string, names: readonly string[]):
     VOCATIVE_BLOCKERS.has(prev.toLowerCase()) || comma === undefined ? all : prev,
   );
 };
-
-/** "they made this!", "I painted these.": what was made is the shared photo. */
-const PHOTO_DEICTIC =
-  /\b(made|finished|painted|drew|built|created|baked|knitted|sewed|crafted)\s+(?:this|these)(?=\s*[.!?]*\s*$)/i;
-
-/**
- * The sentence with its closing "this" replaced by the photo's caption when the turn shares one
- * photo, so that the statement says what was made ("they made a cup with a dog face on it!");
- * undefined when the sentence has no such "this".
- */
-export const namePhoto = (sentence: string, caption: string): string | undefined => {
-  const m = PHOTO_DEICTIC.exec(sentence);
-  if (!m) return undefined;
-  const thing = /^(?:a|an|the|some|two|three|\d+)\s/i.test(caption) ? caption : `a ${caption}`;
-  return `${sentence.slice(0, m.index)}${m[1]} ${thing}${sentence.slice(m.index + m[0].length)}`;
-};

@@ -207,19 +207,6 @@ describe("encoder extractor: phatic, questions, photos", () => {
     assert.equal(records[0]!.text, "Jon (2023-01-20): Jon shared a photo of a dog running on a beach.");
     assert.equal(records[0]!.type, "other");
   });
-
-  it("names what was made after the photo's caption, and keeps the photo", () => {
-    const { records } = run(
-      seg([
-        ["Mel", "The kids loved the class. They made this! [shared a photo: a photo of a cup with a dog face on it]"],
-        ["Gina", "No worries! You got this! [shared a photo: a photo of a notepad with a pen]"],
-      ]),
-    );
-    const mel = textOf(records, "t1");
-    assert.match(mel, /The kids made a cup with a dog face on it!/);
-    assert.match(mel, /Mel shared a photo of a cup with a dog face on it\./);
-    assert.doesNotMatch(textOf(records, "t2"), /got a notepad/);
-  });
 });
 
 describe("encoder extractor: sources, ids, determinism", () => {

@@ -85,7 +85,7 @@ const THEY_WORD = /\b(?:they|them|their|theirs|themselves|they're|they've|they'l
 /** How many turns back a plural referent stays a candidate for "they". */
 const PLURAL_TURNS = 2;
 const WE_CLEAR =
-  /\b(?:together|both of us|you and i|you and me|me and you|each other|let's|shall we|we should|we could|we both|our chat|our talk|our conversation|our friendship)\b/i;
+  /\b(?:together|both of us|you and i|you and me|me and you|each other|let's|shall we|we should|we could|we both|our chat|our talk|our conversation)\b/i;
 const YES_NO = /^(?:yes|yeah|yep|yup|sure|of course|absolutely|definitely|no|nope|nah|not really)\b/i;
 
 const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];

@@ -199,6 +199,8 @@ const phraseOf = (span: Span, approx: boolean): { core: string; prep: string } =
 
 const SUBJECT_FOLLOWER =
   /^(?:'s\b|\s+(?:is|was|were|are|has|had|will|would|been|felt|seemed|works|worked|sounds|looks|seems)\b)/i;
+/** An indefinite article and up to two words right before a date word: the word is a noun there. */
+const INDEFINITE_BEFORE = /\b(?:a|an)\s+(?:[\p{L}'-]+\s+){0,2}$/iu;
 const LEADING_PREP = /^(on|in|at|during|since|by|until|till|from|of|before|after|around|about|within)\s+/i;
 
 /** All accepted date expressions in a sentence, resolved against saidAt (an ISO timestamp). */
@@ -238,7 +240,11 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);
     let phrase: string;
-    if (isRange) {
+    if (!det && /^\p{L}+$/u.test(r.text) && INDEFINITE_BEFORE.test(before)) {
+      // "a quiet weekend", "an awesome night": the word is a noun of the sentence, not an adverbial
+      // of time; replacing it would lose it ("a quiet on the weekend of …"), so the date follows it.
+      phrase = `${r.text} (${core})`;
+    } else if (isRange) {
       const f = isoDay(span.from);
       const t = isoDay(span.to);
       phrase = outerPrep || ownPrep === "from" ? `${f} to ${t}` : `from ${f} to ${t}`;

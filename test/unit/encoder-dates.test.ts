@@ -118,6 +118,27 @@ describe("encoder dates: relative expressions across month and year ends", () =>
       "this past weekend",
     ],
     [
+      "We had a quiet weekend at home.",
+      "2023-07-17T10:00:00Z",
+      "We had a quiet weekend (the weekend of 2023-07-15) at home.",
+      range("2023-07-15", "2023-07-16"),
+      "a noun after an indefinite article keeps its word, the date follows it",
+    ],
+    [
+      "It was an awesome night with friends!",
+      "2023-07-17T10:00:00Z",
+      "It was an awesome night (2023-07-17) with friends!",
+      at("2023-07-17"),
+      "an indefinite night",
+    ],
+    [
+      "We had a great time this weekend.",
+      "2023-07-17T10:00:00Z",
+      "We had a great time on the weekend of 2023-07-22.",
+      range("2023-07-22", "2023-07-23"),
+      "a determined expression after a noun phrase is an adverbial, replaced",
+    ],
+    [
       "I will call you tomorrow.",
       "2022-12-31T23:00:00Z",
       "I will call you on 2023-01-01.",

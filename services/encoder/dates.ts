@@ -200,6 +200,8 @@ const phraseOf = (span: Span, approx: boolean): { core: string; prep: string } =
 const SUBJECT_FOLLOWER =
   /^(?:'s\b|\s+(?:is|was|were|are|has|had|will|would|been|felt|seemed|works|worked|sounds|looks|seems)\b)/i;
 /** An indefinite article and up to two words right before a date word: the word is a noun there. */
+/** Date words that are also nouns taking an article ("a weekend"); "a banker yesterday" is not one. */
+const TIME_NOUN = /^(?:weekend|night|morning|afternoon|evening|day|week|month|year)$/i;
 const INDEFINITE_BEFORE = /\b(?:a|an)\s+(?:[\p{L}'-]+\s+){0,2}$/iu;
 const LEADING_PREP = /^(on|in|at|during|since|by|until|till|from|of|before|after|around|about|within)\s+/i;
 
@@ -240,7 +242,7 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);
     let phrase: string;
-    if (!det && /^\p{L}+$/u.test(r.text) && INDEFINITE_BEFORE.test(before)) {
+    if (!det && TIME_NOUN.test(r.text) && INDEFINITE_BEFORE.test(before)) {
       // "a quiet weekend", "an awesome night": the word is a noun of the sentence, not an adverbial
       // of time; replacing it would lose it ("a quiet on the weekend of …"), so the date follows it.
       phrase = `${r.text} (${core})`;

@@ -132,6 +132,13 @@ describe("encoder dates: relative expressions across month and year ends", () =>
       "an indefinite night",
     ],
     [
+      "I lost my job as a banker yesterday.",
+      "2023-01-20T10:00:00Z",
+      "I lost my job as a banker on 2023-01-19.",
+      at("2023-01-19"),
+      "an adverb of time after a noun phrase with an article is replaced",
+    ],
+    [
       "We had a great time this weekend.",
       "2023-07-17T10:00:00Z",
       "We had a great time on the weekend of 2023-07-22.",

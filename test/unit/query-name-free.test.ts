@@ -35,6 +35,8 @@ describe("questions that collect mentions", () => {
       "Where has Gus worked?",
       "Which languages has Hal studied?",
       "What sports does Ivy play?",
+      "What LGBTQ+ events has Jay attended?",
+      "Which small towns did Kai visit?",
     ])
       assert.ok(isAggregation(q), q);
   });
@@ -50,6 +52,8 @@ describe("questions that collect mentions", () => {
       "When did Max start his job?",
       "What is Ned's job?",
       "Who is Ola's sister?",
+      "What new shoe did Pam buy yesterday?",
+      "What colour is Rio's new car?",
     ])
       assert.equal(collectsMentions(q), false, q);
   });

@@ -37,6 +37,8 @@ describe("questions that collect mentions", () => {
       "What sports does Ivy play?",
       "What LGBTQ+ events has Jay attended?",
       "Which small towns did Kai visit?",
+      "What do Lou and Mo both enjoy?",
+      "What do Lou and Mo have in common?",
     ])
       assert.ok(isAggregation(q), q);
   });

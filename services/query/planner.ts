@@ -14,10 +14,12 @@ const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
  * been"). Their evidence is one mention in each of several sessions. A plural object with a word or
  * two before it ("what LGBTQ+ events has P attended", "which small towns did P visit") asks for
  * a list as much as a bare one ("what books has P read"). What two people both did or have in
- * common joins a mention of each, said in different sessions as often as not.
+ * common joins a mention of each, said in different sessions as often as not. A habit or a liking
+ * asked in the simple present ("what do P's kids like", "what does P do to relax") is a trait
+ * shown by several mentions, not one statement.
  */
 const AGGREGATION =
-  /\b(how many|how often|ever|both|in common|kinds? of|types? of|sorts? of|all the|(what|which) (are|were) some)\b|^\s*(what|which|where)\s+([a-z]+s\s+)?(has|have)\b|^\s*(what|which)\s+(?!(is|was|does|has|this|us|its)\b)[a-z]+s\b|^\s*(what|which)\s+(\S+\s+){1,2}[a-z]+s\s+(has|have|had|did|do)\b/i;
+  /\b(how many|how often|ever|both|in common|kinds? of|types? of|sorts? of|all the|(what|which) (are|were) some)\b|^\s*(what|which|where)\s+([a-z]+s\s+)?(has|have)\b|^\s*(what|which)\s+(?!(is|was|does|has|this|us|its)\b)[a-z]+s\b|^\s*(what|which)\s+(\S+\s+){1,2}[a-z]+s\s+(has|have|had|did|do)\b|^\s*what\s+(do|does)\s+.*\b(like|love|enjoy|do\s+(to|for|with|when))\b/i;
 
 export const isAggregation = (question: string): boolean => AGGREGATION.test(question);
 

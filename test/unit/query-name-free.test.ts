@@ -39,6 +39,8 @@ describe("questions that collect mentions", () => {
       "Which small towns did Kai visit?",
       "What do Lou and Mo both enjoy?",
       "What do Lou and Mo have in common?",
+      "What do Nia's kids like?",
+      "What does Oz do to relax?",
     ])
       assert.ok(isAggregation(q), q);
   });
@@ -56,6 +58,7 @@ describe("questions that collect mentions", () => {
       "Who is Ola's sister?",
       "What new shoe did Pam buy yesterday?",
       "What colour is Rio's new car?",
+      "What does Sam's tattoo mean?",
     ])
       assert.equal(collectsMentions(q), false, q);
   });

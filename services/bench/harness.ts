@@ -134,8 +134,9 @@ const timed = <T>(f: () => T): { value: T; ms: number } => {
 };
 
 /**
- * When the questions are asked: at the conversation's last turn (LoCoMo's questions are asked at
- * its end), so "last year" or "in June" resolve against the conversation's time, not the clock's.
+ * When a case's questions are asked unless the dataset dates a question (LongMemEval's question
+ * date): at the conversation's last turn (LoCoMo's questions are asked at its end), so "last year"
+ * or "in June" resolve against the conversation's time, not the clock's.
  */
 export const askedAtEnd = (turns: readonly BenchTurn[]): string | undefined => {
   let latest = Number.NEGATIVE_INFINITY;
@@ -338,7 +339,7 @@ export const runHarness = async (
               question: q.question,
               conversation: c.id,
               budget,
-              asOf: askedAt,
+              asOf: q.askedAt ?? askedAt,
             });
             const ms = performance.now() - started;
             oursMs.push(ms);
@@ -411,7 +412,7 @@ export const runHarness = async (
                 question: q.question,
                 conversation: c.id,
                 budget,
-                asOf: askedAt,
+                asOf: q.askedAt ?? askedAt,
               });
               rows.push({
                 case: c.id,

@@ -60,6 +60,7 @@ export const longMemEvalCases = (items: readonly LongMemEvalItem[]): { spec: Dat
           question: i.question,
           category: i.type,
           answer: i.answer,
+          ...(i.questionDate ? { askedAt: i.questionDate } : {}),
           targets: {
             session: { level: "session" as const, ids: i.answerSessionIds },
             turn: { level: "turn" as const, ids: i.answerTurnIds },

@@ -133,6 +133,17 @@ const timed = <T>(f: () => T): { value: T; ms: number } => {
   return { value, ms: performance.now() - t };
 };
 
+/**
+ * When a case's questions are asked unless the dataset dates a question (LongMemEval's question
+ * date): at the conversation's last turn (LoCoMo's questions are asked at its end), so "last year"
+ * or "in June" resolve against the conversation's time, not the clock's.
+ */
+export const askedAtEnd = (turns: readonly BenchTurn[]): string | undefined => {
+  let latest = Number.NEGATIVE_INFINITY;
+  for (const t of turns) latest = Math.max(latest, Date.parse(t.timestamp));
+  return Number.isFinite(latest) ? new Date(latest).toISOString() : undefined;
+};
+
 const safeTenant = (id: string): string => `bench-${id.replace(/[^A-Za-z0-9_.-]/g, "_")}`;
 
 /**
@@ -201,6 +212,7 @@ export const runHarness = async (
     if (warmup.length > 0) await embedder.embed(warmup);
     for (const c of cases) {
       const turns = toBenchTurns(c);
+      const askedAt = askedAtEnd(turns);
       const sessionOf = new Map(turns.map((t) => [t.turnId, t.sessionId]));
       const units = turnUnits(turns);
       const wins = windows(turns, WINDOW_SIZE);
@@ -323,7 +335,12 @@ export const runHarness = async (
 
           for (const budget of budgets) {
             const started = performance.now();
-            const result = await opened.engine.query(tenant, { question: q.question, conversation: c.id, budget });
+            const result = await opened.engine.query(tenant, {
+              question: q.question,
+              conversation: c.id,
+              budget,
+              asOf: q.askedAt ?? askedAt,
+            });
             const ms = performance.now() - started;
             oursMs.push(ms);
             engineMs.push(result.cost.ms);
@@ -391,7 +408,12 @@ export const runHarness = async (
           for (const q of c.questions)
             for (const budget of budgets) {
               const started = performance.now();
-              const result = await opened.engine.query(tenant, { question: q.question, conversation: c.id, budget });
+              const result = await opened.engine.query(tenant, {
+                question: q.question,
+                conversation: c.id,
+                budget,
+                asOf: q.askedAt ?? askedAt,
+              });
               rows.push({
                 case: c.id,
                 question: q.id,

@@ -69,7 +69,7 @@ export const renderMarkdown = (report: BenchReport): string => {
   );
   for (const s of report.spec.skipped) out.push(`skipped: ${s.count} ${s.reason}`);
   out.push(
-    `recall = share of a question's ${report.spec.metrics.join(" / ")} targets covered by the turns the context was built from; mean over the questions that have targets (macro over questions); tokens counted with o200k. Answer coverage = share of the gold answer's content words (lower case, stop words dropped, Porter-stemmed) found in the context, source ids left out; mean over the questions whose answer has one. Turns per 1,000 tokens = ${report.spec.metrics[0]} targets found over all questions per 1,000 context tokens.`,
+    `recall = share of a question's ${report.spec.metrics.join(" / ")} targets covered by the turns the context was built from; mean over the questions that have targets (macro over questions); tokens counted with o200k. Answer coverage = share of the gold answer's content words (lower case, stop words dropped, Porter-stemmed) found in the context, source ids left out; mean over the questions whose answer has one. Turns per 1,000 tokens = ${report.spec.metrics[0]} targets found over all questions per 1,000 context tokens. Our engine is asked as of the question's date where the dataset gives one (LongMemEval), else of the conversation's last turn (\`asOf\`: LoCoMo's questions are asked at its end), so "last year" or "in June" resolve against the conversation's time, not the clock's; the baselines use no time.`,
   );
   for (const [budget, systems] of Object.entries(report.summary)) {
     out.push("");

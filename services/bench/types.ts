@@ -27,6 +27,8 @@ export interface BenchQuestion {
   answer: string;
   /** Targets by metric name ("evidence"; "session", "turn"). */
   targets: Record<string, Target>;
+  /** When the question is asked (ISO), where the dataset says (LongMemEval); otherwise at the case's last turn. */
+  askedAt?: string;
 }
 
 /** One conversation (or haystack) ingested into a fresh tenant, and the questions asked of it. */

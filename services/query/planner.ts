@@ -11,10 +11,15 @@ const OPEN = /\b(would|could|might|likely|probably|considered|if .+ had)\b/i;
 /**
  * Questions whose answer collects mentions over time: lists and counts ("how many", "what kinds
  * of", "what books"), whether something ever happened, and the present perfect ("where has P
- * been"). Their evidence is one mention in each of several sessions.
+ * been"). Their evidence is one mention in each of several sessions. A plural object with a word or
+ * two before it ("what LGBTQ+ events has P attended", "which small towns did P visit") asks for
+ * a list as much as a bare one ("what books has P read"). What two people both did or have in
+ * common joins a mention of each, said in different sessions as often as not. A habit or a liking
+ * asked in the simple present ("what do P's kids like", "what does P do to relax") is a trait
+ * shown by several mentions, not one statement.
  */
 const AGGREGATION =
-  /\b(how many|how often|ever|kinds? of|types? of|sorts? of|all the|(what|which) (are|were) some)\b|^\s*(what|which|where)\s+([a-z]+s\s+)?(has|have)\b|^\s*(what|which)\s+(?!(is|was|does|has|this|us|its)\b)[a-z]+s\b/i;
+  /\b(how many|how often|ever|both|in common|kinds? of|types? of|sorts? of|all the|(what|which) (are|were) some)\b|^\s*(what|which|where)\s+([a-z]+s\s+)?(has|have)\b|^\s*(what|which)\s+(?!(is|was|does|has|this|us|its)\b)[a-z]+s\b|^\s*(what|which)\s+(\S+\s+){1,2}[a-z]+s\s+(has|have|had|did|do)\b|^\s*what\s+(do|does)\s+.*\b(like|love|enjoy|do\s+(to|for|with|when))\b/i;
 
 export const isAggregation = (question: string): boolean => AGGREGATION.test(question);
 
@@ -53,25 +58,32 @@ const hasPhrase = (haystack: string[], phrase: string): boolean => {
 
 /** A parsed time expression as a window: a day, a month or a year, whatever the text pinned down. */
 const timeWindow = (question: string, ref: Date): { from: string; to: string } | undefined => {
-  const [hit] = chrono.parse(question, { instant: ref, timezone: 0 }, { forwardDate: false });
+  // A time of day alone ("the opening night", "in the morning") names no date: chrono puts it on
+  // the reference day, and the window would be that day's year, a second similarity list that
+  // only adds noise to the fusion. The first expression that names a date is the window.
+  const hit = chrono
+    .parse(question, { instant: ref, timezone: 0 }, { forwardDate: false })
+    .find((r) => (["year", "month", "day", "weekday"] as const).some((c) => r.start.isCertain(c)));
   if (!hit) return undefined;
-  const start = hit.start.date();
   const known = (c: "day" | "month" | "year") => hit.start.isCertain(c);
-  const y = start.getUTCFullYear();
+  const start = hit.start.date();
   const m = start.getUTCMonth();
-  let from: Date;
-  let to: Date;
-  if (known("day")) {
-    from = new Date(Date.UTC(y, m, start.getUTCDate()));
-    to = new Date(Date.UTC(y, m, start.getUTCDate() + 1) - 1);
-  } else if (known("month")) {
-    from = new Date(Date.UTC(y, m, 1));
-    to = new Date(Date.UTC(y, m + 1, 1) - 1);
-  } else {
-    from = new Date(Date.UTC(y, 0, 1));
-    to = new Date(Date.UTC(y + 1, 0, 1) - 1);
+  const window = (y: number): { from: Date; to: Date } =>
+    known("day")
+      ? { from: new Date(Date.UTC(y, m, start.getUTCDate())), to: new Date(Date.UTC(y, m, start.getUTCDate() + 1) - 1) }
+      : known("month")
+        ? { from: new Date(Date.UTC(y, m, 1)), to: new Date(Date.UTC(y, m + 1, 1) - 1) }
+        : { from: new Date(Date.UTC(y, 0, 1)), to: new Date(Date.UTC(y + 1, 0, 1) - 1) };
+  let { from, to } = window(start.getUTCFullYear());
+  const end = hit.end?.date();
+  // A month or day without a year ("in June", "on May 7") is the latest one that began by now:
+  // the question asks about the past, and chrono takes the nearest, which can lie ahead ("in
+  // December" asked in October).
+  if (!known("year") && (known("month") || known("day")) && from.getTime() > ref.getTime()) {
+    ({ from, to } = window(start.getUTCFullYear() - 1));
+    end?.setUTCFullYear(end.getUTCFullYear() - 1);
   }
-  if (hit.end) to = new Date(Math.max(to.getTime(), hit.end.date().getTime()));
+  if (end) to = new Date(Math.max(to.getTime(), end.getTime()));
   return { from: from.toISOString(), to: to.toISOString() };
 };
 

@@ -96,5 +96,7 @@ describe("LongMemEval loader", () => {
       session: { level: "session", ids: ["answer_1"] },
       turn: { level: "turn", ids: ["answer_1:0"] },
     });
+    // The bench asks as of the question's date, not the haystack's last turn.
+    assert.equal(cases[0]?.questions[0]?.askedAt, parseLongMemEvalDate("2023/05/30 (Tue) 23:40").toISOString());
   });
 });

@@ -367,6 +367,44 @@ describe("deterministic planner", () => {
     assert.equal(type("What is the name of Ben's dog?"), "single-hop");
   });
 
+  const windowOf = (question: string, at: Date) =>
+    planQuery({ question, knownEntities: [], knownTopics: [], now: at }).timeWindow;
+
+  it("puts a month or day without a year at the latest one that began by now", () => {
+    const october = new Date("2023-10-20T14:00:00Z");
+    // chrono's nearest December is the coming one; the question asks about the past.
+    assert.deepEqual(windowOf("What did Ana do in December?", october), {
+      from: "2022-12-01T00:00:00.000Z",
+      to: "2022-12-31T23:59:59.999Z",
+    });
+    assert.deepEqual(windowOf("What did Ana do in June?", october), {
+      from: "2023-06-01T00:00:00.000Z",
+      to: "2023-06-30T23:59:59.999Z",
+    });
+    // The current month and today have begun: they stay.
+    assert.equal(windowOf("What did Ana do in October?", october)?.from, "2023-10-01T00:00:00.000Z");
+    assert.equal(windowOf("What did Ana do on October 20?", october)?.from, "2023-10-20T00:00:00.000Z");
+    assert.equal(windowOf("What did Ana do on November 2?", october)?.from, "2022-11-02T00:00:00.000Z");
+    // A year given is kept as given, also ahead of now.
+    assert.equal(windowOf("What will Ana do in December 2023?", october)?.from, "2023-12-01T00:00:00.000Z");
+    // Relative expressions resolve against now.
+    assert.equal(windowOf("What did Ana do last year?", october)?.from, "2022-01-01T00:00:00.000Z");
+    assert.equal(windowOf("Where did Ana live 4 years ago?", october)?.from, "2019-01-01T00:00:00.000Z");
+  });
+
+  it("takes no time window from a time of day alone", () => {
+    const plan = planQuery({
+      question: "How does Ben feel about the opening night of his studio?",
+      knownEntities: ["Ben"],
+      knownTopics: [],
+      now,
+    });
+    assert.equal(plan.timeWindow, undefined);
+    assert.ok(!plan.routes.includes("time"));
+    // A date later in the question is the window.
+    assert.equal(windowOf("What did Ben do at night after the party on May 3?", now)?.from, "2024-05-03T00:00:00.000Z");
+  });
+
   it("matches possessives and topics, and adds no time route without a time expression", () => {
     const plan = planQuery({
       question: "What is Ben's favourite pottery technique?",

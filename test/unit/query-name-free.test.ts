@@ -35,6 +35,12 @@ describe("questions that collect mentions", () => {
       "Where has Gus worked?",
       "Which languages has Hal studied?",
       "What sports does Ivy play?",
+      "What LGBTQ+ events has Jay attended?",
+      "Which small towns did Kai visit?",
+      "What do Lou and Mo both enjoy?",
+      "What do Lou and Mo have in common?",
+      "What do Nia's kids like?",
+      "What does Oz do to relax?",
     ])
       assert.ok(isAggregation(q), q);
   });
@@ -50,6 +56,9 @@ describe("questions that collect mentions", () => {
       "When did Max start his job?",
       "What is Ned's job?",
       "Who is Ola's sister?",
+      "What new shoe did Pam buy yesterday?",
+      "What colour is Rio's new car?",
+      "What does Sam's tattoo mean?",
     ])
       assert.equal(collectsMentions(q), false, q);
   });

@@ -38,6 +38,7 @@ import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } 
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segments.ts";
+import { deleteFullTextRowsIn, deleteFullTextRowsOf, insertFullTextRow, postingsSql } from "./full-text-rows.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
@@ -351,12 +352,13 @@ export class SqliteGraphStore implements GraphStore {
     if (info.changes !== 1) return false;
     const lex = lexicalText(turn.text);
     this.run("UPDATE turns SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
-    this.run(
-      "INSERT INTO turns_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)",
+    insertFullTextRow(
+      this.sql,
+      "turns",
       info.lastInsertRowid,
-      lex.lex,
       tenant,
       conversation,
+      lex.lex,
       ftsScopeText(tenant, conversation),
     );
     additions.item(tenant, "turn", lex.lex, lex.length);
@@ -391,12 +393,13 @@ export class SqliteGraphStore implements GraphStore {
     if (info.changes !== 1) return;
     const lex = lexicalText(record.text);
     this.run("UPDATE records SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
-    this.run(
-      "INSERT INTO records_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)",
+    insertFullTextRow(
+      this.sql,
+      "records",
       info.lastInsertRowid,
-      lex.lex,
       tenant,
       record.source.conversation,
+      lex.lex,
       ftsScopeText(tenant, record.source.conversation),
     );
     for (const e of entityKeys(record)) {
@@ -588,10 +591,10 @@ export class SqliteGraphStore implements GraphStore {
 
   async deleteTenant(tenant: string): Promise<void> {
     this.db.transaction(() => {
-      this.run("DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ?)", tenant);
-      this.run("DELETE FROM records_fts WHERE tenant = ?", tenant);
-      this.run("DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ?)", tenant);
-      this.run("DELETE FROM turns_fts WHERE tenant = ?", tenant);
+      deleteFullTextRowsOf(this.sql, "records", "SELECT seq FROM records WHERE tenant = ?", tenant);
+      deleteFullTextRowsIn(this.sql, "records", tenant);
+      deleteFullTextRowsOf(this.sql, "turns", "SELECT seq FROM turns WHERE tenant = ?", tenant);
+      deleteFullTextRowsIn(this.sql, "turns", tenant);
       deleteTenantCounts(this.sql, tenant);
       for (const table of [
         "records",
@@ -824,11 +827,7 @@ export class SqliteGraphStore implements GraphStore {
         postings: async (read, without, along) =>
           along?.length === 0
             ? []
-            : this.all<PostedItem>(
-                "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ?",
-                termMatch(read, without, tenant, along),
-                tenant,
-              ),
+            : this.all<PostedItem>(postingsSql("records", false), termMatch(read, without, tenant, along), tenant),
         identify,
       });
     }
@@ -857,7 +856,7 @@ export class SqliteGraphStore implements GraphStore {
         ).map((r) => r.seq),
       );
       const posted = this.all<PostedItem>(
-        "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ? AND conversation = ? LIMIT ?",
+        postingsSql("records", true),
         scopedMatch(match, tenant, conversation),
         tenant,
         conversation,
@@ -904,11 +903,7 @@ export class SqliteGraphStore implements GraphStore {
         postings: async (read, without, along) =>
           along?.length === 0
             ? []
-            : this.all<PostedItem>(
-                "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ?",
-                termMatch(read, without, tenant, along),
-                tenant,
-              ),
+            : this.all<PostedItem>(postingsSql("turns", false), termMatch(read, without, tenant, along), tenant),
         identify,
       });
     }
@@ -920,7 +915,7 @@ export class SqliteGraphStore implements GraphStore {
         ...scoped(tenant),
       )[0] as LexicalScope;
       const posted = this.all<PostedItem>(
-        "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ? AND conversation = ? LIMIT ?",
+        postingsSql("turns", true),
         scopedMatch(match, tenant, conversation),
         tenant,
         conversation,

@@ -123,33 +123,41 @@ export const rankByMergedWalk = (
       c.more = c.rows.length === c.size;
       c.size = Math.min(LARGEST_PAGE, c.size * 2);
     }
-    const live = cursors.filter((c) => c.at < c.rows.length);
-    if (live.length === 0) break;
-    // A record not reached yet matches only keys with rows left: it scores at most live.length.
+    // The next record in rank order: the first head of the lists with rows left (no allocation:
+    // a walk that finds little overlap reaches every row of the keys).
+    let head: KeyRow | undefined;
+    let live = 0;
+    for (const c of cursors) {
+      if (c.at >= c.rows.length) continue;
+      live++;
+      const row = c.rows[c.at] as KeyRow;
+      if (head === undefined || comesFirst(row, head)) head = row;
+    }
+    if (head === undefined) break;
+    // A record not reached yet matches only keys with rows left: it scores at most `live`.
     if (reached >= nextCheck) {
       let atLeast = 0;
-      for (const [score, ids] of byScore) if (score >= live.length) atLeast += ids.length;
+      for (const [score, ids] of byScore) if (score >= live) atLeast += ids.length;
       if (atLeast >= limit) {
-        if (best(live.length).length >= limit) break;
+        if (best(live).length >= limit) break;
         nextCheck = reached + CHECK_BATCH;
       }
     }
-    let head = (live[0] as Cursor).rows[(live[0] as Cursor).at] as KeyRow;
-    for (const c of live) {
-      const row = c.rows[c.at] as KeyRow;
-      if (comesFirst(row, head)) head = row;
+    // Its rows (one per list it is on) and its distinct names; a Set only past the first name.
+    let first: string | undefined;
+    let names: Set<string> | undefined;
+    for (const c of cursors) {
+      const row = c.rows[c.at];
+      if (row === undefined || row.id !== head.id) continue;
+      c.at++;
+      if (first === undefined) first = row.name;
+      else if (names) names.add(row.name);
+      else if (row.name !== first) names = new Set([first, row.name]);
     }
-    const names = new Set<string>();
-    for (const c of live) {
-      const row = c.rows[c.at] as KeyRow;
-      if (row.id === head.id) {
-        names.add(row.name);
-        c.at++;
-      }
-    }
-    const list = byScore.get(names.size);
+    const score = names ? names.size : 1;
+    const list = byScore.get(score);
     if (list) list.push(head.id);
-    else byScore.set(names.size, [head.id]);
+    else byScore.set(score, [head.id]);
     reached++;
   }
   return best(1);

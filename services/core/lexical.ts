@@ -427,7 +427,6 @@ export const rankBm25TopK = async (
   const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
   const df = (t: string): number => kept.get(t)?.df ?? 0;
   const idf = new Map(terms.map((t) => [t, idfOf(n, df(t))]));
-  const wanted = new Set(terms);
   // Rarest first (query order among equals); a term in no item has no postings to read.
   const order = terms
     .map((t, i) => ({ t, i, df: df(t) }))
@@ -461,10 +460,15 @@ export const rankBm25TopK = async (
       for (let held = top.length + df(order[i] as string); held < limit && end < order.length; end++)
         held += df(order[end] as string);
     const scored: ScoredKey[] = [];
+    // An item read now holds none of the terms read before (`without`), and an item of the scope
+    // none of the terms in no item: only the terms from here on are counted (the same scores: a
+    // term not counted and a term counted 0 times add nothing). An item outside the scope may hold
+    // them; `identify` leaves it out whatever its score.
+    const counted = new Set(order.slice(i));
     for (const posted of await store.postings(order.slice(i, end), order.slice(0, i), along)) {
       if (seen.has(posted.key)) continue;
       seen.add(posted.key);
-      const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, wanted));
+      const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, counted));
       if (score > 0) scored.push({ key: posted.key, score });
     }
     await offerBestFirst(scored, top, limit, store.identify.bind(store));

@@ -19,6 +19,8 @@ const TABLES = [
   "turns",
   "records_fts",
   "turns_fts",
+  "records_terms",
+  "turns_terms",
   "update_candidates",
   "record_relations",
   "dead_letters",

@@ -29,3 +29,9 @@ export const UNDO_MIGRATION_9 = `
   DROP TABLE lexical_scopes;
   DROP TABLE key_counts;
 `;
+
+/** Rolls back migration 11 (the stored-terms tables beside the FTS5 rows): for the older-store tests. */
+export const UNDO_MIGRATION_11 = `
+  DROP TABLE records_terms;
+  DROP TABLE turns_terms;
+`;

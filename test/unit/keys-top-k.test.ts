@@ -15,7 +15,7 @@ import type { IndexBatch, ScoredId } from "../../services/core/ports.ts";
 import { normaliseKey } from "../../services/core/record-index.ts";
 import type { Entity } from "../../services/core/types.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
-import { UNDO_MIGRATION_10 } from "../helpers/sqlite-migration-undo.ts";
+import { UNDO_MIGRATION_10, UNDO_MIGRATION_11 } from "../helpers/sqlite-migration-undo.ts";
 
 /** mulberry32: a small seeded generator, so the store and the questions are the same on every run. */
 const seeded = (seed: number) => {
@@ -187,7 +187,7 @@ describe("SqliteGraphStore entity / topic lookups: bounded read = full read + cu
         asOf: await s.recordsByTopics("A", ["food", "music"], 6, undefined, TIMES[6]),
       });
       const expected = await read(a);
-      a.db.exec(`${UNDO_MIGRATION_10}
+      a.db.exec(`${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         DELETE FROM migrations WHERE component = 'graph' AND version >= 10;
       `);
       await a.close();

@@ -18,7 +18,12 @@ import {
 import { SQLITE_DEFAULTS } from "../../services/core/config.ts";
 import { recordId } from "../../services/core/ids.ts";
 import { batchesFor, makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
-import { UNDO_MIGRATION_7, UNDO_MIGRATION_9, UNDO_MIGRATION_10 } from "../helpers/sqlite-migration-undo.ts";
+import {
+  UNDO_MIGRATION_7,
+  UNDO_MIGRATION_9,
+  UNDO_MIGRATION_10,
+  UNDO_MIGRATION_11,
+} from "../helpers/sqlite-migration-undo.ts";
 
 const R1 = (t: string) => recordId(t, "Caroline moved to Paris in May 2023.");
 const R3 = (t: string) => recordId(t, "Caroline prefers tea over coffee.");
@@ -146,6 +151,71 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  /** Each full-text row's (rowid, tenant, conversation, terms) and each stored-terms row's, side by side. */
+  const fullTextRows = (s: SqliteGraphStore) =>
+    (["records", "turns"] as const).map((kind) => ({
+      fts: s.db.prepare(`SELECT rowid AS seq, tenant, conversation, lex FROM ${kind}_fts ORDER BY rowid`).all(),
+      terms: s.db.prepare(`SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`).all(),
+    }));
+
+  it("keeps the stored terms (migration 11) row for row with the full-text rows through writes and deletes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-terms-"));
+    try {
+      const s = SqliteGraphStore.open(dir);
+      const same = (when: string) => {
+        for (const { fts, terms } of fullTextRows(s)) assert.deepEqual(terms, fts, when);
+      };
+      for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
+      assert.ok(fullTextRows(s).every((k) => k.fts.length > 0));
+      same("after the writes");
+      for (const b of batchesFor("A")) await s.writeBatch(b);
+      same("after a replay");
+      await s.transact("A", {}, () => ({ writes: { deleteRecords: [R3("A")] }, result: undefined }));
+      same("after a record deleted");
+      await eraseConversation(s, "A", "c2");
+      same("after a conversation erased");
+      await s.deleteTenant("B");
+      same("after a tenant deleted");
+      assert.ok(
+        fullTextRows(s).every((k) => k.fts.length > 0),
+        "tenant A's c1 is left",
+      );
+      await s.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("migrates a version-10 store (no stored-terms tables): the backfill equals the rows the writes keep, reads the same", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-v10-"));
+    try {
+      const a = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t)) await a.writeBatch(b);
+      const questions = ["Caroline painting Paris tea", "coffee plans trip sunrise", "Melanie Paris"];
+      const read = async (s: SqliteGraphStore) => {
+        const out: unknown[] = [];
+        for (const conversation of [undefined, "c1", "c2"])
+          for (const q of questions) {
+            out.push(await s.searchRecordsLexical("A", q, 5, conversation));
+            out.push(await s.searchTurnsLexical("A", q, 5, conversation));
+          }
+        return out;
+      };
+      const expected = await read(a);
+      assert.ok(expected.some((hits) => (hits as unknown[]).length > 0));
+      const written = fullTextRows(a);
+      a.db.exec(`${UNDO_MIGRATION_11} DELETE FROM migrations WHERE component = 'graph' AND version >= 11;`);
+      await a.close();
+      const b = SqliteGraphStore.open(dir);
+      assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
+      assert.deepEqual(fullTextRows(b), written);
+      assert.deepEqual(await read(b), expected);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("SqliteGraphStore persistence", () => {
@@ -199,7 +269,7 @@ describe("SqliteGraphStore persistence", () => {
       const expected = await read(a);
       // Back to what version 6 wrote.
       a.db.exec(`
-        ${UNDO_MIGRATION_10}
+        ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
@@ -258,7 +328,7 @@ describe("SqliteGraphStore persistence", () => {
       assert.ok((keptByWrites[0] as unknown[]).length > 0 && (keptByWrites[2] as unknown[]).length > 0);
       // Back to what version 8 wrote.
       a.db.exec(
-        `${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
+        `${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
       );
       await a.close();
       const b = SqliteGraphStore.open(dir);
@@ -283,7 +353,7 @@ describe("SqliteGraphStore persistence", () => {
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
       a.db.exec(`
-        ${UNDO_MIGRATION_10}
+        ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;

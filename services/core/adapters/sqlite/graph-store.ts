@@ -38,7 +38,9 @@ import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } 
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segments.ts";
+import { deleteFullTextRowsIn, deleteFullTextRowsOf, insertFullTextRow, postingsSql } from "./full-text-rows.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
+import { type KeyRow, rankByMergedWalk } from "./keys-walk.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
   adjustCurrentRecord,
@@ -148,18 +150,6 @@ const termMatch = (
   const companions = all.length === 0 ? scoped : `(${scoped}) AND lex : (${all.join(" AND ")})`;
   const read = anyTermQuery(without);
   return read === undefined ? companions : `(${companions}) NOT lex : (${read})`;
-};
-
-/**
- * SQLite's BINARY order of two strings (memcmp of their UTF-8 bytes), which is code point order;
- * JavaScript's < compares UTF-16 units, which differs past U+FFFF.
- */
-const codePointOrder = (a: string, b: string): number => {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    if (a.charCodeAt(i) !== b.charCodeAt(i)) return (a.codePointAt(i) as number) - (b.codePointAt(i) as number);
-  }
-  return a.length - b.length;
 };
 
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
@@ -351,12 +341,13 @@ export class SqliteGraphStore implements GraphStore {
     if (info.changes !== 1) return false;
     const lex = lexicalText(turn.text);
     this.run("UPDATE turns SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
-    this.run(
-      "INSERT INTO turns_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)",
+    insertFullTextRow(
+      this.sql,
+      "turns",
       info.lastInsertRowid,
-      lex.lex,
       tenant,
       conversation,
+      lex.lex,
       ftsScopeText(tenant, conversation),
     );
     additions.item(tenant, "turn", lex.lex, lex.length);
@@ -391,12 +382,13 @@ export class SqliteGraphStore implements GraphStore {
     if (info.changes !== 1) return;
     const lex = lexicalText(record.text);
     this.run("UPDATE records SET lex_len = ? WHERE seq = ?", lex.length, info.lastInsertRowid);
-    this.run(
-      "INSERT INTO records_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)",
+    insertFullTextRow(
+      this.sql,
+      "records",
       info.lastInsertRowid,
-      lex.lex,
       tenant,
       record.source.conversation,
+      lex.lex,
       ftsScopeText(tenant, record.source.conversation),
     );
     for (const e of entityKeys(record)) {
@@ -588,10 +580,10 @@ export class SqliteGraphStore implements GraphStore {
 
   async deleteTenant(tenant: string): Promise<void> {
     this.db.transaction(() => {
-      this.run("DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ?)", tenant);
-      this.run("DELETE FROM records_fts WHERE tenant = ?", tenant);
-      this.run("DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ?)", tenant);
-      this.run("DELETE FROM turns_fts WHERE tenant = ?", tenant);
+      deleteFullTextRowsOf(this.sql, "records", "SELECT seq FROM records WHERE tenant = ?", tenant);
+      deleteFullTextRowsIn(this.sql, "records", tenant);
+      deleteFullTextRowsOf(this.sql, "turns", "SELECT seq FROM turns WHERE tenant = ?", tenant);
+      deleteFullTextRowsIn(this.sql, "turns", tenant);
       deleteTenantCounts(this.sql, tenant);
       for (const table of [
         "records",
@@ -824,11 +816,7 @@ export class SqliteGraphStore implements GraphStore {
         postings: async (read, without, along) =>
           along?.length === 0
             ? []
-            : this.all<PostedItem>(
-                "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ?",
-                termMatch(read, without, tenant, along),
-                tenant,
-              ),
+            : this.all<PostedItem>(postingsSql("records", false), termMatch(read, without, tenant, along), tenant),
         identify,
       });
     }
@@ -857,7 +845,7 @@ export class SqliteGraphStore implements GraphStore {
         ).map((r) => r.seq),
       );
       const posted = this.all<PostedItem>(
-        "SELECT rowid AS key, lex FROM records_fts WHERE records_fts MATCH ? AND tenant = ? AND conversation = ? LIMIT ?",
+        postingsSql("records", true),
         scopedMatch(match, tenant, conversation),
         tenant,
         conversation,
@@ -904,11 +892,7 @@ export class SqliteGraphStore implements GraphStore {
         postings: async (read, without, along) =>
           along?.length === 0
             ? []
-            : this.all<PostedItem>(
-                "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ?",
-                termMatch(read, without, tenant, along),
-                tenant,
-              ),
+            : this.all<PostedItem>(postingsSql("turns", false), termMatch(read, without, tenant, along), tenant),
         identify,
       });
     }
@@ -920,7 +904,7 @@ export class SqliteGraphStore implements GraphStore {
         ...scoped(tenant),
       )[0] as LexicalScope;
       const posted = this.all<PostedItem>(
-        "SELECT rowid AS key, lex FROM turns_fts WHERE turns_fts MATCH ? AND tenant = ? AND conversation = ? LIMIT ?",
+        postingsSql("turns", true),
         scopedMatch(match, tenant, conversation),
         tenant,
         conversation,
@@ -1020,7 +1004,7 @@ export class SqliteGraphStore implements GraphStore {
     const rest = counts.reduce((sum, n) => sum + n, 0) - largest;
     // The candidates are read, then ranked again: worth it only when the walk skips most of the
     // most frequent key's matches. Otherwise every match is ranked in one read.
-    if (largest <= 2 * (rest + limit)) return this.rankEveryMatch(index, tenant, keys, limit, valid);
+    if (largest <= 2 * (rest + limit)) return this.rankByKeysWalk(index, tenant, keys, limit, valid);
     const walk = (): { id: string }[] =>
       this.all<{ id: string }>(
         `SELECT e.record_id AS id FROM ${table} e INDEXED BY ${byKey}
@@ -1052,16 +1036,15 @@ export class SqliteGraphStore implements GraphStore {
   }
 
   /**
-   * recordsByKeys' ranking of every match of the keys (distinct names matched DESC, said_at DESC,
-   * id), in two steps: the key index's rows alone (record, name or topic, said_at; for topics an
-   * index-only read) grouped and ordered here, then the records checked for validity in that
-   * order until `limit` valid ones are found. Ranked in SQL, every match was joined to its record
-   * first (validity and said_at), a row lookup per match: thousands per query for a tenant's common
-   * topics. Same records in the same order: a key row's said_at is its record's (written together
-   * by insertRecord, never changed), names are counted distinct by exact equality as SQLite's
-   * BINARY collation does, and ids are ordered by code point, which is BINARY's UTF-8 byte order.
+   * recordsByKeys' ranking when no key dominates: the keys' index lists merged in (said_at DESC,
+   * id) order, a page at a time, until no record after the best k can enter (keys-walk.ts). A
+   * list's rows come from its key index alone (record, name or topic, said_at); records are
+   * checked for validity only when they may enter the top k. Same records in the same order as
+   * ranking every match: a key row's said_at is its record's (written together by insertRecord,
+   * never changed), names are counted distinct by exact equality as SQLite's BINARY collation does,
+   * and ids are ordered by code point, which is BINARY's UTF-8 byte order.
    */
-  private rankEveryMatch(
+  private rankByKeysWalk(
     index: "entity" | "topic",
     tenant: string,
     keys: readonly string[],
@@ -1070,38 +1053,34 @@ export class SqliteGraphStore implements GraphStore {
   ): ScoreRow[] {
     const [table, column, name] =
       index === "entity" ? ["record_entities", "entity", "e.name"] : ["record_topics", "topic", "e.topic"];
-    const groups = new Map<string, { id: string; names: Set<string>; saidAt: number }>();
-    for (const row of this.all<{ id: string; name: string; said_at: number }>(
-      `SELECT e.record_id AS id, ${name} AS name, e.said_at AS said_at FROM ${table} e INDEXED BY ${table}_${column}
-       WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?))`,
-      tenant,
-      jsonList(keys),
-    )) {
-      const group = groups.get(row.id);
-      if (group) {
-        group.names.add(row.name);
-        group.saidAt = Math.max(group.saidAt, row.said_at);
-      } else groups.set(row.id, { id: row.id, names: new Set([row.name]), saidAt: row.said_at });
-    }
-    const ranked = [...groups.values()].sort(
-      (a, b) => b.names.size - a.names.size || b.saidAt - a.saidAt || codePointOrder(a.id, b.id),
-    );
-    const out: ScoreRow[] = [];
-    for (let at = 0; at < ranked.length && out.length < limit; ) {
-      const batch = ranked.slice(at, at + Math.max(limit - out.length, 32));
-      at += batch.length;
-      const current = new Set(
-        this.all<{ id: string }>(
-          `SELECT r.id AS id FROM json_each(?) j CROSS JOIN records r ON r.tenant = ? AND r.id = j.value
-           WHERE 1 = 1${valid.sql}`,
-          JSON.stringify(batch.map((g) => g.id)),
-          tenant,
-          ...valid.params,
-        ).map((r) => r.id),
-      );
-      for (const g of batch) if (current.has(g.id) && out.length < limit) out.push({ id: g.id, score: g.names.size });
-    }
-    return out;
+    const head = `SELECT e.record_id AS id, ${name} AS name, e.said_at AS saidAt FROM ${table} e INDEXED BY ${table}_${column}
+       WHERE e.tenant = ? AND e.${column} = ?`;
+    const order = "ORDER BY e.said_at DESC, e.record_id LIMIT ?";
+    return rankByMergedWalk(keys, limit, {
+      page: (key, after, size) =>
+        after === undefined
+          ? this.all<KeyRow>(`${head} ${order}`, tenant, key, size)
+          : this.all<KeyRow>(
+              // said_at <= ?: a range of the index; the rest skips the rows read of that said_at.
+              `${head} AND e.said_at <= ? AND (e.said_at < ? OR e.record_id > ?) ${order}`,
+              tenant,
+              key,
+              after.saidAt,
+              after.saidAt,
+              after.id,
+              size,
+            ),
+      current: (ids) =>
+        new Set(
+          this.all<{ id: string }>(
+            `SELECT r.id AS id FROM json_each(?) j CROSS JOIN records r ON r.tenant = ? AND r.id = j.value
+             WHERE 1 = 1${valid.sql}`,
+            JSON.stringify(ids),
+            tenant,
+            ...valid.params,
+          ).map((r) => r.id),
+        ),
+    });
   }
 
   /**

@@ -6,6 +6,7 @@
  */
 import type { TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
+import { deleteFullTextRowsIn, deleteFullTextRowsOf } from "./full-text-rows.ts";
 import { adjustCurrentRecord, adjustLexical, isCurrent } from "./scope-counts.ts";
 
 export type Param = string | number | bigint | null;
@@ -123,8 +124,10 @@ export const applyWrites = (sql: SqlRunner, tenant: string, writes: TransactionW
 const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): void => {
   for (const id of uniq(ids)) if (isCurrent(sql, tenant, id)) adjustCurrentRecord(sql, tenant, id, -1, true);
   const list = jsonList(uniq(ids));
-  sql.run(
-    "DELETE FROM records_fts WHERE rowid IN (SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?)))",
+  deleteFullTextRowsOf(
+    sql,
+    "records",
+    "SELECT seq FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
     tenant,
     list,
   );
@@ -167,13 +170,15 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
   )) {
     adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
   }
-  sql.run("DELETE FROM records_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
-  sql.run(
-    "DELETE FROM turns_fts WHERE rowid IN (SELECT seq FROM turns WHERE tenant = ? AND conversation = ?)",
+  deleteFullTextRowsIn(sql, "records", tenant, conversation);
+  deleteFullTextRowsOf(
+    sql,
+    "turns",
+    "SELECT seq FROM turns WHERE tenant = ? AND conversation = ?",
     tenant,
     conversation,
   );
-  sql.run("DELETE FROM turns_fts WHERE tenant = ? AND conversation = ?", tenant, conversation);
+  deleteFullTextRowsIn(sql, "turns", tenant, conversation);
   for (const table of ["segments", "turns"]) {
     sql.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
   }

@@ -309,6 +309,29 @@ DROP INDEX record_topics_topic;
 CREATE INDEX record_topics_topic ON record_topics (tenant, topic, said_at DESC, record_id);
 `,
   },
+  {
+    version: 11,
+    // Issue 18: the lexical reads take each posted item's stored terms from a plain table keyed by
+    // the full-text rowid, joined in the same statement, instead of FTS5's content table, which
+    // FTS5 reads through a statement of its own per row (terms.ts).
+    name: "stored terms of records and raw turns by full-text rowid",
+    sql: `
+CREATE TABLE records_terms (
+  seq INTEGER PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  lex TEXT NOT NULL
+);
+CREATE TABLE turns_terms (
+  seq INTEGER PRIMARY KEY,
+  tenant TEXT NOT NULL,
+  conversation TEXT NOT NULL,
+  lex TEXT NOT NULL
+);
+INSERT INTO records_terms (seq, tenant, conversation, lex) SELECT rowid, tenant, conversation, lex FROM records_fts;
+INSERT INTO turns_terms (seq, tenant, conversation, lex) SELECT rowid, tenant, conversation, lex FROM turns_fts;
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

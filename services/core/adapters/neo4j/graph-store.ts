@@ -718,6 +718,26 @@ export class Neo4jGraphStore implements GraphStore {
     }
   }
 
+  /** One transaction, as a conversation's erasure; the turns' stamp changes with it (tenant-stamp-memo.ts). */
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    const deleted = await this.write(async (tx) => {
+      const [row] = rows<{ n: unknown }>(
+        await tx.run(
+          `MATCH (t:Turn {tenant: $tenant}) WHERE $conversation IS NULL OR t.conversation = $conversation
+           WITH collect(t) AS ts
+           FOREACH (t IN ts | DETACH DELETE t)
+           RETURN size(ts) AS n`,
+          { tenant, conversation: conversation ?? null },
+        ),
+      );
+      const n = num(row?.n);
+      if (n > 0) await tx.run(stampCypher(["turns"]), { tenant });
+      return n;
+    });
+    if (deleted > 0) await this.restamp(tenant, ["turns"]);
+    return deleted;
+  }
+
   /**
    * After an erasure, what a client can do (docs/erasure.md says what remains on disk): wait until
    * the full-text indexes have applied the deletes, then, where the server has it (Enterprise

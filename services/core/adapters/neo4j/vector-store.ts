@@ -530,6 +530,24 @@ export class Neo4jVectorStore implements VectorStore {
     });
   }
 
+  /** Erasure of raw turns alone: every item of kind "turn" of the conversation (or the tenant). */
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    this.check();
+    return this.write(async (tx) => {
+      const [row] = rows<{ n: unknown }>(
+        await tx.run(
+          `MATCH (v:${this.label} {tenant: $tenant, kind: 'turn'})
+           WHERE $conversation IS NULL OR v.conversation = $conversation
+           WITH collect(v) AS vs
+           FOREACH (v IN vs | DETACH DELETE v)
+           RETURN size(vs) AS n`,
+          { tenant, conversation: conversation ?? null },
+        ),
+      );
+      return num(row?.n);
+    });
+  }
+
   /** Deletes in batches of auto-committed transactions (a large tenant needs no huge transaction). */
   async deleteTenant(tenant: string): Promise<void> {
     const session = this.session();

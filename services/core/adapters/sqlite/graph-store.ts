@@ -39,6 +39,7 @@ import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segments.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
+import { deleteRawTurnRows } from "./raw-turn-erasure.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
   adjustCurrentRecord,
@@ -608,6 +609,10 @@ export class SqliteGraphStore implements GraphStore {
         this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
       }
     })();
+  }
+
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    return this.db.transaction(() => deleteRawTurnRows(this.sql, tenant, conversation))();
   }
 
   /**

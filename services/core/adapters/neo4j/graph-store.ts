@@ -718,24 +718,31 @@ export class Neo4jGraphStore implements GraphStore {
     }
   }
 
-  /** One transaction, as a conversation's erasure; the turns' stamp changes with it (tenant-stamp-memo.ts). */
+  /**
+   * A conversation's in one transaction, as its erasure; a tenant's in batches of auto-committed
+   * transactions, as deleteTenant (a large tenant needs no huge transaction; a rerun finishes it).
+   * The turns' write stamp changes after (tenant-stamp-memo.ts). The count is read before the delete.
+   */
   async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
-    const deleted = await this.write(async (tx) => {
-      const [row] = rows<{ n: unknown }>(
-        await tx.run(
-          `MATCH (t:Turn {tenant: $tenant}) WHERE $conversation IS NULL OR t.conversation = $conversation
-           WITH collect(t) AS ts
-           FOREACH (t IN ts | DETACH DELETE t)
-           RETURN size(ts) AS n`,
-          { tenant, conversation: conversation ?? null },
-        ),
+    const scope = conversation === undefined ? "{tenant: $tenant}" : "{tenant: $tenant, conversation: $conversation}";
+    const params = { tenant, ...(conversation !== undefined ? { conversation } : {}) };
+    const n = await this.count(`MATCH (t:Turn ${scope}) RETURN count(t) AS n`, params);
+    if (n === 0) return 0;
+    const session = this.session();
+    try {
+      await runAutoCommitRetrying(
+        session,
+        `MATCH (t:Turn ${scope}) CALL (t) { DETACH DELETE t } IN TRANSACTIONS OF 5000 ROWS`,
+        params,
       );
-      const n = num(row?.n);
-      if (n > 0) await tx.run(stampCypher(["turns"]), { tenant });
-      return n;
+    } finally {
+      await session.close();
+    }
+    await this.write(async (tx) => {
+      await tx.run(stampCypher(["turns"]), { tenant });
     });
-    if (deleted > 0) await this.restamp(tenant, ["turns"]);
-    return deleted;
+    await this.restamp(tenant, ["turns"]);
+    return n;
   }
 
   /**

@@ -298,6 +298,13 @@ export interface VectorStore {
    */
   deleteConversation?(tenant: string, conversation: string): Promise<number>;
   /**
+   * Erasure of raw turns alone: every item of kind "turn" of the conversation, or with none of the
+   * whole tenant, by payload (a turn's vector is written before its row: it may have no row);
+   * records' vectors stay. Returns how many were deleted. What the indexer's raw-turn consumer
+   * erases, it writes nothing else (services/indexer/erase-in-stores.ts).
+   */
+  deleteRawTurns(tenant: string, conversation?: string): Promise<number>;
+  /**
    * After an erasure of the tenant's items: rewrites what the store keeps on disk so that deleted
    * vectors are gone from its files, not only marked deleted. Optional: a store that keeps no
    * deleted vectors (or cannot purge them) leaves it out.
@@ -597,6 +604,13 @@ export interface GraphMaintenance {
   listDeadLetters(limit: number): Promise<DeadLetter[]>;
   /** Erasure of a tenant: every row of it, whatever kind (a conversation: eraseConversation). */
   deleteTenant(tenant: string): Promise<void>;
+  /**
+   * Erasure of raw turns alone (TurnStore rows with their full-text rows and lexical counts) of the
+   * conversation, or with none of the whole tenant; records, segments and everything else stay.
+   * Returns how many turn rows were deleted. What the indexer's raw-turn consumer erases: it writes
+   * nothing else, and records are the records consumer's to erase (after their candidate sets).
+   */
+  deleteRawTurns(tenant: string, conversation?: string): Promise<number>;
   /**
    * After an erasure (every store's deletes done): removes what the store's files still keep of
    * deleted data (free space, full-text segments, write-ahead log), as far as the store allows.

@@ -1,7 +1,11 @@
 /**
- * The stores' side of an erase control, shared by the indexer's two consumers (records, and raw
- * turns as they arrive: raw-turn-stage.ts): whatever in-flight writes put in the stores after the
- * caller's immediate erasure is erased again with the same rule (services/core/erasure.ts).
+ * The stores' side of an erase control, split between the indexer's two consumers by what each
+ * writes. The raw-turn consumer (raw-turn-stage.ts) writes raw turns only, so it erases only those
+ * (rows and vectors) and produces no tombstone: eraseRawTurnsControl. The records consumer alone
+ * erases records (and raw turns again, the whole conversation or tenant with the same rule:
+ * services/core/erasure.ts) and tombstones them on the update queue: eraseControl. Its tombstones
+ * thus always follow every candidate set it produced for those records (its input order), whichever
+ * consumer reaches the control first, in whichever process, across restarts: no state is shared.
  */
 import type { UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageInput, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
@@ -9,7 +13,6 @@ import { isErasure } from "../core/adapters/kafka/topics.ts";
 import { eraseConversation, tenantRecordIds } from "../core/erasure.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
-import type { ErasedRecordsHandOff } from "./erase-handoff.ts";
 
 export interface IndexerErasure {
   tenant: string;
@@ -23,11 +26,6 @@ export interface EraseDeps {
   vectors: VectorStore;
   /** What an erase control erased again (records and raw turns), for metrics and logs. */
   onErased?(erasure: IndexerErasure): void;
-  /**
-   * The process's hand-off between its two consumers (erase-handoff.ts): the raw-turn consumer
-   * gives the records it erased, the records consumer tombstones them too.
-   */
-  handOff?: { role: "give" | "take"; ids: ErasedRecordsHandOff };
 }
 
 /** The stores' side of an erase control; returns the erased record ids (for their tombstones). */
@@ -59,44 +57,71 @@ export const eraseInStores = async (
   return { records, turns };
 };
 
+type ControlInput = Extract<StageInput<unknown>, { kind: "control" }>;
+
+/** The erasure's tenant, and its conversation (undefined for a tenant's erasure); undefined for any other control. */
+const erasureScope = (key: string, input: ControlInput): { tenant: string; conversation?: string } | undefined => {
+  if (!isErasure(input.control)) return undefined;
+  const parsed = parseConversationKey(key);
+  if (!parsed) throw new PoisonError(`key "${key}" is not tenant/conversation`);
+  return input.control === "erase" ? parsed : { tenant: parsed.tenant };
+};
+
 /**
- * A control message on either of the indexer's inputs: an erase control erases again and returns
- * the update-queue tombstones of every record it or the caller's immediate erasure removed (the
- * ids travel on the control); other controls (flush, session end, idle) mean nothing here. Whichever
- * of the two consumers erases a record first tombstones it, so no candidate set outlives it.
+ * A control message on the records consumer's input: an erase control erases again and returns the
+ * update-queue tombstones of every record it or the caller's immediate erasure removed (those ids
+ * travel on the control); other controls (flush, session end, idle) mean nothing here. Only this
+ * consumer erases records, so a record it indexed is still there for this erasure to find and
+ * tombstone after its candidate sets.
  */
 export const eraseControl = async (
   deps: EraseDeps,
   key: string,
-  input: Extract<StageInput<unknown>, { kind: "control" }>,
+  input: ControlInput,
 ): Promise<StageOutput<UpdateCandidatesEvent>[]> => {
-  if (!isErasure(input.control)) return [];
-  const parsed = parseConversationKey(key);
-  if (!parsed) throw new PoisonError(`key "${key}" is not tenant/conversation`);
-  const conversation = input.control === "erase" ? parsed.conversation : undefined;
-  const erased = await eraseInStores(deps, parsed.tenant, conversation);
+  const scope = erasureScope(key, input);
+  if (!scope) return [];
+  const { tenant, conversation } = scope;
+  const erased = await eraseInStores(deps, tenant, conversation);
   deps.onErased?.({
-    tenant: parsed.tenant,
+    tenant,
     ...(conversation !== undefined ? { conversation } : {}),
     records: erased.records.length,
     turns: erased.turns,
   });
-  // The records this erasure removed again, and those the stores' erasure removed before the
-  // control (its ids travel on it): every candidate set written for them is ahead of the tombstone.
-  const handOff = deps.handOff;
-  if (handOff?.role === "give") handOff.ids.give(parsed.tenant, conversation, erased.records);
-  const handedOver = handOff?.role === "take" ? handOff.ids.erasedBy(parsed.tenant, conversation) : [];
-  const ids = [...new Set([...erased.records, ...(input.erasedIds ?? []), ...handedOver])];
-  if (conversation !== undefined) await deleteLateCandidates(deps.graph, parsed.tenant, ids, erased.records);
+  const ids = [...new Set([...erased.records, ...(input.erasedIds ?? [])])];
+  if (conversation !== undefined) await deleteLateCandidates(deps.graph, tenant, ids, erased.records);
   return ids.map((recordId) => ({ key: recordId, control: "erase" }));
 };
 
 /**
- * Candidate rows of records erased before this control (by the other consumer, or by the caller's
- * immediate erasure) that were written after that erasure: the records consumer computes a
- * segment's candidates after writing its records, and the other consumer's erase can run in
- * between, so this erasure finds no record and its candidates stay in the graph store. They go
- * here; an id whose record exists again (the same text indexed in another conversation) is kept.
+ * A control message on the raw-turn consumer's input: an erase control erases the raw turns (rows
+ * and vectors) of the conversation or tenant, which is all this consumer writes, and nothing else.
+ * No tombstone: the records, and their candidate sets, are the records consumer's (eraseControl).
+ */
+export const eraseRawTurnsControl = async (deps: EraseDeps, key: string, input: ControlInput): Promise<never[]> => {
+  const scope = erasureScope(key, input);
+  if (!scope) return [];
+  const { tenant, conversation } = scope;
+  const turns = await deps.graph.deleteRawTurns(tenant, conversation);
+  // By payload: a turn's vector is written before its row, so one may have no row to name it.
+  const vectors = await deps.vectors.deleteRawTurns(tenant, conversation);
+  await deps.vectors.flush();
+  if (turns > 0 || vectors > 0 || conversation === undefined) {
+    // Deleted is not yet gone from the stores' files (docs/erasure.md).
+    await deps.vectors.purgeDeleted?.(tenant);
+    await deps.graph.purgeDeleted?.();
+  }
+  deps.onErased?.({ tenant, ...(conversation !== undefined ? { conversation } : {}), records: 0, turns });
+  return [];
+};
+
+/**
+ * Candidate rows of records the caller's immediate erasure removed before this control that were
+ * written after it: the records consumer computes a segment's candidates after writing its records,
+ * and that erasure can run in between, so this erasure finds no record and its candidates stay in
+ * the graph store. They go here; an id whose record exists again (the same text indexed in another
+ * conversation) is kept.
  */
 const deleteLateCandidates = async (
   graph: GraphStore,

@@ -17,7 +17,7 @@ import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
-import { type EraseDeps, eraseControl, type IndexerErasure } from "./erase-in-stores.ts";
+import { eraseControl, type IndexerErasure } from "./erase-in-stores.ts";
 import { indexSegment } from "./indexer.ts";
 
 export type { IndexerErasure };
@@ -36,8 +36,6 @@ export interface IndexerStageDeps {
   onIndexed?(records: number): void;
   /** What an erase control erased again (records and raw turns), for metrics and logs. */
   onErased?(erasure: IndexerErasure): void;
-  /** Records the raw-turn consumer erased, tombstoned on this consumer's erase control too (erase-handoff.ts). */
-  handOff?: EraseDeps["handOff"];
   /** Awaited before each store step of a segment (indexer.ts IndexerDeps.yieldTo). */
   yieldTo?: () => Promise<void>;
 }

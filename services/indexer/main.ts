@@ -14,7 +14,6 @@ import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { setupTracing } from "../platform/tracing.ts";
-import { ErasedRecordsHandOff } from "./erase-handoff.ts";
 import { FreshnessGate } from "./freshness-gate.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
@@ -46,9 +45,6 @@ await runStageProcess({
     const yieldTo = gate ? () => gate.idle() : undefined;
     const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
-    // Records the raw-turn consumer erases before the records consumer gets to the same erase
-    // control are tombstoned by that one too, after its candidate sets (erase-handoff.ts).
-    const erased = new ErasedRecordsHandOff();
     return {
       handler: indexerStage({
         input: codecs.records,
@@ -60,7 +56,6 @@ await runStageProcess({
         ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,
-        ...(config.kafka.rawTurnsAtOnce ? { handOff: { role: "take" as const, ids: erased } } : {}),
       }),
       companions: config.kafka.rawTurnsAtOnce
         ? [
@@ -71,7 +66,6 @@ await runStageProcess({
               vectors: stores.vectors,
               embedder,
               onErased,
-              handOff: { role: "give", ids: erased },
               partitionsAtOnce: config.kafka.rawTurnPartitionsAtOnce,
               ...(gate ? { gate } : {}),
             }),

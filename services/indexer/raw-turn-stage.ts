@@ -5,11 +5,11 @@
  * embedding cache: the segment-close write of these turns then finds their vectors) with its own
  * consumer group; its records follow at segment close through the records topic as before.
  *
- * Exactly-once as the other stages: the writes are idempotent upserts (raw-turns.ts), the consumed
- * offsets commit in one transaction with the update-queue tombstones of an erase control; a replay
+ * Exactly-once as the other stages: the writes are idempotent upserts (raw-turns.ts); a replay
  * rewrites the same rows. Erase controls reach this consumer too (sensory forwards them in partition
- * order), after every turn produced before them: it erases again what it wrote since the caller's
- * immediate erasure, with the indexer's own rule and tombstones (erase-in-stores.ts).
+ * order), after every turn produced before them: it erases again the raw turns (rows and vectors) it
+ * wrote since the caller's immediate erasure, and nothing else: records and their update-queue
+ * tombstones are the records consumer's (erase-in-stores.ts), so no state crosses between the two.
  *
  * A turn arrives with the vector the sensory stage computed (turn-embedding.ts): it is stored as it
  * is, not embedded again. Only a turn without one, or with another model's, is embedded here.
@@ -20,7 +20,7 @@ import { carriedVector, type SensoryEvent } from "../core/adapters/kafka/turn-em
 import { turnRowId } from "../core/ids.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
-import { type EraseDeps, eraseControl } from "./erase-in-stores.ts";
+import { type EraseDeps, eraseRawTurnsControl } from "./erase-in-stores.ts";
 import type { FreshnessGate } from "./freshness-gate.ts";
 import { indexRawTurns } from "./raw-turns.ts";
 
@@ -97,7 +97,7 @@ export const rawTurnStage = (deps: RawTurnStageDeps): StageHandler<SensoryEvent,
       for (const t of turns) written.add(rowIdOf(t));
     },
     async handle(key, input) {
-      if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };
+      if (input.kind === "control") return { outputs: await eraseRawTurnsControl(deps, key, input), state: undefined };
       const turn = input.value;
       if (!keyMatches(key, turn)) throw new PoisonError(`key "${key}" does not match the turn's tenant/conversation`);
       if (!written.delete(rowIdOf(turn))) await write([turn]);

@@ -751,6 +751,54 @@ export const runGraphStoreContract = (
       }
     });
 
+    it("deleteRawTurns erases raw turns alone: of a conversation, then of the tenant; records stay", async () => {
+      // D gets turns in c1 and c2, E the same c2 turn only: once D's c1 turns are erased, the two
+      // hold the same rows and their lexical statistics (the BM25 scores) agree.
+      const D = `${prefix}rawD`;
+      const E = `${prefix}rawE`;
+      const t1 = makeTurn("t1", "Ana adopted a greyhound called Pepper.", "2023-07-01T10:00:00.000Z");
+      const t2 = makeTurn("t2", "Pepper sleeps all day on the sofa.", "2023-07-01T10:01:00.000Z");
+      const t3 = makeTurn("t3", "The greyhound races on Sundays.", "2023-07-02T10:00:00.000Z");
+      const records = [
+        {
+          text: "Ana adopted a greyhound.",
+          type: "fact" as const,
+          entities: ["Ana"],
+          topics: ["pets"],
+          saidAt: "2023-07-01T10:00:00.000Z",
+        },
+      ];
+      try {
+        for (const t of [D, E]) {
+          await store.writeBatch(simpleBatch(t, "c3", records));
+          await store.writeTurns(t, "c2", [t3]);
+        }
+        await store.writeTurns(D, "c1", [t1, t2]);
+        assert.equal(await store.deleteRawTurns(D, "c1"), 2);
+        assert.deepEqual(await fx.counts(D), await fx.counts(E), "as if c1's turns had never been written");
+        for (const q of ["greyhound", "Pepper sofa", "races"])
+          assert.deepEqual(await store.searchTurnsLexical(D, q, 10), await store.searchTurnsLexical(E, q, 10), q);
+        assert.deepEqual(await store.getTurns(D, [{ conversation: "c1", turnId: "t1" }]), []);
+        assert.equal((await store.getTurns(D, [{ conversation: "c2", turnId: "t3" }])).length, 1, "c2's turn stays");
+        assert.equal(await store.deleteRawTurns(D, "c1"), 0, "nothing left there");
+
+        // The tenant: every raw turn, the segment's included; records and segments stay.
+        assert.equal(await store.deleteRawTurns(D), 2);
+        assert.equal(await store.deleteRawTurns(E), 2);
+        assert.deepEqual(await fx.counts(D), await fx.counts(E), "erased alike");
+        assert.deepEqual(await store.searchTurnsLexical(D, "greyhound", 10), []);
+        assert.deepEqual(await store.getTurns(D, [{ conversation: "c3", turnId: "t1" }]), []);
+        assert.equal(await store.countRecords(D), 1);
+        assert.equal(await store.countSegments(D), 1);
+        assert.deepEqual(ids(await store.searchRecordsLexical(D, "greyhound", 10)), [
+          rid(D, "Ana adopted a greyhound."),
+        ]);
+        assert.equal(await store.deleteRawTurns(`${prefix}nobody`), 0);
+      } finally {
+        for (const t of [D, E]) await store.deleteTenant(t).catch(() => undefined);
+      }
+    });
+
     it("knownEntities / knownTopics list distinct display names", async () => {
       assert.deepEqual(await store.knownEntities(A), ["Caroline", "Melanie", "Paris"]);
       assert.deepEqual(await store.knownEntities(A, "c2"), ["Melanie", "Paris"]);

@@ -324,6 +324,46 @@ export const runVectorStoreContract = (
       assert.deepEqual(await store.search("nobody", q, 5), []);
     });
 
+    it("deletes raw turns alone (deleteRawTurns): of a conversation, then of the tenant, no other tenant's", async () => {
+      const C = "tenant-c";
+      const D = "tenant-d";
+      const randC = mulberry32(4242);
+      // Items 4, 9, 14, 19 are turns: 4 and 14 in c0, 9 and 19 in c1.
+      await store.upsert(
+        C,
+        Array.from({ length: 20 }, (_, i) => item(randC, { tenant: C, i })),
+      );
+      await store.upsert(
+        D,
+        Array.from({ length: 10 }, (_, i) => item(randC, { tenant: D, i })),
+      );
+      const countA = await store.count(A);
+      const q = randomUnit(mulberry32(17));
+
+      assert.equal(await store.deleteRawTurns(C, "c0"), 2);
+      assert.equal(await store.count(C), 18);
+      assert.deepEqual(await store.get(C, ["item-4", "item-14"]), []);
+      assert.deepEqual(ids(await store.get(C, ["item-9", "item-19", "item-0", "item-1"])), [
+        "item-9",
+        "item-19",
+        "item-0",
+        "item-1",
+      ]);
+
+      assert.equal(await store.deleteRawTurns(C), 2);
+      assert.deepEqual(await store.search(C, q, 20, { kind: "turn" }), []);
+      const left = await store.search(C, q, 20);
+      assert.equal(left.length, 16, "every record stays");
+      assert.ok(left.every((h) => h.payload.kind === "record"));
+      assert.equal(await store.deleteRawTurns(C), 0, "nothing left to delete");
+
+      assert.equal(await store.count(D), 10, "another tenant's turns stay");
+      assert.equal((await store.search(D, q, 10, { kind: "turn" })).length, 2);
+      assert.equal(await store.count(A), countA);
+      await store.deleteTenant(C);
+      await store.deleteTenant(D);
+    });
+
     it("refuses an item whose payload names another tenant", async () => {
       const wrong = item(mulberry32(3), { tenant: B, i: 1 });
       await assert.rejects(store.upsert(A, [wrong]));

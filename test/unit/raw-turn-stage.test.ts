@@ -180,7 +180,7 @@ describe("indexer raw-turn consumer", () => {
     });
   });
 
-  it("an erase control erases what it wrote and tombstones the erased record ids it carries", async () => {
+  it("an erase control erases the raw turns it wrote and tombstones nothing (the records consumer does)", async () => {
     await withStores(async (s) => {
       const stage = stageOf(s);
       await feed(stage, [sensoryOf(T1), sensoryOf(T1, "acme", "c2")]);
@@ -189,7 +189,7 @@ describe("indexer raw-turn consumer", () => {
         { kind: "control", control: "erase", erasedIds: ["r-gone"] },
         undefined,
       );
-      assert.deepEqual(out, { outputs: [{ key: "r-gone", control: "erase" }], state: undefined });
+      assert.deepEqual(out, { outputs: [], state: undefined });
       assert.deepEqual(await s.graph.getTurns("acme", [{ conversation: "c1", turnId: "t1" }]), []);
       assert.deepEqual(
         (await s.graph.searchTurnsLexical("acme", "greyhound", 5)).map((h) => h.id),

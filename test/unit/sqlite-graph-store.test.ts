@@ -175,6 +175,8 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       same("after a record deleted");
       await eraseConversation(s, "A", "c2");
       same("after a conversation erased");
+      await s.deleteRawTurns("B", "c1");
+      same("after a conversation's raw turns deleted");
       await s.deleteTenant("B");
       same("after a tenant deleted");
       assert.ok(

@@ -777,6 +777,24 @@ export class HnswVectorStore implements VectorStore {
     return ids.length;
   }
 
+  /** Erasure of raw turns alone: every item of kind "turn" of the conversation (or the tenant). */
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    this.check();
+    const ids = (
+      conversation === undefined
+        ? this.db
+            .prepare<[string], { id: string }>("SELECT id FROM vectors WHERE tenant = ? AND kind = 'turn'")
+            .all(tenant)
+        : this.db
+            .prepare<[string, string], { id: string }>(
+              "SELECT id FROM vectors WHERE tenant = ? AND conversation = ? AND kind = 'turn'",
+            )
+            .all(tenant, conversation)
+    ).map((r) => r.id);
+    await this.delete(tenant, ids);
+    return ids.length;
+  }
+
   async deleteTenant(tenant: string): Promise<void> {
     this.check();
     this.db.transaction(() => {

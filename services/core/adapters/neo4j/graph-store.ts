@@ -719,6 +719,33 @@ export class Neo4jGraphStore implements GraphStore {
   }
 
   /**
+   * A conversation's in one transaction, as its erasure; a tenant's in batches of auto-committed
+   * transactions, as deleteTenant (a large tenant needs no huge transaction; a rerun finishes it).
+   * The turns' write stamp changes after (tenant-stamp-memo.ts). The count is read before the delete.
+   */
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    const scope = conversation === undefined ? "{tenant: $tenant}" : "{tenant: $tenant, conversation: $conversation}";
+    const params = { tenant, ...(conversation !== undefined ? { conversation } : {}) };
+    const n = await this.count(`MATCH (t:Turn ${scope}) RETURN count(t) AS n`, params);
+    if (n === 0) return 0;
+    const session = this.session();
+    try {
+      await runAutoCommitRetrying(
+        session,
+        `MATCH (t:Turn ${scope}) CALL (t) { DETACH DELETE t } IN TRANSACTIONS OF 5000 ROWS`,
+        params,
+      );
+    } finally {
+      await session.close();
+    }
+    await this.write(async (tx) => {
+      await tx.run(stampCypher(["turns"]), { tenant });
+    });
+    await this.restamp(tenant, ["turns"]);
+    return n;
+  }
+
+  /**
    * After an erasure, what a client can do (docs/erasure.md says what remains on disk): wait until
    * the full-text indexes have applied the deletes, then, where the server has it (Enterprise
    * only), force a checkpoint, which writes the freed records to the store files and lets

@@ -530,6 +530,31 @@ export class Neo4jVectorStore implements VectorStore {
     });
   }
 
+  /**
+   * Erasure of raw turns alone: every item of kind "turn" of the conversation (or the tenant), in
+   * batches of auto-committed transactions as deleteTenant. The count is read before the delete.
+   */
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    this.check();
+    const where = conversation === undefined ? "" : " AND v.conversation = $conversation";
+    const params = { tenant, ...(conversation !== undefined ? { conversation } : {}) };
+    const match = `MATCH (v:${this.label} {tenant: $tenant}) WHERE v.kind = 'turn'${where}`;
+    const [row] = await this.read<{ n: unknown }>(`${match} RETURN count(v) AS n`, params);
+    const n = num(row?.n);
+    if (n === 0) return 0;
+    const session = this.session();
+    try {
+      await runAutoCommitRetrying(
+        session,
+        `${match} CALL (v) { DETACH DELETE v } IN TRANSACTIONS OF 5000 ROWS`,
+        params,
+      );
+    } finally {
+      await session.close();
+    }
+    return n;
+  }
+
   /** Deletes in batches of auto-committed transactions (a large tenant needs no huge transaction). */
   async deleteTenant(tenant: string): Promise<void> {
     const session = this.session();

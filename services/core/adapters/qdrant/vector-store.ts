@@ -228,6 +228,18 @@ export class QdrantVectorStore implements VectorStore {
     await this.client.delete(this.collection, { wait: true, filter: { must: [tenantCondition(tenant)] } });
   }
 
+  /**
+   * Erasure of raw turns alone: every point of kind "turn" of the conversation (or the tenant), by
+   * payload filter. Counted first: Qdrant's delete does not say how many points it removed.
+   */
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    if (!(await this.ready())) return 0;
+    const filter = buildFilter(tenant, { kind: "turn", ...(conversation !== undefined ? { conversation } : {}) });
+    const { count } = await this.client.count(this.collection, { filter, exact: true });
+    if (count > 0) await this.client.delete(this.collection, { wait: true, filter });
+    return count;
+  }
+
   async count(tenant: string): Promise<number> {
     if (!(await this.ready())) return 0;
     const res = await this.client.count(this.collection, { filter: { must: [tenantCondition(tenant)] }, exact: true });

@@ -41,6 +41,7 @@ import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segmen
 import { deleteFullTextRowsIn, deleteFullTextRowsOf, insertFullTextRow, postingsSql } from "./full-text-rows.ts";
 import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { type KeyRow, rankByMergedWalk } from "./keys-walk.ts";
+import { deleteRawTurnRows } from "./raw-turn-erasure.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
   adjustCurrentRecord,
@@ -600,6 +601,10 @@ export class SqliteGraphStore implements GraphStore {
         this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
       }
     })();
+  }
+
+  async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    return this.db.transaction(() => deleteRawTurnRows(this.sql, tenant, conversation))();
   }
 
   /**

@@ -86,6 +86,12 @@ const THEY_WORD = /\b(?:they|them|their|theirs|themselves|they're|they've|they'l
 const PLURAL_TURNS = 2;
 const WE_CLEAR =
   /\b(?:together|both of us|you and i|you and me|me and you|each other|let's|shall we|we should|we could|we both|our chat|our talk|our conversation)\b/i;
+/**
+ * A question about the addressee and others ("what do you do with them?", "how do you spend time
+ * with your kids?"): the answer's "we" is the answerer and those others, not the two speakers,
+ * even with "together".
+ */
+const ASKS_WITH_OTHERS = /\byou\b[^?]*\bwith (?:them|your \p{L}+)\b[^?]*\?/iu;
 const YES_NO = /^(?:yes|yeah|yep|yup|sure|of course|absolutely|definitely|no|nope|nah|not really)\b/i;
 
 const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
@@ -162,6 +168,13 @@ export function extractRecords(
         const c = aliasOf(w, knownSpeakers);
         if (c) refresh(ctx.aliases, w, c);
       }
+  /** Does turn i answer the previous turn's question about its speaker and others? */
+  const answersWithOthers = (i: number): boolean => {
+    const prev = split[i - 1];
+    if (!prev || prev.turn.speaker === split[i]!.turn.speaker) return false;
+    const last = prev.body.at(-1);
+    return last !== undefined && ASKS_WITH_OTHERS.test(last);
+  };
   const vocativeNames = (): string[] => [...people, ...Object.keys(ctx.aliases)];
 
   // Third-person referents: explicit context values, then what this segment mentions.
@@ -281,7 +294,13 @@ export function extractRecords(
         recent.push({ name: plural[0]!, gender: "pl", at: g, turn: turnIndex });
       }
     }
-    if (A && WE_CLEAR.test(raw)) frame.we = `${S} and ${A}`;
+    if (answersWithOthers(turnIndex)) {
+      // The others are the group of the last turns when there is one ("the kids"), else unnamed.
+      const groups = unique(
+        recent.filter((c) => c.gender === "pl" && (c.turn ?? -1) >= turnIndex - PLURAL_TURNS).map((c) => c.name),
+      );
+      if (groups.length === 1) frame.we = `${S} and ${groups[0]}`;
+    } else if (A && WE_CLEAR.test(raw)) frame.we = `${S} and ${A}`;
     if (frame.she && usesShe) {
       refs.she = frame.she;
       if (NAME_SHAPE.test(frame.she)) genderOf.set(frame.she, "f");

@@ -133,6 +133,28 @@ describe("encoder extractor: pronouns", () => {
     assert.match(textOf(records, "t4"), /Gina's husband and kids; they keep Gina going/);
   });
 
+  it("'we' answering a question about the speaker and others is not the two speakers", () => {
+    const { records } = run(
+      seg([
+        ["Mel", "I took the kids to a pottery workshop yesterday."],
+        ["Caroline", "Fun! What else do you do with them?"],
+        ["Mel", "We love painting together lately."],
+        ["Caroline", "What do you do with your friends?"],
+        ["Mel", "We go hiking together."],
+        ["Caroline", "Cool. What do you do with your weekends?"],
+        ["Mel", "We paint together after class."],
+        ["Caroline", "Shall we paint together sometime?"],
+        ["Mel", "Yes, we should paint together soon!"],
+      ]),
+    );
+    // The others are the group of the last turns: one named earlier, or the question's own.
+    assert.match(textOf(records, "t3"), /Mel and the kids love painting together lately/);
+    assert.match(textOf(records, "t5"), /Mel and Mel's friends go hiking together/);
+    // No group named in the last turns: "we" is left as it is.
+    assert.match(textOf(records, "t7"), /We paint together after class/);
+    assert.match(textOf(records, "t9"), /Mel and Caroline should paint together soon/);
+  });
+
   it("leaves a pronoun alone when there is no clear candidate", () => {
     const { records } = run(seg([["Jon", "She said the concert was sold out."]]));
     assert.match(textOf(records, "t1"), /She said the concert was sold out/);

@@ -6,7 +6,7 @@
 import type { z } from "zod";
 import type { Decoded, StageStateEnvelope, TopicCodec } from "../../services/core/adapters/kafka/serde.ts";
 import { recordId } from "../../services/core/ids.ts";
-import type { Entity, MemoryRecord, Segment, SegmentTurn, Turn } from "../../services/core/types.ts";
+import type { Entity, MemoryRecord, RecordsEvent, Segment, SegmentTurn, Turn } from "../../services/core/types.ts";
 
 /** JSON on a named topic, validated with a zod schema on decode (as the Avro serdes validate). */
 export const jsonCodec = <T>(topic: string, schema: z.ZodType<T>): TopicCodec<T> => ({
@@ -92,3 +92,44 @@ export const recordOf = (segment: Segment, s: RecordSpec): MemoryRecord => ({
   },
   valid: { from: s.saidAt },
 });
+
+/**
+ * A records event of one segment whose two records are each other's update candidates (same
+ * person, same topic): what the erasure tests put in flight on the records consumer.
+ */
+export const candidatePairEvent = (
+  tenant = "acme",
+  conversation = "c1",
+  city = "Paris",
+  segmentId = `seg-${conversation}`,
+): RecordsEvent => {
+  const segment = segmentOf(
+    segmentId,
+    [
+      segmentTurnOf("t1", `I moved to ${city} in May!`, "2023-06-01T10:00:00.000Z"),
+      segmentTurnOf("t2", `I moved to ${city} in May, the city of my dreams.`, "2023-06-01T10:01:00.000Z"),
+    ],
+    tenant,
+    conversation,
+  );
+  const caroline = { name: "Caroline", kind: "person" as const, aliases: [] };
+  const records = [
+    { text: `Caroline moved to ${city} in May 2023.`, turnId: "t1" },
+    { text: `Caroline moved to ${city}, the city of her dreams, in May 2023.`, turnId: "t2" },
+  ].map((r) =>
+    recordOf(segment, {
+      text: r.text,
+      entities: [caroline],
+      topics: ["moving"],
+      turnIds: [r.turnId],
+      saidAt: segment.start,
+    }),
+  );
+  return {
+    tenant,
+    conversation,
+    segment,
+    records,
+    context: { aliases: {}, referents: {}, speakers: ["Caroline"], recentRecords: [] },
+  };
+};

@@ -17,42 +17,12 @@ import { keyOf, type RecordsEvent, RecordsEventSchema } from "../../services/cor
 import { indexerStage } from "../../services/indexer/kafka-handler.ts";
 import { rawTurnStage } from "../../services/indexer/raw-turn-stage.ts";
 import { type LocalStores, withLocalStores } from "../helpers/local-stores.ts";
-import { jsonCodec, recordOf, segmentOf, segmentTurnOf } from "../helpers/stage-fixtures.ts";
+import { candidatePairEvent, jsonCodec } from "../helpers/stage-fixtures.ts";
 
 const withStores = (fn: (s: LocalStores) => Promise<void>): Promise<void> => withLocalStores("erase-split-", fn);
 
-/** Two records of one segment that are each other's update candidates (same person, same topic). */
-const event = (tenant = "acme", conversation = "c1", city = "Paris"): RecordsEvent => {
-  const segment = segmentOf(
-    `seg-${conversation}`,
-    [
-      segmentTurnOf("t1", `I moved to ${city} in May!`, "2023-06-01T10:00:00.000Z"),
-      segmentTurnOf("t2", `I moved to ${city} in May, the city of my dreams.`, "2023-06-01T10:01:00.000Z"),
-    ],
-    tenant,
-    conversation,
-  );
-  const caroline = { name: "Caroline", kind: "person" as const, aliases: [] };
-  const records = [
-    { text: `Caroline moved to ${city} in May 2023.`, turnId: "t1" },
-    { text: `Caroline moved to ${city}, the city of her dreams, in May 2023.`, turnId: "t2" },
-  ].map((r) =>
-    recordOf(segment, {
-      text: r.text,
-      entities: [caroline],
-      topics: ["moving"],
-      turnIds: [r.turnId],
-      saidAt: segment.start,
-    }),
-  );
-  return {
-    tenant,
-    conversation,
-    segment,
-    records,
-    context: { aliases: {}, referents: {}, speakers: ["Caroline"], recentRecords: [] },
-  };
-};
+const event = (tenant = "acme", conversation = "c1", city = "Paris"): RecordsEvent =>
+  candidatePairEvent(tenant, conversation, city);
 
 const recordsConsumerOf = (s: LocalStores) =>
   indexerStage({

@@ -13,21 +13,10 @@ import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts"
 import { schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
 import type { IndexBatch, ScoredId } from "../../services/core/ports.ts";
 import { normaliseKey } from "../../services/core/record-index.ts";
+import { seededRandom } from "../../services/core/seeded-random.ts";
 import type { Entity } from "../../services/core/types.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 import { UNDO_MIGRATION_10, UNDO_MIGRATION_11 } from "../helpers/sqlite-migration-undo.ts";
-
-/** mulberry32: a small seeded generator, so the store and the questions are the same on every run. */
-const seeded = (seed: number) => {
-  let a = seed >>> 0;
-  return (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
 
 const ENTITIES: Entity[] = [
   { name: "Caroline", kind: "person", aliases: ["Caro"] },
@@ -116,7 +105,7 @@ describe("SqliteGraphStore entity / topic lookups: bounded read = full read + cu
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "keys-top-k-"));
     store = SqliteGraphStore.open(dir);
-    const rand = seeded(18);
+    const rand = seededRandom(18);
     for (const tenant of ["A", "B"]) await seed(store, tenant, rand);
   });
 
@@ -139,7 +128,7 @@ describe("SqliteGraphStore entity / topic lookups: bounded read = full read + cu
   });
 
   it("returns the full read's first k, in its order, for every scope, moment, key set and k", async () => {
-    const rand = seeded(1818);
+    const rand = seededRandom(1818);
     let compared = 0;
     let nonEmpty = 0;
     let cutShort = 0;
@@ -180,7 +169,7 @@ describe("SqliteGraphStore entity / topic lookups: bounded read = full read + cu
     const migrated = mkdtempSync(join(tmpdir(), "keys-top-k-v9-"));
     try {
       const a = SqliteGraphStore.open(migrated);
-      await seed(a, "A", seeded(7));
+      await seed(a, "A", seededRandom(7));
       const read = async (s: SqliteGraphStore) => ({
         entities: await s.recordsByEntities("A", ["Caroline", "Paris", "Mel"], 7),
         topics: await s.recordsByTopics("A", ["travel"], 9),

@@ -11,18 +11,7 @@ import {
   rankByMergedWalk,
   type ScoredRecord,
 } from "../../services/core/adapters/sqlite/keys-walk.ts";
-
-/** mulberry32: seeded, so the lists are the same on every run. */
-const seeded = (seed: number) => {
-  let a = seed >>> 0;
-  return (): number => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
+import { seededRandom } from "../../services/core/seeded-random.ts";
 
 interface Store {
   rows: Map<string, KeyRow[]>;
@@ -85,7 +74,7 @@ const listsOf = (store: Store, read: { rows: number }): KeyLists => ({
 
 describe("rankByMergedWalk", () => {
   it("equals ranking every match, for any keys, k and page size", () => {
-    const rand = seeded(18);
+    const rand = seededRandom(18);
     let compared = 0;
     let severalScores = 0;
     for (let trial = 0; trial < 300; trial++) {
@@ -104,7 +93,7 @@ describe("rankByMergedWalk", () => {
   });
 
   it("stops once k current records match every key, without reading the lists to their ends", () => {
-    const store = makeStore(seeded(7), 5000, 3, 0.8);
+    const store = makeStore(seededRandom(7), 5000, 3, 0.8);
     const keys = ["k0", "k2"];
     const read = { rows: 0 };
     const got = rankByMergedWalk(keys, 40, listsOf(store, read));

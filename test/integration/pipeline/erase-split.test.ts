@@ -24,7 +24,7 @@ import { keyOf, type RecordsEvent, type SensoryTurn } from "../../../services/co
 import { indexerStage } from "../../../services/indexer/kafka-handler.ts";
 import { RAW_TURN_STAGE, rawTurnStage } from "../../../services/indexer/raw-turn-stage.ts";
 import { neo4jSkip } from "../../helpers/neo4j-env.ts";
-import { recordOf, segmentOf, segmentTurnOf } from "../../helpers/stage-fixtures.ts";
+import { candidatePairEvent } from "../../helpers/stage-fixtures.ts";
 import { ROOT } from "../distributed/helpers.ts";
 import {
   deleteSubjects,
@@ -39,35 +39,10 @@ import {
 
 const skip = kafkaSkip || neo4jSkip;
 
-const TURNS = [
-  segmentTurnOf("t1", "I moved to Paris in May!", "2023-06-01T10:00:00.000Z"),
-  segmentTurnOf("t2", "I moved to Paris in May, the city of my dreams.", "2023-06-01T10:01:00.000Z"),
-];
-
 /** One segment whose two records are each other's update candidates (same person, same topic). */
-const recordsEvent = (tenant: string): RecordsEvent => {
-  const segment = segmentOf("seg-1", TURNS, tenant, "c1");
-  const caroline = { name: "Caroline", kind: "person" as const, aliases: [] };
-  const records = [
-    { text: "Caroline moved to Paris in May 2023.", turnId: "t1" },
-    { text: "Caroline moved to Paris, the city of her dreams, in May 2023.", turnId: "t2" },
-  ].map((r) =>
-    recordOf(segment, {
-      text: r.text,
-      entities: [caroline],
-      topics: ["moving"],
-      turnIds: [r.turnId],
-      saidAt: segment.start,
-    }),
-  );
-  return {
-    tenant,
-    conversation: "c1",
-    segment,
-    records,
-    context: { aliases: {}, referents: {}, speakers: ["Caroline"], recentRecords: [] },
-  };
-};
+const recordsEvent = (tenant: string): RecordsEvent => candidatePairEvent(tenant, "c1", "Paris", "seg-1");
+/** Its turns, as they arrive on the sensory topic too. */
+const TURNS = recordsEvent("unused").segment.turns;
 
 /** The graph store as it is, except that writing candidate rows first waits for `held` (once). */
 const holdingCandidates = (graph: GraphStore, reached: () => void, held: Promise<void>): GraphStore => {

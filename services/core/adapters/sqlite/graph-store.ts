@@ -39,9 +39,8 @@ import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite
 import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
 import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segments.ts";
 import { deleteFullTextRowsIn, deleteFullTextRowsOf, insertFullTextRow, postingsSql } from "./full-text-rows.ts";
-import { applyWrites, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
+import { applyWrites, deleteRawTurnRows, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
 import { type KeyRow, rankByMergedWalk } from "./keys-walk.ts";
-import { deleteRawTurnRows } from "./raw-turn-erasure.ts";
 import { GRAPH_MIGRATIONS } from "./schema.ts";
 import {
   adjustCurrentRecord,

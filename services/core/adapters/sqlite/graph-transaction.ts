@@ -162,24 +162,31 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
   )) {
     adjustLexical(sql, tenant, "record", r.lex, r.lex_len, -1, true);
   }
+  deleteFullTextRowsIn(sql, "records", tenant, conversation);
+  deleteRawTurnRows(sql, tenant, conversation);
+  sql.run("DELETE FROM segments WHERE tenant = ? AND conversation = ?", tenant, conversation);
+};
+
+/**
+ * The raw turns of a conversation (or, with none, of the tenant) with their full-text rows, the
+ * kept lexical counts losing each; returns how many turn rows went. A conversation's erasure runs
+ * it (above); alone it is GraphMaintenance.deleteRawTurns, what the indexer's raw-turn consumer
+ * erases (records and segments are the records consumer's). Run inside a transaction.
+ */
+export const deleteRawTurnRows = (sql: SqlRunner, tenant: string, conversation: string | undefined): number => {
+  const scope = (t: string) =>
+    conversation === undefined ? `${t}tenant = ?` : `${t}tenant = ? AND ${t}conversation = ?`;
+  const params = conversation === undefined ? [tenant] : [tenant, conversation];
   for (const t of sql.all<{ lex: string; lex_len: number }>(
     `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_fts f ON f.rowid = t.seq
-     WHERE t.tenant = ? AND t.conversation = ?`,
-    tenant,
-    conversation,
+     WHERE ${scope("t.")}`,
+    ...params,
   )) {
     adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
   }
-  deleteFullTextRowsIn(sql, "records", tenant, conversation);
-  deleteFullTextRowsOf(
-    sql,
-    "turns",
-    "SELECT seq FROM turns WHERE tenant = ? AND conversation = ?",
-    tenant,
-    conversation,
-  );
+  // Both full-text tables (FTS5 and the stored terms, full-text-rows.ts), by the turns' rowids and
+  // by their own columns too: a full-text row whose turn row is already gone.
+  deleteFullTextRowsOf(sql, "turns", `SELECT seq FROM turns WHERE ${scope("")}`, ...params);
   deleteFullTextRowsIn(sql, "turns", tenant, conversation);
-  for (const table of ["segments", "turns"]) {
-    sql.run(`DELETE FROM ${table} WHERE tenant = ? AND conversation = ?`, tenant, conversation);
-  }
+  return sql.run(`DELETE FROM turns WHERE ${scope("")}`, ...params).changes;
 };

@@ -313,7 +313,7 @@ CREATE INDEX record_topics_topic ON record_topics (tenant, topic, said_at DESC, 
     version: 11,
     // Issue 18: the lexical reads take each posted item's stored terms from a plain table keyed by
     // the full-text rowid, joined in the same statement, instead of FTS5's content table, which
-    // FTS5 reads through a statement of its own per row (terms.ts).
+    // FTS5 reads through a statement of its own per row (full-text-rows.ts).
     name: "stored terms of records and raw turns by full-text rowid",
     sql: `
 CREATE TABLE records_terms (

@@ -768,29 +768,23 @@ export class HnswVectorStore implements VectorStore {
 
   /** Erasure of a conversation: every item (record or raw turn) whose payload names it. */
   async deleteConversation(tenant: string, conversation: string): Promise<number> {
-    this.check();
-    const ids = this.db
-      .prepare<[string, string], { id: string }>("SELECT id FROM vectors WHERE tenant = ? AND conversation = ?")
-      .all(tenant, conversation)
-      .map((r) => r.id);
-    await this.delete(tenant, ids);
-    return ids.length;
+    return this.deleteWhere(tenant, " AND conversation = ?", conversation);
   }
 
   /** Erasure of raw turns alone: every item of kind "turn" of the conversation (or the tenant). */
   async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
+    return conversation === undefined
+      ? this.deleteWhere(tenant, " AND kind = 'turn'")
+      : this.deleteWhere(tenant, " AND conversation = ? AND kind = 'turn'", conversation);
+  }
+
+  /** Deletes the tenant's items whose payload columns match `where` (after the tenant's); returns how many. */
+  private async deleteWhere(tenant: string, where: string, ...params: string[]): Promise<number> {
     this.check();
-    const ids = (
-      conversation === undefined
-        ? this.db
-            .prepare<[string], { id: string }>("SELECT id FROM vectors WHERE tenant = ? AND kind = 'turn'")
-            .all(tenant)
-        : this.db
-            .prepare<[string, string], { id: string }>(
-              "SELECT id FROM vectors WHERE tenant = ? AND conversation = ? AND kind = 'turn'",
-            )
-            .all(tenant, conversation)
-    ).map((r) => r.id);
+    const ids = this.db
+      .prepare<string[], { id: string }>(`SELECT id FROM vectors WHERE tenant = ?${where}`)
+      .all(tenant, ...params)
+      .map((r) => r.id);
     await this.delete(tenant, ids);
     return ids.length;
   }

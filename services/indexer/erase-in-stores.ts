@@ -48,13 +48,19 @@ export const eraseInStores = async (
     await deps.graph.deleteTenant(tenant);
     await deps.vectors.deleteTenant(tenant);
   }
-  await deps.vectors.flush();
-  if (records.length > 0 || turns > 0 || conversation === undefined) {
-    // Deleted is not yet gone from the stores' files (docs/erasure.md).
-    await deps.vectors.purgeDeleted?.(tenant);
-    await deps.graph.purgeDeleted?.();
-  }
+  await purgeAfterErasure(deps, tenant, records.length > 0 || turns > 0 || conversation === undefined);
   return { records, turns };
+};
+
+/**
+ * The vector store flushed, then, when the erasure deleted anything (a tenant's always counts),
+ * both stores purged: deleted is not yet gone from the stores' files (docs/erasure.md).
+ */
+const purgeAfterErasure = async (deps: EraseDeps, tenant: string, deleted: boolean): Promise<void> => {
+  await deps.vectors.flush();
+  if (!deleted) return;
+  await deps.vectors.purgeDeleted?.(tenant);
+  await deps.graph.purgeDeleted?.();
 };
 
 type ControlInput = Extract<StageInput<unknown>, { kind: "control" }>;
@@ -106,12 +112,7 @@ export const eraseRawTurnsControl = async (deps: EraseDeps, key: string, input: 
   const turns = await deps.graph.deleteRawTurns(tenant, conversation);
   // By payload: a turn's vector is written before its row, so one may have no row to name it.
   const vectors = await deps.vectors.deleteRawTurns(tenant, conversation);
-  await deps.vectors.flush();
-  if (turns > 0 || vectors > 0 || conversation === undefined) {
-    // Deleted is not yet gone from the stores' files (docs/erasure.md).
-    await deps.vectors.purgeDeleted?.(tenant);
-    await deps.graph.purgeDeleted?.();
-  }
+  await purgeAfterErasure(deps, tenant, turns > 0 || vectors > 0 || conversation === undefined);
   deps.onErased?.({ tenant, ...(conversation !== undefined ? { conversation } : {}), records: 0, turns });
   return [];
 };

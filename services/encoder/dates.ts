@@ -199,9 +199,9 @@ const phraseOf = (span: Span, approx: boolean): { core: string; prep: string } =
 
 const SUBJECT_FOLLOWER =
   /^(?:'s\b|\s+(?:is|was|were|are|has|had|will|would|been|felt|seemed|works|worked|sounds|looks|seems)\b)/i;
-/** An indefinite article and up to two words right before a date word: the word is a noun there. */
 /** Date words that are also nouns taking an article ("a weekend"); "a banker yesterday" is not one. */
 const TIME_NOUN = /^(?:weekend|night|morning|afternoon|evening|day|week|month|year)$/i;
+/** An indefinite article and up to two words right before a date word: the word is a noun there. */
 const INDEFINITE_BEFORE = /\b(?:a|an)\s+(?:[\p{L}'-]+\s+){0,2}$/iu;
 const LEADING_PREP = /^(on|in|at|during|since|by|until|till|from|of|before|after|around|about|within)\s+/i;
 

@@ -191,6 +191,9 @@ export function extractRecords(
   /** The turn's sentence before the one analysed ("" at the turn's start). */
   let previousRaw = "";
 
+  /** Plural referents (groups of people) mentioned from turn `turn` on. */
+  const groupsSince = (turn: number): Candidate[] => recent.filter((c) => c.gender === "pl" && (c.turn ?? -1) >= turn);
+
   const pick = (gender: Gender): string | undefined => {
     const window = recent.filter(
       (c) => c.at >= g - 1 && c.gender !== "pl" && c.gender !== (gender === "f" ? "m" : "f"),
@@ -279,7 +282,7 @@ export function extractRecords(
       // A group named in an earlier turn is "they" only at the turn's start: later sentences may
       // have brought other things that "they" names ("find an agency or a lawyer. They'll help").
       const reach = previousRaw === "" ? turnIndex - PLURAL_TURNS : turnIndex;
-      const groups = recent.filter((c) => c.gender === "pl" && (c.turn ?? -1) >= reach);
+      const groups = groupsSince(reach);
       // Nearest first: a group of this sentence, then of the one before, then of the last turns.
       // "Melanie's kids" then "the kids" are one group, named as it was last named.
       const named = (from: number): string[] => {
@@ -296,9 +299,7 @@ export function extractRecords(
     }
     if (answersWithOthers(turnIndex)) {
       // The others are the group of the last turns when there is one ("the kids"), else unnamed.
-      const groups = unique(
-        recent.filter((c) => c.gender === "pl" && (c.turn ?? -1) >= turnIndex - PLURAL_TURNS).map((c) => c.name),
-      );
+      const groups = unique(groupsSince(turnIndex - PLURAL_TURNS).map((c) => c.name));
       if (groups.length === 1) frame.we = `${S} and ${groups[0]}`;
     } else if (A && WE_CLEAR.test(raw)) frame.we = `${S} and ${A}`;
     if (frame.she && usesShe) {

@@ -213,6 +213,13 @@ export const runHarness = async (
     for (const c of cases) {
       const turns = toBenchTurns(c);
       const askedAt = askedAtEnd(turns);
+      /** Our engine's request for a question at a budget, asked as of its date (askedAtEnd). */
+      const ask = (q: BenchQuestion, budget: number) => ({
+        question: q.question,
+        conversation: c.id,
+        budget,
+        asOf: q.askedAt ?? askedAt,
+      });
       const sessionOf = new Map(turns.map((t) => [t.turnId, t.sessionId]));
       const units = turnUnits(turns);
       const wins = windows(turns, WINDOW_SIZE);
@@ -335,12 +342,7 @@ export const runHarness = async (
 
           for (const budget of budgets) {
             const started = performance.now();
-            const result = await opened.engine.query(tenant, {
-              question: q.question,
-              conversation: c.id,
-              budget,
-              asOf: q.askedAt ?? askedAt,
-            });
+            const result = await opened.engine.query(tenant, ask(q, budget));
             const ms = performance.now() - started;
             oursMs.push(ms);
             engineMs.push(result.cost.ms);
@@ -408,12 +410,7 @@ export const runHarness = async (
           for (const q of c.questions)
             for (const budget of budgets) {
               const started = performance.now();
-              const result = await opened.engine.query(tenant, {
-                question: q.question,
-                conversation: c.id,
-                budget,
-                asOf: q.askedAt ?? askedAt,
-              });
+              const result = await opened.engine.query(tenant, ask(q, budget));
               rows.push({
                 case: c.id,
                 question: q.id,

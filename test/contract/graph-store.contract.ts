@@ -774,6 +774,8 @@ export const runGraphStoreContract = (
           await store.writeTurns(t, "c2", [t3]);
         }
         await store.writeTurns(D, "c1", [t1, t2]);
+        // Read before the delete: a store that keeps a scope's statistics must see that they changed.
+        assert.ok((await store.searchTurnsLexical(D, "Pepper sofa", 10)).length > 0);
         assert.equal(await store.deleteRawTurns(D, "c1"), 2);
         assert.deepEqual(await fx.counts(D), await fx.counts(E), "as if c1's turns had never been written");
         for (const q of ["greyhound", "Pepper sofa", "races"])

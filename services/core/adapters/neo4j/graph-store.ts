@@ -721,7 +721,8 @@ export class Neo4jGraphStore implements GraphStore {
   /**
    * A conversation's in one transaction, as its erasure; a tenant's in batches of auto-committed
    * transactions, as deleteTenant (a large tenant needs no huge transaction; a rerun finishes it).
-   * The turns' write stamp changes after (tenant-stamp-memo.ts). The count is read before the delete.
+   * The turns' write stamp changes once every batch has committed (tenant-stamp-memo.ts). The count
+   * is read before the delete.
    */
   async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {
     const scope = conversation === undefined ? "{tenant: $tenant}" : "{tenant: $tenant, conversation: $conversation}";
@@ -738,9 +739,7 @@ export class Neo4jGraphStore implements GraphStore {
     } finally {
       await session.close();
     }
-    await this.write(async (tx) => {
-      await tx.run(stampCypher(["turns"]), { tenant });
-    });
+    // One stamp after the batches have committed: none of them is a transaction of its own to stamp.
     await this.restamp(tenant, ["turns"]);
     return n;
   }

@@ -2,8 +2,9 @@ import type { ContextItem } from "../core/query-types.ts";
 import { withoutSaidDay } from "../core/text/record-text.ts";
 import { countTokens } from "../core/tokens.ts";
 import { citation, type IdStart, idStart, prefixNote, prefixOf } from "./cite.ts";
+import { opensWithName, recordParts, wordCount } from "./record-line.ts";
 
-export const CONTEXT_HEADER = "Memories (dated, with sources; newest facts override older ones):";
+export const CONTEXT_HEADER = "Memories (dated, sourced; newer facts override older):";
 
 /** The context header when every item is from one conversation, named there once: "Memories of conv-26 (…):". */
 const contextHeader = (conversation?: string): string =>
@@ -19,18 +20,18 @@ const day = (iso: string): string => iso.slice(0, 10);
 
 const saidAtOf = (item: PackInput): string => item.saidAt ?? item.date;
 
-/** Items said in one session on one day share one header: "[2023-05-08] conv-26 session_3:". */
+/** Items said in one session on one day share one header. */
 const groupKey = (item: PackInput): string =>
   `${item.conversation}\u0000${item.session ?? ""}\u0000${day(saidAtOf(item))}`;
 
 /**
- * "[2023-05-08] conv-26 session_3:", without the conversation when the context header names it,
- * and with " (D3:…)" before the colon when its lines cite under that prefix ("[…5]").
+ * "2023-05-08:", with the conversation when the context header does not name it ("2023-05-08
+ * conv-26:") and " (D3:…)" before the colon when its lines cite under that prefix ("[…5]"). The
+ * session's name is not written: the day is what a reader places a line by, and the citations
+ * (whole ids, or the prefix note) already say which session a line is from.
  */
 const groupHeader = (item: PackInput, named = true, prefix = ""): string =>
-  `[${day(saidAtOf(item))}]${named ? ` ${item.conversation}` : ""}${item.session ? ` ${item.session}` : ""}${
-    prefix ? prefixNote(prefix) : ""
-  }:`;
+  `${day(saidAtOf(item))}${named ? ` ${item.conversation}` : ""}${prefix ? prefixNote(prefix) : ""}:`;
 
 /**
  * An item's sources: "[D3:5-6]", or "[…5-6]" under a header giving the prefix "D3:". With prefix
@@ -40,25 +41,69 @@ const groupHeader = (item: PackInput, named = true, prefix = ""): string =>
 const cite = (item: PackInput, prefix: string | null): string =>
   prefix === null ? `[${item.turnIds.join(",")}]` : citation(item.turnIds, prefix);
 
-/** An item's line without its sources. */
-const lineBody = (item: PackInput, previous?: PackInput): string => {
-  if (item.kind === "turn") {
-    const speaker = item.speakers[0] ?? "";
-    const continues = previous?.kind === "turn" && previous.speakers[0] === speaker;
-    return `${continues || speaker === "" ? "  " : `${speaker}: `}${item.text}`;
-  }
+/**
+ * A statement of at least this many words reads alone: its record's line leaves out the quoted
+ * question it answers. The quote is there for answers such as "Yes!" or "For running.", which mean
+ * nothing without it; a longer statement says what it is about (the encoder resolved its pronouns
+ * and dates), and the quotes cost 8% of a context's tokens. Such a line no longer carries the
+ * asker's turn, so it no longer cites it either (`asShown`).
+ */
+export const STANDS_ALONE_WORDS = 12;
+
+const readsAlone = (statement: string): boolean => wordCount(statement) >= STANDS_ALONE_WORDS;
+
+/**
+ * The item as its line shows it. A record whose line leaves out the question it answers no longer
+ * carries the asker's turn: its sources are its statement's turn alone (the encoder's sources for
+ * such a record are the asker's turn, then the statement's). Its citation, the turns it covers
+ * and the item returned say so, and the asker's turn stays free to be packed for its own words.
+ */
+export const asShown = (item: PackInput): PackInput => {
+  if (item.kind === "turn" || item.turnIds.length < 2) return item;
+  const parts = recordParts(item.text);
+  if (!parts.asked || parts.day !== day(saidAtOf(item)) || !readsAlone(parts.statement)) return item;
+  return { ...item, turnIds: item.turnIds.slice(-1) };
+};
+/** Records shown without their quoted question, its turn being in the context already. */
+const quoteless = new WeakSet<PackInput>();
+
+/**
+ * A record's line without its sources: "Ana: <statement>", or "Ana, asked by Ben "<question>":
+ * <statement>" for a short answer. Nothing the header says is repeated: the record's own day of
+ * saying is left out when it is the header's, and its event date leads the line in parentheses
+ * only when it differs from that day and the statement does not give it. The speaker's label is
+ * left out when the statement opens with the speaker's name ("Ana went …"). A text in another
+ * form (an LLM encoder's record) is written as it is.
+ */
+const recordBody = (item: PackInput): string => {
   const eventDay = day(item.date);
   const saidDay = day(saidAtOf(item));
-  const dated = eventDay !== saidDay ? `(${eventDay}) ` : "";
-  return `- ${dated}${withoutSaidDay(item.text, saidDay)}`;
+  const parts = recordParts(item.text);
+  const dated = eventDay !== saidDay && !parts.statement.includes(eventDay) ? `(${eventDay}) ` : "";
+  if (parts.speaker === undefined || parts.day !== saidDay) return `${dated}${withoutSaidDay(item.text, saidDay)}`;
+  const asked = parts.asked && !readsAlone(parts.statement) && !quoteless.has(item) ? parts.asked : undefined;
+  const label = asked
+    ? `${parts.speaker}, asked by ${asked.speaker} "${asked.question}": `
+    : opensWithName(parts.statement, parts.speaker)
+      ? ""
+      : `${parts.speaker}: `;
+  return `${dated}${label}${parts.statement}`;
+};
+
+/** An item's line without its sources. */
+const lineBody = (item: PackInput, previous?: PackInput): string => {
+  if (item.kind !== "turn") return recordBody(item);
+  const speaker = item.speakers[0] ?? "";
+  const continues = previous?.kind === "turn" && previous.speakers[0] === speaker;
+  return `${continues || speaker === "" ? "  " : `${speaker}: `}${item.text}`;
 };
 
 /**
- * One item's line under its header. A raw turn is "Speaker: text [D1:3]", its label left out when
- * the line above is a turn by the same speaker; a record is "- text [D1:3-4]" (it names its
- * subject), with its event date in parentheses when that is not the day it was said. A record's
- * own prefix day ("Ana (2023-05-08): ...") is left out: it is the day its header gives, and
- * repeating it cost about 7 of a record's ~57 tokens, budget that now packs further items.
+ * One item's line under its header: "Speaker: text [D1:3]" for a raw turn, its label left out when
+ * the line above is a turn by the same speaker; a record's line (`recordBody`) reads the same, so
+ * that no marker tells the two apart (a reader needs what was said, not how it was stored). A
+ * record's own prefix day ("Ana (2023-05-08): ...") is left out: it is the day its header gives,
+ * and repeating it cost about 7 of a record's ~57 tokens, budget that now packs further items.
  */
 export const renderItem = (item: PackInput, previous?: PackInput, prefix: string | null = ""): string =>
   `${lineBody(item, previous)} ${cite(item, prefix)}`;
@@ -272,8 +317,11 @@ const toContextItem = (item: PackInput, tokens: number): ContextItem => {
  * that does not fit is skipped so a smaller later one may still go in. An item whose source turns
  * are all in the context already is skipped too: a record and the raw turn it came from (or two
  * copies of a turn) would spend the budget twice on the same evidence, and the first-ranked one
- * stands for it. The packed items are rendered grouped by session and day under one dated
- * header, oldest first, which is how a reader follows a history.
+ * stands for it. A record answering a question whose turn is in the context already leaves out
+ * its quote of that question and cites only its statement's turn. The packed items are rendered
+ * grouped by session and day under one dated header, oldest first, which is how a reader follows
+ * a history. Items are returned as shown: a record whose line left out its quoted question lists
+ * its statement's turn alone among its `turnIds`, its text stays the stored one.
  *
  * Two passes. The first prices every line at its longest form (speaker label, every source id
  * whole) and each header as its group opens. The second measures the chosen items as they are
@@ -284,17 +332,35 @@ const toContextItem = (item: PackInput, tokens: number): ContextItem => {
  * form would have packed (on the dev set that lost evidence on some questions while gaining on
  * others).
  */
-export const packContext = (ranked: readonly PackInput[], budget: number): Packed => {
+export const packContext = (rankedAsStored: readonly PackInput[], budget: number): Packed => {
+  const ranked = rankedAsStored.map(asShown);
   const counts = new Counts();
   let used = counts.context();
   const chosen: { item: PackInput; tokens: number }[] = [];
+  const taken = new Set<PackInput>();
   const covered = new Set<string>();
   const openGroups = new Set<string>();
   const sourcesOf = (item: PackInput): string[] => item.turnIds.map((t) => `${item.conversation}\u0000${t}`);
   const isCovered = (sources: readonly string[]): boolean => sources.length > 0 && sources.every((s) => covered.has(s));
-  for (const item of ranked) {
+  const unquoted = new Map<PackInput, PackInput>();
+  const shownFor = (item: PackInput): PackInput => {
+    if (item.kind === "turn" || item.turnIds.length < 2) return item;
+    const asker = `${item.conversation}\u0000${item.turnIds[0]}`;
+    if (!covered.has(asker)) return item;
+    let copy = unquoted.get(item);
+    if (copy === undefined) {
+      const parts = recordParts(item.text);
+      if (!parts.asked || parts.day !== day(saidAtOf(item))) return item;
+      copy = { ...item, turnIds: item.turnIds.slice(-1) };
+      quoteless.add(copy);
+      unquoted.set(item, copy);
+    }
+    return copy;
+  };
+  for (const original of ranked) {
+    if (isCovered(sourcesOf(original))) continue;
+    const item = shownFor(original);
     const sources = sourcesOf(item);
-    if (isCovered(sources)) continue;
     const key = groupKey(item);
     const header = openGroups.has(key) ? 0 : counts.header(item, true);
     const tokens = counts.line(item, null);
@@ -303,16 +369,17 @@ export const packContext = (ranked: readonly PackInput[], budget: number): Packe
     openGroups.add(key);
     for (const s of sources) covered.add(s);
     chosen.push({ item, tokens });
+    taken.add(original);
   }
   const layout = new Layout(
     counts,
     chosen.map((c) => c.item),
   );
-  const taken = new Set(chosen.map((c) => c.item));
-  for (const item of ranked) {
-    if (taken.has(item)) continue;
+  for (const original of ranked) {
+    if (taken.has(original)) continue;
+    if (isCovered(sourcesOf(original))) continue;
+    const item = shownFor(original);
     const sources = sourcesOf(item);
-    if (isCovered(sources)) continue;
     // Most candidates are longer than what is left: their line's body alone tells (an item adds at
     // least that much, the other lines of its group not getting shorter by its joining).
     if (layout.tokens + counts.body(item) > budget || layout.tokensWith(item) > budget) continue;

@@ -36,21 +36,21 @@ describe("citations", () => {
 
   it("strips line-end citations and header prefix notes, and nothing else", () => {
     const context = [
-      "Memories of conv-1 (dated, with sources; newest facts override older ones):",
-      "[2023-05-08] session_3 (D3:…):",
-      "- Ana moved in [2019] to flat 5. […5-6]",
+      "Memories of conv-1 (dated, sourced; newer facts override older):",
+      "2023-05-08 (D3:…):",
+      "Ana moved in [2019] to flat 5. […5-6]",
       "Ben: Nice! […7]",
-      "[2023-06-01] session_4:",
+      "2023-06-01:",
       "Ben: I moved to Oslo. [D4:1,D4:3]",
     ].join("\n");
     assert.equal(
       withoutCitations(context),
       [
-        "Memories of conv-1 (dated, with sources; newest facts override older ones):",
-        "[2023-05-08] session_3:",
-        "- Ana moved in [2019] to flat 5.",
+        "Memories of conv-1 (dated, sourced; newer facts override older):",
+        "2023-05-08:",
+        "Ana moved in [2019] to flat 5.",
         "Ben: Nice!",
-        "[2023-06-01] session_4:",
+        "2023-06-01:",
         "Ben: I moved to Oslo.",
       ].join("\n"),
     );

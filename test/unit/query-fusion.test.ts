@@ -151,10 +151,10 @@ describe("budget packing", () => {
     // All from one conversation: named once, in the context header, not in each dated header.
     assert.equal(lines[0], CONTEXT_HEADER.replace("Memories", "Memories of c1"));
     // Each item under its dated header, with its source turns.
-    assert.equal(lines[1], "[2023-01-01]:");
-    assert.equal(lines[2], "- Ana started pottery classes. [D1:3]");
-    assert.equal(lines[3], "[2024-05-02]:");
-    assert.match(lines[4] ?? "", /^- Ana adopted a dog named Pepper\. \[D1:1\]$/);
+    assert.equal(lines[1], "2023-01-01:");
+    assert.equal(lines[2], "Ana started pottery classes. [D1:3]");
+    assert.equal(lines[3], "2024-05-02:");
+    assert.match(lines[4] ?? "", /^Ana adopted a dog named Pepper\. \[D1:1\]$/);
   });
 
   const turn = (id: string, at: string, speaker: string, text: string, session = "s1"): PackInput => ({
@@ -192,13 +192,13 @@ describe("budget packing", () => {
     assert.deepEqual(packed.context.split("\n"), [
       ofC1,
       // Four lines pay for the header's "(D1:…)": each then cites only its number.
-      "[2023-05-08] s1 (D1:…):",
+      "2023-05-08 (D1:…):",
       "Ana: I started a class. […1]",
       "  Pottery is my thing. […2]",
       "Ben: Nice! […3]",
-      "- (2023-05-01) Ana signed up for pottery the week before. […9]",
-      // One line does not: its id stays whole.
-      "[2023-06-01] s2:",
+      "(2023-05-01) Ana signed up for pottery the week before. […9]",
+      // One line does not: its id stays whole (and says the session the header does not name).
+      "2023-06-01:",
       "Ben: I moved to Oslo. [D2:1]",
     ]);
     assert.equal(packed.tokens, countTokens(packed.context));
@@ -241,10 +241,12 @@ describe("budget packing", () => {
     assert.deepEqual(packed.context.split("\n"), [
       // One group: naming the conversation in the context header would cost more than in its header.
       CONTEXT_HEADER,
-      "[2023-05-08] c1 s1 (D1:…):",
-      "- (2023-05-01) Ana: Ana signed up for pottery the week before. […2]",
-      '- Ana, asked by Ben "Where did Ana go?": Ana went to Oslo. […1]',
-      "- Ana (2023-05-07): Ana said this the day before. […3]",
+      "2023-05-08 c1 (D1:…):",
+      // The statement opens with its speaker's name: no label before it.
+      "(2023-05-01) Ana signed up for pottery the week before. […2]",
+      // A short answer keeps the question it answers.
+      'Ana, asked by Ben "Where did Ana go?": Ana went to Oslo. […1]',
+      "Ana (2023-05-07): Ana said this the day before. […3]",
     ]);
     assert.equal(packed.tokens, countTokens(packed.context));
     assert.equal(
@@ -273,9 +275,9 @@ describe("budget packing", () => {
     );
     assert.deepEqual(packed.context.split("\n"), [
       CONTEXT_HEADER,
-      "[2023-05-08] c2 s1:",
-      "- Cy greeted Dee. [D1:1-2]",
-      "[2023-05-08] c1 s1:",
+      "2023-05-08 c2:",
+      "Cy greeted Dee. [D1:1-2]",
+      "2023-05-08 c1:",
       `Ana: I started a class. [${uuids[0]}]`,
       `Ben: Nice! [${uuids[1]}]`,
     ]);
@@ -293,10 +295,10 @@ describe("budget packing", () => {
     const small = [1, 2, 3, 4].map((n) => record(n, `Ana likes tea number ${n}.`));
     const last = record(5, "Ana likes coffee.");
     // The budget that whole ids need for the small items and the last one: exactly full.
-    const plainLine = (r: PackInput) => countTokens(`- ${r.text} [${r.turnIds.join(",")}]\n`);
+    const plainLine = (r: PackInput) => countTokens(`${r.text} [${r.turnIds.join(",")}]\n`);
     const budget =
       countTokens(`${CONTEXT_HEADER}\n`) +
-      countTokens("[2023-05-08] c1 s1:\n") +
+      countTokens("2023-05-08 c1:\n") +
       [...small, last].reduce((n, r) => n + plainLine(r), 0);
     // A larger item ranked before the last one that does not fit at whole-id prices, and the
     // largest that fits in the room the compact form frees: in the last one's place, no room left.

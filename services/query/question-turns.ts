@@ -7,9 +7,6 @@
  * item that states something, and are packed only where the budget has room left.
  */
 
-/** A photo note as the dataset writes it into a turn; bounded so an unclosed one cannot scan far. */
-const PHOTO_NOTE = /\[shared an? (?:photo|image|picture)[^\]]{0,500}\]/gi;
-
 /** Sentences: the text cut after a ".", "!" or "?" that a space follows. */
 const sentencesOf = (text: string): string[] =>
   text
@@ -25,7 +22,7 @@ const isExclamation = (sentence: string): boolean =>
 
 /** Whether a turn's text only asks: every sentence but short exclamations ends with "?" (and one does). */
 export const asksOnly = (text: string): boolean => {
-  const said = sentencesOf(text.replace(PHOTO_NOTE, " ")).filter((s) => !isExclamation(s));
+  const said = sentencesOf(text).filter((s) => !isExclamation(s));
   return said.length > 0 && said.every((s) => s.endsWith("?"));
 };
 

@@ -21,7 +21,8 @@ describe("turns that only ask", () => {
   it("are the turns whose every sentence, short exclamations set aside, is a question", () => {
     assert.equal(asksOnly("Wow, Caroline! What kinda jobs are you thinkin' of? Anything that stands out?"), true);
     assert.equal(asksOnly("Cool! What type of music do you play?"), true);
-    assert.equal(asksOnly("Wow! Did you see that band? [shared a photo: a band on a stage. It was loud]"), true);
+    // A shared photo's caption says something: the turn does not only ask.
+    assert.equal(asksOnly("Wow! Did you see that band? [shared a photo: a band on a stage. It was loud]"), false);
     // A statement beside the question: the turn says something.
     assert.equal(asksOnly("I went camping with my kids last week. Have you been?"), false);
     assert.equal(asksOnly("That's great news, Caroline! Love seeing your dedication. Any plans?"), false);

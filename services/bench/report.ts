@@ -1,6 +1,6 @@
 import type { CategoryAggregate } from "./scoring.ts";
 import { fmt, fmtInt, markdownTable } from "./table.ts";
-import { type BenchReport, SYSTEMS, type SystemName, type SystemSummary } from "./types.ts";
+import { type BenchReport, type BudgetSweep, SYSTEMS, type SystemName, type SystemSummary } from "./types.ts";
 
 const recallCell = (a: { mean: number | undefined } | undefined): string => fmt(a?.mean);
 
@@ -52,6 +52,33 @@ const perCaseTable = (report: BenchReport): string => {
   return markdownTable(header, rows);
 };
 
+/** One row per system: its means over the sweep's budgets, per category, overall and per case. */
+const sweepTable = (report: BenchReport, sweep: BudgetSweep): string => {
+  const all = Object.keys(report.byCase);
+  const cases = all.length <= 12 ? all : [];
+  const header = [
+    "system",
+    ...report.spec.categories.map((c) => c.label),
+    `${sweep.metric} recall, overall`,
+    "answer coverage",
+    ...cases.map((c) => `${c} recall / coverage`),
+  ];
+  const rows = systemsIn(report).flatMap((system) => {
+    const s = sweep.systems[system];
+    if (!s) return [];
+    return [
+      [
+        system,
+        ...report.spec.categories.map((c) => fmt(s.byCategory[c.id]?.recall, 4)),
+        fmt(s.overall.recall, 4),
+        fmt(s.overall.coverage, 4),
+        ...cases.map((c) => `${fmt(s.byCase[c]?.recall, 4)} / ${fmt(s.byCase[c]?.coverage, 4)}`),
+      ],
+    ];
+  });
+  return markdownTable(header, rows);
+};
+
 const countIn = (report: BenchReport, category: string): number => {
   const first = Object.values(report.summary)[0];
   const primary = report.spec.metrics[0];
@@ -91,6 +118,17 @@ export const renderMarkdown = (report: BenchReport): string => {
     out.push(`${report.spec.metrics[0]} recall / answer coverage, overall, per case and budget.`);
     out.push("");
     out.push(perCaseTable(report));
+  }
+  if (report.sweep) {
+    const b = report.sweep.budgets;
+    out.push("");
+    out.push("## Budget sweep");
+    out.push("");
+    out.push(
+      `Means over the ${b.length} budgets (${b.join(", ")}) of each budget's ${report.sweep.metric} recall and answer coverage: a packing change judged over the curve, not at three boundaries where one item more or less fits.${Object.keys(report.byCase).length > 12 ? " Per case: in the JSON's sweep section." : ""}`,
+    );
+    out.push("");
+    out.push(sweepTable(report, report.sweep));
   }
   out.push("");
   out.push(

@@ -11,7 +11,8 @@ import type { Embedder } from "../core/ports.ts";
 import { locomoCases, longMemEvalCases } from "./datasets.ts";
 import { runHarness } from "./harness.ts";
 import { renderMarkdown } from "./report.ts";
-import type { BenchCase, BenchReport, DatasetSpec } from "./types.ts";
+import { budgetSweep } from "./sweep.ts";
+import type { BenchCase, BenchReport, BudgetSweep, DatasetSpec } from "./types.ts";
 
 export const DEFAULT_BUDGETS = [500, 1000, 2000];
 export const ENCODERS = ["extractive", "llm"] as const;
@@ -127,6 +128,8 @@ export const select = (
 const load = (dataset: DatasetSpec["name"], file: string): { spec: DatasetSpec; cases: BenchCase[] } =>
   dataset === "locomo" ? locomoCases(loadLocomo(file)) : longMemEvalCases(loadLongMemEval(file));
 
+const sweepField = (sweep: BudgetSweep | undefined): { sweep?: BudgetSweep } => (sweep ? { sweep } : {});
+
 /** Loads the data, runs the engine and the baselines, and writes the markdown and JSON reports. */
 export const runBench = async (
   dataset: DatasetSpec["name"],
@@ -185,6 +188,14 @@ export const runBench = async (
     summary: result.summary,
     byCase: result.byCase,
     cost: result.cost,
+    ...sweepField(
+      budgetSweep(
+        result.summary,
+        result.byCase,
+        spec.metrics[0] ?? "",
+        spec.categories.map((c) => c.id),
+      ),
+    ),
     questions: result.questions,
   };
   const markdown = renderMarkdown(report);

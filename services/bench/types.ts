@@ -160,6 +160,27 @@ export interface BenchConfig {
   wallSeconds: number;
 }
 
+/** Means over the budgets of the per-budget means; undefined where no budget had a scored question. */
+export interface SweepMeans {
+  recall: number | undefined;
+  coverage: number | undefined;
+}
+
+export interface SystemSweep {
+  overall: SweepMeans;
+  byCategory: Record<string, SweepMeans>;
+  byCase: Record<string, SweepMeans>;
+}
+
+export interface BudgetSweep {
+  /** The budgets averaged over, ascending. */
+  budgets: number[];
+  /** The metric whose recall is averaged (the dataset's first). */
+  metric: string;
+  /** Systems that had results, in the summaries' order. */
+  systems: Partial<Record<SystemName, SystemSweep>>;
+}
+
 export interface BenchReport {
   config: BenchConfig;
   spec: DatasetSpec;
@@ -168,5 +189,7 @@ export interface BenchReport {
   /** byCase[case][budget][system]: the same summary per conversation / item. */
   byCase: Record<string, Record<string, Record<SystemName, SystemSummary>>>;
   cost: CostReport;
+  /** With more than three budgets: each system's means over them (sweep.ts). */
+  sweep?: BudgetSweep;
   questions: QuestionResult[];
 }

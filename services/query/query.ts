@@ -22,6 +22,7 @@ import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatc
 import { type PackInput, packContext } from "./pack.ts";
 import { asksForDuration, collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { QueryVectors } from "./query-vectors.ts";
+import { questionTurnsLast } from "./question-turns.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 
 export interface QueryDeps {
@@ -359,7 +360,8 @@ export const runQuery = async (
     const f = byId.get(d.id);
     return { ...(items.get(d.id) as Candidate), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
   });
-  const packed = packContext(ranked, budget);
+  // A question collecting mentions wants statements: turns that only ask go last (question-turns.ts).
+  const packed = packContext(collectsMentions(req.question) ? questionTurnsLast(ranked) : ranked, budget);
   const explain = req.explain
     ? {
         routes: lists.map((l) => ({ route: l.route, hits: l.ids.map((h) => ({ id: h.id, score: h.score })) })),

@@ -183,36 +183,20 @@ const recordsById = async (
   return new Map(found.map((r) => [r.id, r]));
 };
 
-/** The segment a record comes from: its conversation and end, and its place among the segments indexed together. */
-export interface SegmentPlace {
-  conversation: string;
-  end: string;
-  /** Stream order of the segment among those indexed together (0 when there is one). */
-  order: number;
-}
-
-/** Lookup rounds at most: one in stream order; more when hidden records crowd a route (see below). */
-const MAX_ROUNDS = 6;
-
 /**
  * Finds the update candidates of a batch of just-written records: nearest records by vector (the
  * whole tenant), nearest records of the same subject (vector search filtered by the subject
- * entity), and records sharing a topic (graph). Records of the same segment only count when they
- * come earlier in it, so each pair is proposed once.
+ * entity), and records sharing a topic (graph). Records of the same batch only count when they come
+ * earlier in it, so each pair is proposed once.
  *
- * `segment` (the conversation and end of the segment the records come from, or each record's
- * segment when several segments are indexed together, in stream order): each record's lookup sees
- * the store as it was when its own segment was indexed alone, so the answer does not depend on how
- * segments were grouped. Hidden from a record are (1) records of a later segment of the same group
- * (written with it, before the lookups), and (2) records of its conversation said after its
- * segment's end, which cannot exist yet in stream order but can when a segment is processed again
- * after later ones were written (a Kafka indexer replaying a chunk whose commit was lost to a
- * rebalance, a crash before the commit): the replay must find the candidates the first pass found,
- * not more. Each route is asked for as many more as it returned hidden records, and cut back to its
- * own k, so hidden records neither crowd out what a lookup alone finds nor add to it.
+ * `segment` (the conversation and end of the segment the records come from): records of the same
+ * conversation said after that segment's end are left out. In stream order they cannot exist yet;
+ * they can when a segment is processed again after later ones were written (a Kafka indexer
+ * replaying a chunk whose commit was lost to a rebalance, a crash before the commit), and the
+ * replay must find the candidates the first pass found, not more.
  *
  * The records are looked up together, round by round (routes, then the records found, then the
- * vectors of those no route scored): a few store calls per group instead of five per record.
+ * vectors of those no route scored): a few store calls per segment instead of five per record.
  * Each record's answer is the one a lookup of that record alone gives (the reads do not depend on
  * each other; the batch is written before).
  */
@@ -222,84 +206,48 @@ export const findUpdateCandidates = async (
   records: readonly MemoryRecord[],
   vectorOf: ReadonlyMap<string, Float32Array>,
   settings: CandidateSettings = DEFAULT_CANDIDATE_SETTINGS,
-  segment?: { conversation: string; end: string } | readonly SegmentPlace[],
+  segment?: { conversation: string; end: string },
 ): Promise<UpdateCandidate[]> => {
-  const places: readonly (SegmentPlace | undefined)[] = Array.isArray(segment)
-    ? (segment as readonly SegmentPlace[])
-    : records.map(() => (segment ? { ...(segment as { conversation: string; end: string }), order: 0 } : undefined));
-  const ends = places.map((p) => (p ? Date.parse(p.end) : Number.NaN));
   const position = new Map(records.map((r, i) => [r.id, i]));
-  const orderOf = (i: number): number => places[i]?.order ?? 0;
-  /** Hidden from the lookup of record i: a record of a later segment of the group, or said after its segment. */
-  const hiddenFrom = (i: number, id: string, found: MemoryRecord | undefined): boolean => {
-    const p = position.get(id);
-    if (p !== undefined) return orderOf(p) > orderOf(i);
-    const place = places[i];
-    return (
-      place !== undefined &&
-      found !== undefined &&
-      found.source.conversation === place.conversation &&
-      Date.parse(found.source.saidAt) > (ends[i] as number)
-    );
-  };
-  /** Left out without taking a route's place from anyone: the record itself, and later records of its own segment. */
-  const sameSegmentLater = (i: number, id: string): boolean => {
-    const p = position.get(id);
-    return p !== undefined && p >= i && orderOf(p) === orderOf(i);
-  };
-  const vectorK = settings.neighbours + 1;
-  const topicK = settings.neighbours * 4;
+  const segmentEnd = segment ? Date.parse(segment.end) : Number.NaN;
+  const later = (r: MemoryRecord): boolean =>
+    segment !== undefined && r.source.conversation === segment.conversation && Date.parse(r.source.saidAt) > segmentEnd;
   const perRecord: UpdateCandidate[][] = records.map(() => []);
   let pending: Lookup[] = records.flatMap((record, index) => {
     const vector = vectorOf.get(record.id);
     return vector ? [{ record, index, vector, subject: analyse(record).subject, extra: 0 }] : [];
   });
-  // In stream order nothing is hidden and this runs once. Otherwise a route that returned hidden
-  // records is asked again for as many more, until each route has its own k visible (or all it has).
-  for (let round = 0; round < MAX_ROUNDS && pending.length > 0; round++) {
+  // Later records of the conversation (a replay: see above) are dropped, and the routes asked
+  // again for as many more, so that they do not crowd out what the first pass found. In stream
+  // order there are none and this runs once.
+  for (let round = 0; round < 3 && pending.length > 0; round++) {
     if (deps.yieldTo) await deps.yieldTo();
     const routes = await routesOf(deps, tenant, pending, settings);
-    const wanted = new Set<string>();
-    pending.forEach((l, j) => {
+    const idsOf = pending.map((l, j) => {
       const r = routes[j] as Routes;
-      for (const id of [...r.near.map((h) => h.id), ...r.sameSubject.map((h) => h.id), ...r.topical.map((h) => h.id)])
-        if (!sameSegmentLater(l.index, id) && !(position.has(id) && hiddenFrom(l.index, id, undefined))) wanted.add(id);
+      return [
+        ...new Set([...r.near.map((h) => h.id), ...r.sameSubject.map((h) => h.id), ...r.topical.map((h) => h.id)]),
+      ]
+        .filter((id) => id !== l.record.id)
+        .filter((id) => {
+          const p = position.get(id);
+          return p === undefined || p < l.index;
+        });
     });
-    const byId = await recordsById(deps.graph, tenant, wanted);
+    const byId = await recordsById(deps.graph, tenant, idsOf.flat());
     const again: Lookup[] = [];
     const settled: { lookup: Lookup; kept: MemoryRecord[]; similarity: Map<string, number> }[] = [];
     pending.forEach((lookup, j) => {
-      const r = routes[j] as Routes;
-      const visibleOf = <T extends { id: string }>(hits: readonly T[], k: number) => {
-        const visible = hits.filter((h) => !hiddenFrom(lookup.index, h.id, byId.get(h.id)));
-        const hidden = hits.length - visible.length;
-        // A full answer with fewer than k visible: more visible ones may lie beyond it.
-        const short = hits.length >= k + lookup.extra && visible.length < k;
-        return { visible: visible.slice(0, k), hidden, short };
-      };
-      const near = visibleOf(r.near, vectorK);
-      const sameSubject = visibleOf(r.sameSubject, vectorK);
-      const topical = visibleOf(r.topical, topicK);
-      const routesSeen = [
-        near,
-        ...(lookup.subject ? [sameSubject] : []),
-        ...(lookup.record.topics.length > 0 ? [topical] : []),
-      ];
-      if (routesSeen.some((x) => x.short) && round < MAX_ROUNDS - 1) {
-        const hidden = Math.max(...routesSeen.map((x) => x.hidden));
-        again.push({ ...lookup, extra: Math.max(lookup.extra + 1, hidden) });
+      const found = (idsOf[j] as string[]).flatMap((id) => byId.get(id) ?? []);
+      const dropped = found.filter(later).length;
+      if (dropped > 0 && round < 2) {
+        again.push({ ...lookup, extra: lookup.extra + dropped });
         return;
       }
-      const ids = [
-        ...new Set([
-          ...near.visible.map((h) => h.id),
-          ...sameSubject.visible.map((h) => h.id),
-          ...topical.visible.map((h) => h.id),
-        ]),
-      ].filter((id) => !sameSegmentLater(lookup.index, id));
+      const r = routes[j] as Routes;
       const similarity = new Map<string, number>();
-      for (const h of [...near.visible, ...sameSubject.visible]) similarity.set(h.id, h.score);
-      settled.push({ lookup, kept: ids.flatMap((id) => byId.get(id) ?? []), similarity });
+      for (const h of [...r.near, ...r.sameSubject]) similarity.set(h.id, h.score);
+      settled.push({ lookup, kept: found.filter((x) => !later(x)), similarity });
     });
     const unscored = new Set(settled.flatMap((s) => s.kept.map((r) => r.id).filter((id) => !s.similarity.has(id))));
     const stored = new Map<string, Float32Array>();

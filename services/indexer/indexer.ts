@@ -1,11 +1,6 @@
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { MemoryRecord, Segment, UpdateCandidate } from "../core/types.ts";
-import {
-  type CandidateSettings,
-  DEFAULT_CANDIDATE_SETTINGS,
-  findUpdateCandidates,
-  type SegmentPlace,
-} from "./candidates.ts";
+import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS, findUpdateCandidates } from "./candidates.ts";
 import { deriveIndexBatch, vectorTexts } from "./derive.ts";
 
 export interface IndexerDeps {
@@ -56,12 +51,6 @@ const embedMissing = async (
   };
 };
 
-/** One segment and its records, as the encoder sends them. */
-export interface SegmentRecords {
-  segment: Segment;
-  records: readonly MemoryRecord[];
-}
-
 /**
  * The indexer sink: derived indexes are pure (derive.ts); writes are idempotent upserts keyed by
  * deterministic ids, so replaying a segment after a crash changes nothing (its candidates too: see
@@ -74,85 +63,40 @@ export const indexSegment = async (
   deps: IndexerDeps,
   segment: Segment,
   records: readonly MemoryRecord[],
-): Promise<IndexOutcome> => (await indexSegments(deps, [{ segment, records }]))[0] as IndexOutcome;
-
-/**
- * Several segments indexed as one group (group commit, issue 18: the Kafka indexer's backlog), with
- * the outcome of each as indexSegment would give it one at a time in the same order: per tenant,
- * one embedding call for all the group's texts, one vector upsert, each segment's graph batch in
- * order, one candidate search round for all the records (each record sees the store as of its own
- * segment: later segments of the group are hidden from it, findUpdateCandidates) and one write of
- * the candidates. On Neo4j each step is a transaction and a tenant scan per segment otherwise.
- */
-export const indexSegments = async (deps: IndexerDeps, items: readonly SegmentRecords[]): Promise<IndexOutcome[]> => {
-  const outcomes: IndexOutcome[] = [];
-  const byTenant = new Map<string, number[]>();
-  items.forEach((item, i) => {
-    const list = byTenant.get(item.segment.tenant) ?? [];
-    list.push(i);
-    byTenant.set(item.segment.tenant, list);
-  });
-  for (const [tenant, indexes] of byTenant) {
-    const done = await indexTenantGroup(
-      deps,
-      tenant,
-      indexes.map((i) => items[i] as SegmentRecords),
-    );
-    indexes.forEach((i, j) => {
-      outcomes[i] = done[j] as IndexOutcome;
-    });
-  }
-  return outcomes;
-};
-
-const indexTenantGroup = async (
-  deps: IndexerDeps,
-  tenant: string,
-  group: readonly SegmentRecords[],
-): Promise<IndexOutcome[]> => {
-  const batches = group.map(({ segment, records }) => deriveIndexBatch(segment, records));
-  const texts = batches.flatMap((batch) => vectorTexts(batch));
-  const { vectors, stored } = await embedMissing(deps, tenant, texts);
+): Promise<IndexOutcome> => {
+  const batch = deriveIndexBatch(segment, records);
+  const texts = vectorTexts(batch);
+  const { vectors, stored } = await embedMissing(deps, batch.tenant, texts);
   if (deps.yieldTo) await deps.yieldTo();
   await deps.vectors.upsert(
-    tenant,
+    batch.tenant,
     texts.flatMap((t, i) =>
       stored.has(t.id) ? [] : [{ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload }],
     ),
   );
-  for (const batch of batches) {
-    if (deps.yieldTo) await deps.yieldTo();
-    await deps.graph.writeBatch(batch);
-  }
-  const records = batches.flatMap((b) => b.records);
-  const found: UpdateCandidate[] = [];
-  if (deps.candidates !== false && records.length > 0) {
+  if (deps.yieldTo) await deps.yieldTo();
+  await deps.graph.writeBatch(batch);
+  let candidates: UpdateCandidate[] = [];
+  if (deps.candidates !== false && batch.records.length > 0) {
     const vectorOf = new Map<string, Float32Array>();
     texts.forEach((t, i) => {
       if (t.payload.kind === "record") vectorOf.set(t.id, vectors[i] as Float32Array);
     });
-    const places: SegmentPlace[] = batches.flatMap((b, order) =>
-      b.records.map(() => ({ conversation: b.segment.conversation, end: b.segment.end, order })),
-    );
-    found.push(
-      ...(await findUpdateCandidates(
-        deps,
-        tenant,
-        records,
-        vectorOf,
-        deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
-        places,
-      )),
+    const found = await findUpdateCandidates(
+      deps,
+      batch.tenant,
+      batch.records,
+      vectorOf,
+      deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
+      { conversation: segment.conversation, end: segment.end },
     );
     if (found.length > 0) await deps.graph.putUpdateCandidates(found);
+    candidates = found;
   }
-  return batches.map((b) => {
-    const mine = new Set(b.records.map((r) => r.id));
-    return {
-      records: b.records.length,
-      turns: b.segment.turns.length,
-      frames: b.eventFrames.length,
-      candidates: found.filter((c) => mine.has(c.recordId)),
-    };
-  });
+  return {
+    records: batch.records.length,
+    turns: segment.turns.length,
+    frames: batch.eventFrames.length,
+    candidates,
+  };
 };

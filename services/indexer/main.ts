@@ -18,6 +18,7 @@ import { FreshnessGate } from "./freshness-gate.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
 import { SlicedEmbedder } from "./sliced-embedder.ts";
+import { warmUpStores } from "./warm-up.ts";
 
 const config = loadProcessConfig();
 await setupTracing("indexer"); // MEMORY_TRACING (docs/tracing.md); off by default
@@ -45,6 +46,20 @@ await runStageProcess({
     const yieldTo = gate ? () => gate.idle() : undefined;
     const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
+    // Neo4j plans and compiles each statement on its first run: that first run happens here, on a
+    // scratch tenant, not on the first turns and segments of a Neo4j just started (warm-up.ts).
+    if (stores.kind === "neo4j") {
+      await warmUpStores({
+        graph: stores.graph,
+        vectors: stores.vectors,
+        embedder: model,
+        candidates: candidateSettingsFrom(config),
+      })
+        .then((ms) => log("info", "stores warmed up", { ms: Math.round(ms) }))
+        .catch((err: unknown) =>
+          log("warn", "store warm-up failed", { error: err instanceof Error ? err.message : String(err) }),
+        );
+    }
     return {
       handler: indexerStage({
         input: codecs.records,

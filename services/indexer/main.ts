@@ -9,6 +9,7 @@
  * consumer group (memory-indexer-raw-turns). MEMORY_RAW_TURNS_AT_ONCE=false leaves it out (raw turns
  * then become queryable at segment close only, as before).
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { candidateSettingsFrom, openStageEmbedder, stageEmbedder } from "../composition/parts.ts";
 import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
@@ -18,6 +19,10 @@ import { FreshnessGate } from "./freshness-gate.ts";
 import { indexerStage } from "./kafka-handler.ts";
 import { rawTurnStage } from "./raw-turn-stage.ts";
 import { SlicedEmbedder } from "./sliced-embedder.ts";
+import { warmUpStores } from "./warm-up.ts";
+
+/** How long the stage start waits for the store warm-up at most. */
+const WARM_UP_WAIT_MS = 20_000;
 
 const config = loadProcessConfig();
 await setupTracing("indexer"); // MEMORY_TRACING (docs/tracing.md); off by default
@@ -45,6 +50,24 @@ await runStageProcess({
     const yieldTo = gate ? () => gate.idle() : undefined;
     const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
+    // Neo4j plans and compiles each statement on its first run: that first run happens here, on a
+    // scratch tenant, not on the first turns and segments of a Neo4j just started (warm-up.ts).
+    // Awaited for WARM_UP_WAIT_MS at most (cold: 11-17 s measured): the ops server and the signal
+    // handlers start after build(), and a Neo4j that is down must not hold the stage back; a
+    // longer warm-up goes on beside the consumers.
+    if (stores.kind === "neo4j") {
+      const warm = warmUpStores({
+        graph: stores.graph,
+        vectors: stores.vectors,
+        embedder: model,
+        candidates: candidateSettingsFrom(config),
+      }).then(
+        (ms) => log("info", "stores warmed up", { ms: Math.round(ms) }),
+        (err: unknown) =>
+          log("warn", "store warm-up failed", { error: err instanceof Error ? err.message : String(err) }),
+      );
+      await Promise.race([warm, delay(WARM_UP_WAIT_MS, undefined, { ref: false })]);
+    }
     return {
       handler: indexerStage({
         input: codecs.records,

@@ -203,13 +203,31 @@ export class VectorBlock {
   }
 
   /**
-   * A copy of a live label's vector as stored (undefined when it is not in the block): the bytes
-   * a read of its `vectors` row returns.
+   * The slot of a live label, or -1 when it is not in the block (slots move on removal: valid
+   * until the next change).
    */
+  slotOfLabel(label: number): number {
+    return this.slotOf.get(label) ?? -1;
+  }
+
+  /**
+   * Copies of the vectors of these slots as stored (the bytes a read of their `vectors` rows
+   * returns), views on one new buffer: one allocation for the lot instead of one per vector
+   * (a fresh ArrayBuffer per vector cost more than the copy).
+   */
+  copiesOf(slots: readonly number[]): Float32Array[] {
+    const dim = this.dim;
+    const buffer = new Float32Array(slots.length * dim);
+    return slots.map((slot, j) => {
+      buffer.set(this.data.subarray(slot * dim, (slot + 1) * dim), j * dim);
+      return buffer.subarray(j * dim, (j + 1) * dim);
+    });
+  }
+
+  /** A copy of a live label's vector as stored (undefined when it is not in the block). */
   vectorOf(label: number): Float32Array | undefined {
     const slot = this.slotOf.get(label);
-    if (slot === undefined) return undefined;
-    return this.data.slice(slot * this.dim, (slot + 1) * this.dim);
+    return slot === undefined ? undefined : this.copiesOf([slot])[0];
   }
 
   /** The payload of a live label (undefined when it is not in the block). */

@@ -665,13 +665,20 @@ export class HnswVectorStore implements VectorStore {
     const wanted = [...new Set(ids)];
     const t = this.indexes.get(tenant);
     if (!t) return this.readVectors(tenant, wanted, out);
+    const found: string[] = [];
+    const slots: number[] = [];
     const missing: string[] = [];
     for (const id of wanted) {
       const label = t.labels.get(id);
-      const vector = label === undefined ? undefined : t.block.vectorOf(label);
-      if (vector) out.set(id, vector);
-      else missing.push(id);
+      const slot = label === undefined ? -1 : t.block.slotOfLabel(label);
+      if (slot < 0) missing.push(id);
+      else {
+        found.push(id);
+        slots.push(slot);
+      }
     }
+    const copies = t.block.copiesOf(slots);
+    found.forEach((id, j) => out.set(id, copies[j] as Float32Array));
     return missing.length > 0 ? this.readVectors(tenant, missing, out) : out;
   }
 

@@ -157,11 +157,17 @@ const checkVector = (v: Float32Array, what: string): void => {
   }
 };
 
+/**
+ * The query scaled to unit length in double precision. A plain loop: Float64Array.from with a
+ * mapping function took ~20 µs for 384 values against ~2, on every search.
+ */
 const unitQuery = (v: Float32Array): Float64Array => {
   let s = 0;
   for (let i = 0; i < v.length; i++) s += (v[i] as number) ** 2;
   const n = Math.sqrt(s) || 1;
-  return Float64Array.from(v, (x) => x / n);
+  const out = new Float64Array(v.length);
+  for (let i = 0; i < v.length; i++) out[i] = (v[i] as number) / n;
+  return out;
 };
 
 /**

@@ -86,6 +86,14 @@ describe("HnswVectorStore.getVectors", () => {
     const [hit] = await store.search(A, kept, 1);
     assert.equal(hit?.id, "v0");
 
+    // An id the resident block lacks (written by another handle on the same database) is read
+    // from SQLite, as before.
+    const other = open(dir);
+    const [late] = itemsOf(A, 1000, 1, rand);
+    await other.upsert(A, [late as VectorItem]);
+    await assertAsTable(store, A, ["v1000", "v0"]);
+    await other.close();
+
     // A new process: nothing resident until a search loads a tenant; the answers are the same.
     await store.close();
     const reopened = open(dir, 1);

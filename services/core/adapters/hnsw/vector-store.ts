@@ -684,7 +684,7 @@ export class HnswVectorStore implements VectorStore {
       }
     }
     const copies = t.block.copiesOf(slots);
-    found.forEach((id, j) => out.set(id, copies[j] as Float32Array));
+    for (const [j, id] of found.entries()) out.set(id, copies[j] as Float32Array);
     return missing.length > 0 ? this.readVectors(tenant, missing, out) : out;
   }
 

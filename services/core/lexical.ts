@@ -113,54 +113,55 @@ export interface ScoredHit {
 
 const SPACE = 32;
 
-/** A hit's term frequencies (query terms only) and length in terms. */
-interface TermCounts {
-  tf: Map<string, number>;
-  length: number;
-}
-
 /**
- * The counts of the wanted terms in an item's stored terms (single-space separated) and its
- * length, read in place: the occurrences of each wanted term as a whole word, found with indexOf,
- * and the length as the spaces plus one (what split(" ") gives). A search scores every item it
- * reads, and splitting each item's terms into an array was most of that work.
+ * Counts the query's terms (by position: `tf[at + j]` for `terms[j]`; 0 for a term not `counted`)
+ * in an item's stored terms (single-space separated), read in place, and returns its length in
+ * terms: the occurrences of each term as a whole word, found with indexOf, and the length as the
+ * spaces plus one (what split(" ") gives). A search scores every item it reads: splitting each
+ * item's terms into an array, then a Map of counts per item, was most of that work; the counts go
+ * into one typed array the caller reuses.
  */
-const termCounts = (lex: string, wanted: ReadonlySet<string>): TermCounts => {
-  const tf = new Map<string, number>();
-  if (lex.length === 0) return { tf, length: 0 };
-  let length = 1;
-  for (let at = lex.indexOf(" "); at !== -1; at = lex.indexOf(" ", at + 1)) length++;
-  for (const term of wanted) {
-    if (term.length === 0) continue;
-    let n = 0;
-    for (let at = lex.indexOf(term); at !== -1; at = lex.indexOf(term, at + 1)) {
-      const end = at + term.length;
-      if ((at === 0 || lex.charCodeAt(at - 1) === SPACE) && (end === lex.length || lex.charCodeAt(end) === SPACE)) n++;
-    }
-    if (n > 0) tf.set(term, n);
+const countTerms = (
+  lex: string,
+  terms: readonly string[],
+  counted: readonly boolean[] | undefined,
+  tf: Int32Array,
+  at: number,
+): number => {
+  if (lex.length === 0) {
+    tf.fill(0, at, at + terms.length);
+    return 0;
   }
-  return { tf, length };
+  let length = 1;
+  for (let p = lex.indexOf(" "); p !== -1; p = lex.indexOf(" ", p + 1)) length++;
+  for (let j = 0; j < terms.length; j++) {
+    const term = terms[j] as string;
+    let n = 0;
+    if (term.length > 0 && (counted === undefined || counted[j] === true)) {
+      for (let p = lex.indexOf(term); p !== -1; p = lex.indexOf(term, p + 1)) {
+        const end = p + term.length;
+        if ((p === 0 || lex.charCodeAt(p - 1) === SPACE) && (end === lex.length || lex.charCodeAt(end) === SPACE)) n++;
+      }
+    }
+    tf[at + j] = n;
+  }
+  return length;
 };
 
 /** BM25's IDF: ln(1 + (N - df + 0.5) / (df + 0.5)), never negative. */
 const idfOf = (n: number, df: number): number => Math.log(1 + (n - df + 0.5) / (df + 0.5));
 
 /**
- * The BM25 score of one item under fixed statistics. The exhaustive and the top-k ranking both
- * score with this one function (terms summed in query order), so equal statistics give bit-equal
- * scores whichever ranked.
+ * The BM25 score of one item under fixed statistics, from its counts (countTerms) and the terms'
+ * IDFs by position. The exhaustive and the top-k ranking both score with this one function (terms
+ * summed in query order), so equal statistics give bit-equal scores whichever ranked.
  */
-const bm25Score = (
-  terms: readonly string[],
-  idf: ReadonlyMap<string, number>,
-  avgLength: number,
-  doc: TermCounts,
-): number => {
+const bm25Score = (idf: Float64Array, avgLength: number, tf: Int32Array, at: number, length: number): number => {
   let score = 0;
-  const norm = BM25.k1 * (1 - BM25.b + (BM25.b * doc.length) / avgLength);
-  for (const t of terms) {
-    const f = doc.tf.get(t);
-    if (f) score += ((idf.get(t) as number) * (f * (BM25.k1 + 1))) / (f + norm);
+  const norm = BM25.k1 * (1 - BM25.b + (BM25.b * length) / avgLength);
+  for (let j = 0; j < idf.length; j++) {
+    const f = tf[at + j] as number;
+    if (f) score += ((idf[j] as number) * (f * (BM25.k1 + 1))) / (f + norm);
   }
   return score;
 };
@@ -185,17 +186,28 @@ const scoreEach = <K>(
   items: ReadonlyMap<K, string>,
   scope: LexicalScope,
 ): { key: K; score: number }[] => {
-  const wanted = new Set(terms);
-  const docs = [...items].map(([key, lex]) => ({ key, counts: termCounts(lex, wanted) }));
-  const df = new Map<string, number>();
-  for (const d of docs) for (const t of d.counts.tf.keys()) df.set(t, (df.get(t) ?? 0) + 1);
+  const width = terms.length;
+  const keys = [...items.keys()];
+  const tf = new Int32Array(keys.length * width);
+  const lengths = new Float64Array(keys.length);
+  let d = 0;
+  for (const lex of items.values()) {
+    lengths[d] = countTerms(lex, terms, undefined, tf, d * width);
+    d++;
+  }
+  const df = new Float64Array(width);
+  for (let i = 0; i < keys.length; i++)
+    for (let j = 0; j < width; j++) if ((tf[i * width + j] as number) > 0) df[j] = (df[j] as number) + 1;
   // The scope's counts come from another query than the hits; neither may undercut the other.
-  const n = Math.max(scope.items, docs.length);
+  const n = Math.max(scope.items, keys.length);
   const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
-  const idf = new Map(terms.map((t) => [t, idfOf(n, df.get(t) ?? 0)]));
-  return docs
-    .map((d) => ({ key: d.key, score: bm25Score(terms, idf, avgLength, d.counts) }))
-    .filter((s) => s.score > 0);
+  const idf = Float64Array.from(df, (x) => idfOf(n, x));
+  const out: { key: K; score: number }[] = [];
+  keys.forEach((key, i) => {
+    const score = bm25Score(idf, avgLength, tf, i * width, lengths[i] as number);
+    if (score > 0) out.push({ key, score });
+  });
+  return out;
 };
 
 /**
@@ -427,6 +439,9 @@ export const rankBm25TopK = async (
   const avgLength = Math.max(scope.totalLength / Math.max(n, 1), 1e-9);
   const df = (t: string): number => kept.get(t)?.df ?? 0;
   const idf = new Map(terms.map((t) => [t, idfOf(n, df(t))]));
+  const idfByPosition = Float64Array.from(terms, (t) => idf.get(t) as number);
+  // One item's counts at a time, by term position (countTerms).
+  const tf = new Int32Array(terms.length);
   // Rarest first (query order among equals); a term in no item has no postings to read.
   const order = terms
     .map((t, i) => ({ t, i, df: df(t) }))
@@ -464,11 +479,13 @@ export const rankBm25TopK = async (
     // none of the terms in no item: only the terms from here on are counted (the same scores: a
     // term not counted and a term counted 0 times add nothing). An item outside the scope may hold
     // them; `identify` leaves it out whatever its score.
-    const counted = new Set(order.slice(i));
+    const later = new Set(order.slice(i));
+    const counted = terms.map((t) => later.has(t));
     for (const posted of await store.postings(order.slice(i, end), order.slice(0, i), along)) {
       if (seen.has(posted.key)) continue;
       seen.add(posted.key);
-      const score = bm25Score(terms, idf, avgLength, termCounts(posted.lex, counted));
+      const length = countTerms(posted.lex, terms, counted, tf, 0);
+      const score = bm25Score(idfByPosition, avgLength, tf, 0, length);
       if (score > 0) scored.push({ key: posted.key, score });
     }
     await offerBestFirst(scored, top, limit, store.identify.bind(store));

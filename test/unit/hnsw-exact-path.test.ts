@@ -155,12 +155,19 @@ describe("HnswVectorStore filtered exact path", () => {
       [{ label: 2, score: 1 }],
     );
     assert.equal(block.admissible({ conversation: "a" }, () => true).length, 0);
-    // The internal buffer holds only the live vector: every other float is zero.
-    const data = (block as unknown as { data: Float32Array }).data;
+    // The internal buffers hold only the live vector (as stored) and its inverse norm: every
+    // other float is zero.
+    const { data, inverse } = block as unknown as { data: Float32Array; inverse: Float32Array };
     assert.deepEqual(
       [...data].filter((x) => x !== 0),
-      [1],
+      [3],
     );
+    assert.deepEqual(
+      [...inverse].filter((x) => x !== 0),
+      [Math.fround(1 / 3)],
+    );
+    assert.deepEqual(block.vectorOf(2), new Float32Array([0, 3, 0, 0]));
+    assert.equal(block.vectorOf(1), undefined);
   });
 });
 

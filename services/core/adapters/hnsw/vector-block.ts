@@ -1,9 +1,10 @@
 /**
- * A tenant's live vectors in one contiguous Float32Array (unit length, as hnswlib's cosine space
- * stores them), with a parallel label array and posting lists of labels by kind, conversation and
- * entity, so that a filtered exact search finds its admissible vectors without visiting the rest of
- * the tenant and scores them in one pass over memory instead of copying each out of hnswlib
- * (getPoint allocates a fresh JS array per vector).
+ * A tenant's live vectors in one contiguous Float32Array, as stored (the bytes the `vectors` table
+ * holds), with each one's inverse norm, a parallel label array and posting lists of labels by
+ * kind, conversation and entity, so that a filtered exact search finds its admissible vectors
+ * without visiting the rest of the tenant and scores them in one pass over memory instead of
+ * copying each out of hnswlib (getPoint allocates a fresh JS array per vector), and a query's
+ * reranks read the stored vectors from memory instead of from SQLite (vectorOf).
  *
  * Removal moves the last slot into the freed one and zeroes the last slot: a deleted vector does not
  * stay in this block's memory (erasure, docs/erasure.md). A grown block zeroes the buffer it leaves.
@@ -12,15 +13,16 @@ import type { VectorFilter, VectorKind, VectorPayload } from "../../ports.ts";
 import { entityKey, type PayloadPredicate } from "../../vector-filter.ts";
 
 /**
- * hnswlib's normaliseVector in single precision (float sum, 1/(sqrtf + 1e-30), float products), so
- * that exact scores equal those computed from the index's own stored points.
+ * The factor a vector is scaled by to unit length, in single precision (float sum,
+ * 1/(sqrtf + 1e-30)): the exact path scores fround(v[i] * inverseNorm) (dotScores), the unit
+ * vector the block held before it kept the stored vectors (hnswlib's own stored points may differ
+ * from it in the last bit).
  */
-export const unitFloat32 = (v: Float32Array, out: Float32Array, offset: number): void => {
+export const inverseNorm = (v: Float32Array, offset = 0, dim = v.length): number => {
   const f = Math.fround;
   let norm = 0;
-  for (let i = 0; i < v.length; i++) norm = f(norm + f((v[i] as number) * (v[i] as number)));
-  const inv = f(1 / f(f(Math.sqrt(norm)) + 1e-30));
-  for (let i = 0; i < v.length; i++) out[offset + i] = f((v[i] as number) * inv);
+  for (let i = offset; i < offset + dim; i++) norm = f(norm + f((v[i] as number) * (v[i] as number)));
+  return f(1 / f(f(Math.sqrt(norm)) + 1e-30));
 };
 
 /**
@@ -58,7 +60,10 @@ export interface ScoredLabel {
 
 export class VectorBlock {
   readonly dim: number;
+  /** The stored vectors, not normalised: vectorOf returns them as written. */
   private data: Float32Array;
+  /** inverseNorm of each slot's vector (exact in float32, so stored here without loss). */
+  private inverse: Float32Array;
   private labels: Int32Array;
   private payloads: VectorPayload[] = [];
   private readonly slotOf = new Map<number, number>();
@@ -74,6 +79,7 @@ export class VectorBlock {
     this.dim = dim;
     const cap = Math.max(1, capacity);
     this.data = new Float32Array(cap * dim);
+    this.inverse = new Float32Array(cap);
     this.labels = new Int32Array(cap);
   }
 
@@ -87,12 +93,16 @@ export class VectorBlock {
     data.set(this.data);
     this.data.fill(0);
     this.data = data;
+    const inverse = new Float32Array(cap);
+    inverse.set(this.inverse);
+    this.inverse.fill(0);
+    this.inverse = inverse;
     const labels = new Int32Array(cap);
     labels.set(this.labels);
     this.labels = labels;
   }
 
-  /** Adds or replaces the vector of a label (normalised here). */
+  /** Adds or replaces the vector of a label. */
   put(label: number, vector: Float32Array, payload: VectorPayload): void {
     if (vector.length !== this.dim) throw new Error(`VectorBlock: dimension ${vector.length}, expected ${this.dim}`);
     let slot = this.slotOf.get(label);
@@ -105,7 +115,8 @@ export class VectorBlock {
       this.unlist(label, this.payloads[slot] as VectorPayload);
     }
     this.list(label, payload);
-    unitFloat32(vector, this.data, slot * this.dim);
+    this.data.set(vector, slot * this.dim);
+    this.inverse[slot] = inverseNorm(vector);
     this.payloads[slot] = payload;
   }
 
@@ -119,11 +130,13 @@ export class VectorBlock {
     if (slot !== last) {
       const moved = this.labels[last] as number;
       this.data.copyWithin(slot * dim, last * dim, (last + 1) * dim);
+      this.inverse[slot] = this.inverse[last] as number;
       this.labels[slot] = moved;
       this.payloads[slot] = this.payloads[last] as VectorPayload;
       this.slotOf.set(moved, slot);
     }
     this.data.fill(0, last * dim, (last + 1) * dim);
+    this.inverse[last] = 0;
     this.payloads.length = last;
   }
 
@@ -189,6 +202,34 @@ export class VectorBlock {
     return (label) => source.postings.some((p) => p.has(label));
   }
 
+  /**
+   * The slot of a live label, or -1 when it is not in the block (slots move on removal: valid
+   * until the next change).
+   */
+  slotOfLabel(label: number): number {
+    return this.slotOf.get(label) ?? -1;
+  }
+
+  /**
+   * Copies of the vectors of these slots as stored (the bytes a read of their `vectors` rows
+   * returns), views on one new buffer: one allocation for the lot instead of one per vector
+   * (a fresh ArrayBuffer per vector cost more than the copy).
+   */
+  copiesOf(slots: readonly number[]): Float32Array[] {
+    const dim = this.dim;
+    const buffer = new Float32Array(slots.length * dim);
+    return slots.map((slot, j) => {
+      buffer.set(this.data.subarray(slot * dim, (slot + 1) * dim), j * dim);
+      return buffer.subarray(j * dim, (j + 1) * dim);
+    });
+  }
+
+  /** A copy of a live label's vector as stored (undefined when it is not in the block). */
+  vectorOf(label: number): Float32Array | undefined {
+    const slot = this.slotOf.get(label);
+    return slot === undefined ? undefined : this.copiesOf([slot])[0];
+  }
+
   /** The payload of a live label (undefined when it is not in the block). */
   payloadOf(label: number): VectorPayload | undefined {
     const slot = this.slotOf.get(label);
@@ -246,38 +287,54 @@ export class VectorBlock {
    * label ascending.
    */
   topK(query: Float64Array, slots: Int32Array, k: number): ScoredLabel[] {
-    const scores = dotScores(query, this.data, this.dim, slots);
+    const scores = dotScores(query, this.data, this.inverse, this.dim, slots);
     const labelOf = (j: number): number => this.labels[slots[j] as number] as number;
     return bestK(scores, labelOf, k).map((j) => ({ label: labelOf(j), score: scores[j] as number }));
   }
 }
 
 /**
- * The dot product of the query with the vector of each slot, each summed in dimension order (the
- * same float64 result as one item at a time). Four items are scored together: one item's sum is a
- * chain of dependent additions, which waits on each add's latency; four independent chains keep
- * the FPU busy (measured 1.8× on 2,000 × 384 scores, bit-identical: the subject-filtered candidate
- * search scores up to bruteForceLimit items per record written).
+ * The dot product of the unit query with the unit vector of each slot, fround(v[i] * inverse[slot])
+ * (hnswlib's normalised point, computed here from the stored vector), each summed in dimension
+ * order (the same float64 result as one item at a time). Four items are scored together: one
+ * item's sum is a chain of dependent additions, which waits on each add's latency; four
+ * independent chains keep the FPU busy (measured 1.8× on 2,000 × 384 scores, bit-identical: the
+ * subject-filtered candidate search scores up to bruteForceLimit items per record written).
  */
-export const dotScores = (query: Float64Array, data: Float32Array, dim: number, slots: Int32Array): Float64Array => {
+export const dotScores = (
+  query: Float64Array,
+  data: Float32Array,
+  inverse: Float32Array,
+  dim: number,
+  slots: Int32Array,
+): Float64Array => {
+  const f = Math.fround;
   const n = slots.length;
   const scores = new Float64Array(n);
   let j = 0;
   for (; j + 4 <= n; j += 4) {
-    const b0 = (slots[j] as number) * dim;
-    const b1 = (slots[j + 1] as number) * dim;
-    const b2 = (slots[j + 2] as number) * dim;
-    const b3 = (slots[j + 3] as number) * dim;
+    const c0 = slots[j] as number;
+    const c1 = slots[j + 1] as number;
+    const c2 = slots[j + 2] as number;
+    const c3 = slots[j + 3] as number;
+    const b0 = c0 * dim;
+    const b1 = c1 * dim;
+    const b2 = c2 * dim;
+    const b3 = c3 * dim;
+    const i0 = inverse[c0] as number;
+    const i1 = inverse[c1] as number;
+    const i2 = inverse[c2] as number;
+    const i3 = inverse[c3] as number;
     let s0 = 0;
     let s1 = 0;
     let s2 = 0;
     let s3 = 0;
     for (let i = 0; i < dim; i++) {
       const q = query[i] as number;
-      s0 += q * (data[b0 + i] as number);
-      s1 += q * (data[b1 + i] as number);
-      s2 += q * (data[b2 + i] as number);
-      s3 += q * (data[b3 + i] as number);
+      s0 += q * f((data[b0 + i] as number) * i0);
+      s1 += q * f((data[b1 + i] as number) * i1);
+      s2 += q * f((data[b2 + i] as number) * i2);
+      s3 += q * f((data[b3 + i] as number) * i3);
     }
     scores[j] = s0;
     scores[j + 1] = s1;
@@ -285,9 +342,11 @@ export const dotScores = (query: Float64Array, data: Float32Array, dim: number, 
     scores[j + 3] = s3;
   }
   for (; j < n; j++) {
-    const base = (slots[j] as number) * dim;
+    const slot = slots[j] as number;
+    const base = slot * dim;
+    const inv = inverse[slot] as number;
     let s = 0;
-    for (let i = 0; i < dim; i++) s += (query[i] as number) * (data[base + i] as number);
+    for (let i = 0; i < dim; i++) s += (query[i] as number) * f((data[base + i] as number) * inv);
     scores[j] = s;
   }
   return scores;

@@ -781,7 +781,7 @@ export class Neo4jGraphStore implements GraphStore {
     if (ids.length === 0) return [];
     const wanted = uniq(ids);
     const found = await this.query<JsonRow>(
-      "UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) RETURN r.id AS id, r.json AS json",
+      `UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) ${RECORD_KEY} RETURN r.id AS id, r.json AS json`,
       { tenant, ids: wanted },
     );
     const byId = new Map(found.map((r) => [r.id, r.json]));
@@ -1180,7 +1180,7 @@ export class Neo4jGraphStore implements GraphStore {
     if (turnKeys.length === 0) return [];
     const found = await this.query<{ t: TurnProps }>(
       `UNWIND $keys AS k
-       MATCH (t:Turn {tenant: $tenant, conversation: k.conversation, turnId: k.turnId})
+       MATCH (t:Turn {tenant: $tenant, conversation: k.conversation, turnId: k.turnId}) ${TURN_KEY}
        RETURN t {.tenant, .conversation, .turnId, .segmentId, .speaker, .role, .text, .compressed, .timestamp,
          .sessionId} AS t`,
       { tenant, keys: turnKeys.map((t) => ({ conversation: t.conversation, turnId: t.turnId })) },

@@ -106,6 +106,8 @@ const RETURN_PAYLOAD =
 export class Neo4jVectorStore implements VectorStore {
   readonly driver: Driver;
   readonly label: string;
+  /** Id lookups seek the (tenant, id) constraint's index whatever the plan statistics say (graph-schema.ts RECORD_KEY). */
+  private readonly keySeek: string;
   readonly indexName: string;
   private readonly owns: boolean;
   private readonly database: string | undefined;
@@ -123,6 +125,7 @@ export class Neo4jVectorStore implements VectorStore {
     this.owns = owns;
     this.database = options.database;
     this.label = label;
+    this.keySeek = `USING INDEX SEEK v:${label}(tenant, id)`;
     this.indexName =
       options.indexName ?? (label === "Vector" ? "memory_vector_embedding" : `${label.toLowerCase()}_embedding`);
     if (!LABEL.test(this.indexName)) throw new Error(`Neo4jVectorStore: invalid index name ${this.indexName}`);
@@ -487,7 +490,7 @@ export class Neo4jVectorStore implements VectorStore {
     if (ids.length === 0) return [];
     this.check();
     const found = await this.read<VectorRow>(
-      `UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id})
+      `UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id}) ${this.keySeek}
        RETURN ${RETURN_PAYLOAD}, v.embedding AS embedding`,
       { tenant, ids: [...new Set(ids)] },
     );
@@ -507,10 +510,13 @@ export class Neo4jVectorStore implements VectorStore {
     if (ids.length === 0) return;
     this.check();
     await this.write(async (tx) => {
-      await tx.run(`UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id}) DETACH DELETE v`, {
-        tenant,
-        ids: [...new Set(ids)],
-      });
+      await tx.run(
+        `UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id}) ${this.keySeek} DETACH DELETE v`,
+        {
+          tenant,
+          ids: [...new Set(ids)],
+        },
+      );
     });
   }
 

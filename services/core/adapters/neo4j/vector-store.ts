@@ -378,7 +378,9 @@ export class Neo4jVectorStore implements VectorStore {
    * The queries of searchMany over one scan, when the nodes they can match (the tenant's, of the
    * kind and conversation every query names, if they all name the same) are few enough to score
    * exactly: each node's embedding is read once for all queries, where a statement per query read
-   * it again for each (reading the 384-d property is about half of an exact search's cost). Every
+   * it again for each (reading the 384-d property is about half of an exact search's cost). The
+   * other properties the filter, the order and the answer use are read once per node too, into the
+   * items (maps), not once per query and node (issue 18 sixth pass: 25% less server time). Every
    * query's filtered set is then within the threshold too, so search() would score it exactly: the
    * same top k by (score desc, id). Undefined when the scan holds more nodes than the threshold
    * (then each query is counted on its own).
@@ -408,15 +410,15 @@ export class Neo4jVectorStore implements VectorStore {
        WITH collect(v) AS vs
        CALL (vs) {
          UNWIND CASE WHEN size(vs) <= $threshold THEN vs ELSE [] END AS v
-         RETURN collect({v: v, embedding: v.embedding}) AS items
+         RETURN collect(v {.id, .tenant, .conversation, .kind, .type, .time, .entities, .entityKeys, .embedding}) AS items
        }
        CALL (items) {
          UNWIND $queries AS q
          CALL (q, items) {
-           UNWIND items AS item
-           WITH q, item.v AS v, item.embedding AS embedding
+           UNWIND items AS v
+           WITH q, v
            WHERE ${MANY_WHERE}
-           WITH v, vector.similarity.cosine(embedding, q.vector) AS score
+           WITH v, vector.similarity.cosine(v.embedding, q.vector) AS score
            ORDER BY score DESC, v.id LIMIT $k
            RETURN collect(v {.id, .tenant, .conversation, .kind, .type, .time, .entities, score: score}) AS hits
          }

@@ -35,7 +35,16 @@ import {
   rows,
   runAutoCommitRetrying,
 } from "./driver.ts";
-import { GRAPH_LABELS, GRAPH_RELATIONSHIPS, GRAPH_SCHEMA, RECORD_TEXT_INDEX, TURN_TEXT_INDEX } from "./graph-schema.ts";
+import {
+  GRAPH_LABELS,
+  GRAPH_RELATIONSHIPS,
+  GRAPH_SCHEMA,
+  RECORD_KEY,
+  RECORD_TEXT_INDEX,
+  SEGMENT_KEY,
+  TURN_KEY,
+  TURN_TEXT_INDEX,
+} from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
 import {
   STAMP_PROPERTY,
@@ -422,21 +431,21 @@ export class Neo4jGraphStore implements GraphStore {
         ),
         tx.run(
           `UNWIND $rows AS m
-           MATCH (r:Record {tenant: $tenant, id: m.id}) WHERE r.fresh
+           MATCH (r:Record {tenant: $tenant, id: m.id}) ${RECORD_KEY} WHERE r.fresh
            MERGE (e:Entity {tenant: $tenant, key: m.key}) ON CREATE SET e.name = m.name
            MERGE (e)-[x:MENTIONED_IN]->(r) ON CREATE SET x.name = m.name, x.alias = m.alias`,
           { tenant, rows: mentions },
         ),
         tx.run(
           `UNWIND $rows AS t
-           MATCH (r:Record {tenant: $tenant, id: t.id}) WHERE r.fresh
+           MATCH (r:Record {tenant: $tenant, id: t.id}) ${RECORD_KEY} WHERE r.fresh
            MERGE (p:Topic {tenant: $tenant, key: t.key}) ON CREATE SET p.name = t.name
            MERGE (p)-[x:TAGS]->(r) ON CREATE SET x.name = t.name`,
           { tenant, rows: tags },
         ),
         tx.run(
           `UNWIND $rows AS b
-           MATCH (r:Record {tenant: $tenant, id: b.id}) WHERE r.fresh
+           MATCH (r:Record {tenant: $tenant, id: b.id}) ${RECORD_KEY} WHERE r.fresh
            MERGE (m:Month {tenant: $tenant, month: b.month})
            FOREACH (_ IN CASE WHEN b.day IS NULL THEN [1] ELSE [] END | MERGE (r)-[:IN_MONTH]->(m))
            FOREACH (day IN CASE WHEN b.day IS NULL THEN [] ELSE [b.day] END |
@@ -460,7 +469,7 @@ export class Neo4jGraphStore implements GraphStore {
           },
         ),
         tx.run(
-          `MATCH (s:Segment {tenant: $tenant, id: $segmentId})
+          `MATCH (s:Segment {tenant: $tenant, id: $segmentId}) ${SEGMENT_KEY}
            UNWIND $turns AS t
            MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
            ON CREATE SET x += t.props
@@ -470,9 +479,9 @@ export class Neo4jGraphStore implements GraphStore {
           { tenant, conversation, segmentId: segment.id, turns, open: OPEN_SEGMENT_ID },
         ),
         tx.run(
-          `MATCH (s:Segment {tenant: $tenant, id: $segmentId})
+          `MATCH (s:Segment {tenant: $tenant, id: $segmentId}) ${SEGMENT_KEY}
            UNWIND $ids AS id
-           MATCH (r:Record {tenant: $tenant, id: id}) WHERE r.segmentId = s.id
+           MATCH (r:Record {tenant: $tenant, id: id}) ${RECORD_KEY} WHERE r.segmentId = s.id
            MERGE (s)-[:YIELDED]->(r)`,
           { tenant, segmentId: segment.id, ids: [...byId.keys()] },
         ),
@@ -482,12 +491,12 @@ export class Neo4jGraphStore implements GraphStore {
            WITH x, f
            CALL (x, f) {
              UNWIND f.recordIds AS id
-             MATCH (r:Record {tenant: $tenant, id: id})
+             MATCH (r:Record {tenant: $tenant, id: id}) ${RECORD_KEY}
              MERGE (x)-[:GROUPS]->(r)
            }
            CALL (x, f) {
              UNWIND f.turnIds AS turnId
-             MATCH (t:Turn {tenant: $tenant, conversation: $conversation, turnId: turnId})
+             MATCH (t:Turn {tenant: $tenant, conversation: $conversation, turnId: turnId}) ${TURN_KEY}
              MERGE (x)-[:COVERS]->(t)
            }`,
           {
@@ -502,7 +511,7 @@ export class Neo4jGraphStore implements GraphStore {
         ),
         tx.run(
           `UNWIND $ids AS id
-           MATCH (r:Record {tenant: $tenant, id: id}) WHERE r.fresh
+           MATCH (r:Record {tenant: $tenant, id: id}) ${RECORD_KEY} WHERE r.fresh
            REMOVE r.fresh`,
           { tenant, ids: [...byId.keys()] },
         ),
@@ -772,7 +781,7 @@ export class Neo4jGraphStore implements GraphStore {
     if (ids.length === 0) return [];
     const wanted = uniq(ids);
     const found = await this.query<JsonRow>(
-      "UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) RETURN r.id AS id, r.json AS json",
+      `UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) ${RECORD_KEY} RETURN r.id AS id, r.json AS json`,
       { tenant, ids: wanted },
     );
     const byId = new Map(found.map((r) => [r.id, r.json]));
@@ -1171,7 +1180,7 @@ export class Neo4jGraphStore implements GraphStore {
     if (turnKeys.length === 0) return [];
     const found = await this.query<{ t: TurnProps }>(
       `UNWIND $keys AS k
-       MATCH (t:Turn {tenant: $tenant, conversation: k.conversation, turnId: k.turnId})
+       MATCH (t:Turn {tenant: $tenant, conversation: k.conversation, turnId: k.turnId}) ${TURN_KEY}
        RETURN t {.tenant, .conversation, .turnId, .segmentId, .speaker, .role, .text, .compressed, .timestamp,
          .sessionId} AS t`,
       { tenant, keys: turnKeys.map((t) => ({ conversation: t.conversation, turnId: t.turnId })) },

@@ -7,6 +7,7 @@ import type { ManagedTransaction } from "neo4j-driver";
 import type { RecordRelationKind, TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
 import { int, rows } from "./driver.ts";
+import { RECORD_KEY } from "./graph-schema.ts";
 import { type StampedData, stampCypher } from "./tenant-stamp-memo.ts";
 
 type Tx = ManagedTransaction;
@@ -52,10 +53,13 @@ export const readView = async (tx: Tx, tenant: string, reads: TransactionReads):
   const records = new Map<string, MemoryRecord>();
   if (reads.records && reads.records.length > 0) {
     for (const row of rows<JsonRow>(
-      await tx.run("UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) RETURN r.id AS id, r.json AS json", {
-        tenant,
-        ids: uniq(reads.records),
-      }),
+      await tx.run(
+        `UNWIND $ids AS id MATCH (r:Record {tenant: $tenant, id: id}) ${RECORD_KEY} RETURN r.id AS id, r.json AS json`,
+        {
+          tenant,
+          ids: uniq(reads.records),
+        },
+      ),
     )) {
       records.set(row.id, JSON.parse(row.json) as MemoryRecord);
     }

@@ -1,32 +1,7 @@
 /**
- * A record's text read back into its parts, for the packer to write its line: who said it, the day
- * it was said, the question of another speaker it answers (if any) and the statement. The format is
- * the encoder's (`services/core/text/record-text.ts`): "<Speaker> (<YYYY-MM-DD>): <statement>" or
- * "<Speaker> (<YYYY-MM-DD>), asked by <Asker> "<question>": <statement>". A text in no such form
- * (an LLM encoder's record) is all statement.
+ * What the packer reads in a record's statement to write its line (the statement's parts come from
+ * `recordParts`, services/core/text/record-text.ts, the module that writes the format).
  */
-export interface RecordParts {
-  speaker?: string;
-  day?: string;
-  asked?: { speaker: string; question: string };
-  statement: string;
-}
-
-// Bounded as the encoder's own reader is, so that a pathological text cannot make the match slow.
-const PREFIX =
-  /^([^\n(]{1,120}?)\s\((\d{4}-\d{2}-\d{2})\)(?:,\s*asked by ([^":]{1,120}?)\s*"((?:[^"\\]|\\.){0,2000})")?:\s*/;
-
-export const recordParts = (text: string): RecordParts => {
-  const m = PREFIX.exec(text);
-  if (!m) return { statement: text };
-  const [whole, speaker, day, asker, question] = m as unknown as [string, string, string, string?, string?];
-  return {
-    speaker,
-    day,
-    ...(asker !== undefined && question !== undefined ? { asked: { speaker: asker, question } } : {}),
-    statement: text.slice(whole.length),
-  };
-};
 
 const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 

@@ -1,6 +1,7 @@
 /**
  * The record text format, written by the encoder's extractor and read back by the statement
- * analysis (update candidates, consolidation). One module holds both sides so that they cannot
+ * analysis (update candidates, consolidation) and the query's packer (each part of a record's
+ * line). One module holds both sides so that they cannot
  * drift apart:
  *
  *   <Speaker> (<YYYY-MM-DD said, UTC>): <statement>
@@ -31,11 +32,36 @@ export const recordText = (speaker: string, day: string, statement: string, aske
 // What recordPrefix writes, bounded so that a pathological text cannot make the match slow: a
 // speaker of up to 120 characters without "(" or a line break, the day, and optionally the asker
 // and a quoted question of up to 2,000 characters (a question holding a double quote is not
-// recognised, and the text is then read whole).
-const PREFIX = /^[^\n(]{1,120}?\s\(\d{4}-\d{2}-\d{2}\)(?:,\s*asked by [^":]{1,120}?\s*"(?:[^"\\]|\\.){0,2000}")?:\s*/;
+// recognised, and the text is then read whole). Groups: speaker, day, asker, question.
+const PREFIX =
+  /^([^\n(]{1,120}?)\s\((\d{4}-\d{2}-\d{2})\)(?:,\s*asked by ([^":]{1,120}?)\s*"((?:[^"\\]|\\.){0,2000})")?:\s*/;
+
+/**
+ * A record's text read back into what recordText was given: who said it, the day, the question of
+ * another speaker it answers (if any) and the statement (as it follows the prefix, untrimmed). A
+ * text in no such form (an LLM encoder's record) is all statement.
+ */
+export interface RecordParts {
+  speaker?: string;
+  day?: string;
+  asked?: AskedBy;
+  statement: string;
+}
+
+export const recordParts = (text: string): RecordParts => {
+  const m = PREFIX.exec(text);
+  if (!m) return { statement: text };
+  const [whole, speaker, day, asker, question] = m as unknown as [string, string, string, string?, string?];
+  return {
+    speaker,
+    day,
+    ...(asker !== undefined && question !== undefined ? { asked: { speaker: asker, question } } : {}),
+    statement: text.slice(whole.length),
+  };
+};
 
 /** The statement of a record: its text without the prefix recordPrefix writes, trimmed. */
-export const statementText = (text: string): string => text.replace(PREFIX, "").trim();
+export const statementText = (text: string): string => recordParts(text).statement.trim();
 
 // The prefix up to its day: the speaker and " (YYYY-MM-DD)", bounded as PREFIX is, followed by
 // the rest of a prefix (":" or ", asked by"), so that a statement merely starting with a date in

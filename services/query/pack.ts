@@ -59,11 +59,23 @@ const readsAlone = (statement: string): boolean => wordCount(statement) >= STAND
  * and the item returned say so, and the asker's turn stays free to be packed for its own words.
  */
 export const asShown = (item: PackInput): PackInput => {
-  if (item.kind === "turn" || item.turnIds.length < 2) return item;
-  const parts = recordParts(item.text);
-  if (!parts.asked || parts.day !== day(saidAtOf(item)) || !readsAlone(parts.statement)) return item;
-  return { ...item, turnIds: item.turnIds.slice(-1) };
+  const statement = quotingStatement(item);
+  return statement !== undefined && readsAlone(statement) ? statementTurnOnly(item) : item;
 };
+
+/**
+ * The statement of a record whose line quotes the question it answers (the encoder's second form,
+ * said on its header's day, with the asker's turn among its sources), else undefined.
+ */
+const quotingStatement = (item: PackInput): string | undefined => {
+  if (item.kind === "turn" || item.turnIds.length < 2) return undefined;
+  const parts = recordParts(item.text);
+  return parts.asked && parts.day === day(saidAtOf(item)) ? parts.statement : undefined;
+};
+
+/** The record citing its statement's turn alone (the encoder lists the asker's turn first). */
+const statementTurnOnly = (item: PackInput): PackInput => ({ ...item, turnIds: item.turnIds.slice(-1) });
+
 /** Records shown without their quoted question, its turn being in the context already. */
 const quoteless = new WeakSet<PackInput>();
 
@@ -349,9 +361,8 @@ export const packContext = (rankedAsStored: readonly PackInput[], budget: number
     if (!covered.has(asker)) return item;
     let copy = unquoted.get(item);
     if (copy === undefined) {
-      const parts = recordParts(item.text);
-      if (!parts.asked || parts.day !== day(saidAtOf(item))) return item;
-      copy = { ...item, turnIds: item.turnIds.slice(-1) };
+      if (quotingStatement(item) === undefined) return item;
+      copy = statementTurnOnly(item);
       quoteless.add(copy);
       unquoted.set(item, copy);
     }

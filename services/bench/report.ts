@@ -31,6 +31,14 @@ const recallHeader = (report: BenchReport): string[] => {
   ];
 };
 
+/** Cases get a column of their own in the markdown only up to this many (LoCoMo's conversations, not LongMemEval's 500 items). */
+const MAX_CASES_SHOWN = 12;
+
+const casesShown = (report: BenchReport): string[] => {
+  const cases = Object.keys(report.byCase ?? {});
+  return cases.length <= MAX_CASES_SHOWN ? cases : [];
+};
+
 const systemsIn = (report: BenchReport): SystemName[] =>
   SYSTEMS.filter((s) => report.questions.some((q) => q.system === s));
 
@@ -54,8 +62,7 @@ const perCaseTable = (report: BenchReport): string => {
 
 /** One row per system: its means over the sweep's budgets, per category, overall and per case. */
 const sweepTable = (report: BenchReport, sweep: BudgetSweep): string => {
-  const all = Object.keys(report.byCase);
-  const cases = all.length <= 12 ? all : [];
+  const cases = casesShown(report);
   const header = [
     "system",
     ...report.spec.categories.map((c) => c.label),
@@ -109,9 +116,8 @@ export const renderMarkdown = (report: BenchReport): string => {
       ),
     );
   }
-  // A table per case only while it stays readable (LoCoMo's conversations, not LongMemEval's 500 items).
-  const caseCount = Object.keys(report.byCase ?? {}).length;
-  if (caseCount > 1 && caseCount <= 12) {
+  // A table per case only while it stays readable.
+  if (casesShown(report).length > 1) {
     out.push("");
     out.push(`## Per ${report.config.dataset === "locomo" ? "conversation" : "item"}`);
     out.push("");
@@ -125,7 +131,7 @@ export const renderMarkdown = (report: BenchReport): string => {
     out.push("## Budget sweep");
     out.push("");
     out.push(
-      `Means over the ${b.length} budgets (${b.join(", ")}) of each budget's ${report.sweep.metric} recall and answer coverage: a packing change judged over the curve, not at three boundaries where one item more or less fits.${Object.keys(report.byCase).length > 12 ? " Per case: in the JSON's sweep section." : ""}`,
+      `Means over the ${b.length} budgets (${b.join(", ")}) of each budget's ${report.sweep.metric} recall and answer coverage: a packing change judged over the curve, not at three boundaries where one item more or less fits.${Object.keys(report.byCase).length > MAX_CASES_SHOWN ? " Per case: in the JSON's sweep section." : ""}`,
     );
     out.push("");
     out.push(sweepTable(report, report.sweep));

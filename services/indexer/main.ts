@@ -50,6 +50,7 @@ await runStageProcess({
     const yieldTo = gate ? () => gate.idle() : undefined;
     const recordsEmbedder = gate ? new SlicedEmbedder(embedder, config.kafka.indexerEmbedSlice, yieldTo) : embedder;
     const onErased = (e: object) => log("info", "erased again", { ...e });
+    const candidates = candidateSettingsFrom(config);
     // Neo4j plans and compiles each statement on its first run: that first run happens here, on a
     // scratch tenant, not on the first turns and segments of a Neo4j just started (warm-up.ts).
     // Awaited for WARM_UP_WAIT_MS at most (cold: 11-17 s measured): the ops server and the signal
@@ -60,7 +61,7 @@ await runStageProcess({
         graph: stores.graph,
         vectors: stores.vectors,
         embedder: model,
-        candidates: candidateSettingsFrom(config),
+        candidates,
       }).then(
         (ms) => log("info", "stores warmed up", { ms: Math.round(ms) }),
         (err: unknown) =>
@@ -75,7 +76,7 @@ await runStageProcess({
         graph: stores.graph,
         vectors: stores.vectors,
         embedder: recordsEmbedder,
-        candidates: candidateSettingsFrom(config),
+        candidates,
         ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { SingleBar } from "cli-progress";
 import type { Config } from "../core/config.ts";
 import type { Embedder } from "../core/ports.ts";
+import { wordCount } from "../core/text/words.ts";
 import { countTokens } from "../core/tokens.ts";
 import type { MemoryRecord, Segment } from "../core/types.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
@@ -53,8 +54,6 @@ export interface HarnessOptions {
 
 type HarnessResult = Pick<BenchReport, "summary" | "byCase" | "cost" | "questions"> & { compressor: string };
 
-const words = (s: string): number => s.split(/\s+/).filter(Boolean).length;
-
 /** Counts what the embedded engine reports: segments, records, kept ratios, embeddings, dead letters. */
 class BenchObserver {
   keptRatios: number[] = [];
@@ -74,8 +73,8 @@ class BenchObserver {
   segmentIndexed(segment: Segment, _records: readonly MemoryRecord[]): void {
     this.segments++;
     for (const t of segment.turns) {
-      const total = words(t.text);
-      if (total > 0) this.keptRatios.push(Math.min(1, words(t.compressed || t.text) / total));
+      const total = wordCount(t.text);
+      if (total > 0) this.keptRatios.push(Math.min(1, wordCount(t.compressed || t.text) / total));
     }
   }
   embedding(calls: number, texts: number): void {

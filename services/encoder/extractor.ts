@@ -12,6 +12,7 @@
 import { recordId } from "../core/ids.ts";
 import { KIN_FEMALE, KIN_MALE, KIN_NEUTRAL, KIN_PLURAL } from "../core/text/lexicon.ts";
 import { recordText } from "../core/text/record-text.ts";
+import { wordCount } from "../core/text/words.ts";
 import type { DisambiguationContext, Entity, MemoryRecord, Segment, SegmentTurn } from "../core/types.ts";
 import { classify, contentWords, isPhatic, isQuestion } from "./classify.ts";
 import { capContext, emptyContext } from "./context.ts";
@@ -95,7 +96,6 @@ const ASKS_WITH_OTHERS = /\byou\b[^?]*\bwith (?:them|your \p{L}+)\b[^?]*\?/iu;
 const YES_NO = /^(?:yes|yeah|yep|yup|sure|of course|absolutely|definitely|no|nope|nah|not really)\b/i;
 
 const unique = <T>(xs: readonly T[]): T[] => [...new Set(xs)];
-const wordCount = (s: string): number => (s.match(/\S+/g) ?? []).length;
 const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 const finish = (s: string): string => {
   const t = s.trim().replace(/\s+([,.!?;:])/g, "$1");

@@ -1,8 +1,9 @@
 import type { ContextItem } from "../core/query-types.ts";
 import { recordParts, withoutSaidDay } from "../core/text/record-text.ts";
+import { wordCount } from "../core/text/words.ts";
 import { countTokens } from "../core/tokens.ts";
 import { citation, type IdStart, idStart, prefixNote, prefixOf } from "./cite.ts";
-import { opensWithName, wordCount } from "./record-line.ts";
+import { opensWithName } from "./record-line.ts";
 
 export const CONTEXT_HEADER = "Memories (dated, sourced; newer facts override older):";
 

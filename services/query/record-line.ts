@@ -8,5 +8,3 @@ const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\
 /** Whether the statement opens with the speaker's name as a word ("Ana went …", "Ana's dog …"). */
 export const opensWithName = (statement: string, name: string): boolean =>
   name !== "" && new RegExp(`^${escapeRegExp(name)}(?![\\p{L}\\p{N}])`, "u").test(statement);
-
-export const wordCount = (s: string): number => s.split(/\s+/).filter(Boolean).length;

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { recordParts } from "../../services/core/text/record-text.ts";
+import { wordCount } from "../../services/core/text/words.ts";
 import { countTokens } from "../../services/core/tokens.ts";
 import { type PackInput, packContext, STANDS_ALONE_WORDS } from "../../services/query/pack.ts";
-import { opensWithName, wordCount } from "../../services/query/record-line.ts";
+import { opensWithName } from "../../services/query/record-line.ts";
 
 describe("a record's text read back into its parts", () => {
   it("reads the speaker, the day, the question answered and the statement", () => {

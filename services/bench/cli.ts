@@ -22,6 +22,7 @@ interface BenchFlags {
   consolidate?: boolean;
   boundaries?: BoundaryMode;
   baselines: boolean;
+  disguise?: number;
 }
 
 const budgetsArg = (v: string): number[] => {
@@ -64,6 +65,7 @@ const run = async (dataset: DatasetSpec["name"], base: Config, o: BenchFlags): P
     progress: o.progress,
     consolidate: o.consolidate ?? false,
     baselines: o.baselines,
+    ...(o.disguise !== undefined ? { disguise: o.disguise } : {}),
   });
   console.log(markdown);
   if (files.length > 0) console.log(`written: ${files.join(", ")}`);
@@ -258,6 +260,11 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     "../shared/data/locomo-dev.json",
   )
     .option("--conversations <ids>", "sample ids, comma-separated (default all)")
+    .option(
+      "--disguise <n>",
+      "ask disguised copy n of each conversation (other speaker names, places and dates; evidence ids unchanged)",
+      positive,
+    )
     .action(async (o: BenchFlags) => run("locomo", config(), o));
   common(
     bench

@@ -11,6 +11,7 @@ import type { Embedder } from "../core/ports.ts";
 import { locomoCases, longMemEvalCases } from "./datasets.ts";
 import { runHarness } from "./harness.ts";
 import { renderMarkdown } from "./report.ts";
+import { disguiseConversation } from "./scale-data.ts";
 import { budgetSweep } from "./sweep.ts";
 import type { BenchCase, BenchReport, BudgetSweep, DatasetSpec } from "./types.ts";
 
@@ -34,6 +35,12 @@ export interface BenchRunOptions {
   baselines?: boolean;
   /** An embedder to use instead of loading the one in the model folder (it is not closed). */
   embedder?: Embedder;
+  /**
+   * LoCoMo: ask the questions of disguised copy n of each conversation instead (scale-data.ts
+   * disguiseConversation: other speaker names, places and dates), to see whether a result depends
+   * on the dev set's own names and dates.
+   */
+  disguise?: number;
 }
 
 export interface BenchRun {
@@ -125,8 +132,20 @@ export const select = (
   return limit !== undefined ? out.slice(0, limit) : out;
 };
 
-const load = (dataset: DatasetSpec["name"], file: string): { spec: DatasetSpec; cases: BenchCase[] } =>
-  dataset === "locomo" ? locomoCases(loadLocomo(file)) : longMemEvalCases(loadLongMemEval(file));
+const load = (
+  dataset: DatasetSpec["name"],
+  file: string,
+  disguise: number | undefined,
+): { spec: DatasetSpec; cases: BenchCase[] } => {
+  if (dataset !== "locomo") {
+    if (disguise !== undefined) throw new Error("--disguise applies to LoCoMo files only");
+    return longMemEvalCases(loadLongMemEval(file));
+  }
+  const conversations = loadLocomo(file);
+  return locomoCases(
+    disguise === undefined ? conversations : conversations.map((c) => disguiseConversation(c, disguise)),
+  );
+};
 
 const sweepField = (sweep: BudgetSweep | undefined): { sweep?: BudgetSweep } => (sweep ? { sweep } : {});
 
@@ -144,7 +163,7 @@ export const runBench = async (
   const budgets = [...(options.budgets ?? DEFAULT_BUDGETS)];
   const dataFile = resolve(options.data);
   const bytes = readFileSync(dataFile);
-  const { spec, cases: all } = load(dataset, dataFile);
+  const { spec, cases: all } = load(dataset, dataFile, options.disguise);
   const cases = select(all, options.ids, options.limit);
   if (cases.length === 0) throw new Error(`no cases to run in ${dataFile}`);
 
@@ -167,6 +186,7 @@ export const runBench = async (
       dataset,
       dataFile,
       dataSha256: createHash("sha256").update(bytes).digest("hex"),
+      ...(options.disguise !== undefined ? { disguise: options.disguise } : {}),
       budgets,
       encoder,
       embedder: embedder.id,

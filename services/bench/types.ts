@@ -145,6 +145,8 @@ export interface BenchConfig {
   dataset: string;
   dataFile: string;
   dataSha256: string;
+  /** The disguised copy of the conversations asked (bench locomo --disguise); absent: the file as it is. */
+  disguise?: number;
   budgets: number[];
   encoder: string;
   embedder: string;

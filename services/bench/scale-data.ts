@@ -123,8 +123,12 @@ const withNicknames = (conv: LocomoConversation, d: Disguise): Disguise => {
  * shifted (only the turns' timestamps are), so answer coverage of date answers is not comparable
  * with the undisguised run; evidence recall is.
  */
+/** Copy `copy`'s disguise of a LoCoMo conversation: disguiseOf plus the speakers' short forms. */
+export const locomoDisguise = (conv: LocomoConversation, copy: number): Disguise =>
+  withNicknames(conv, disguiseOf(conv, copy));
+
 export const disguiseConversation = (conv: LocomoConversation, copy: number): LocomoConversation => {
-  const d = withNicknames(conv, disguiseOf(conv, copy));
+  const d = locomoDisguise(conv, copy);
   return {
     ...conv,
     speakers: conv.speakers.map((s) => d.names.get(s) ?? s) as [string, string],

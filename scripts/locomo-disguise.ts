@@ -1,0 +1,75 @@
+/**
+ * Writes disguised copy n of a LoCoMo file in the file's own format, as `bench locomo --disguise n`
+ * asks it (services/bench/scale-data.ts locomoDisguise: speaker names and their short forms, six
+ * places, session dates shifted by whole days), so that code without the option (an older commit)
+ * can be measured on the same copy with `--data`.
+ *
+ *   npx tsx scripts/locomo-disguise.ts <in.json> <copy> <out.json>
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { disguiseText, locomoDisguise } from "../services/bench/scale-data.ts";
+import { parseLocomo, parseSessionDate } from "../services/core/datasets/locomo.ts";
+
+const [input, copyArg, output] = process.argv.slice(2);
+const copy = Number(copyArg);
+if (!input || !output || !Number.isInteger(copy) || copy < 1) {
+  console.error("usage: npx tsx scripts/locomo-disguise.ts <in.json> <copy: 1, 2, …> <out.json>");
+  process.exit(2);
+}
+
+const MONTHS = [
+  "January",
+  "February",
+  "March",
+  "April",
+  "May",
+  "June",
+  "July",
+  "August",
+  "September",
+  "October",
+  "November",
+  "December",
+];
+
+/** The dataset's session date form ("1:56 pm on 8 May, 2023"), `days` later. */
+const shiftedSessionDate = (text: string, days: number): string => {
+  const d = new Date(parseSessionDate(text).getTime() + days * 86_400_000);
+  const h = d.getUTCHours();
+  const minutes = String(d.getUTCMinutes()).padStart(2, "0");
+  return `${h % 12 === 0 ? 12 : h % 12}:${minutes} ${h < 12 ? "am" : "pm"} on ${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]}, ${d.getUTCFullYear()}`;
+};
+
+interface RawTurn {
+  speaker: string;
+  text: string;
+  blip_caption?: string;
+}
+interface RawSample {
+  sample_id: string;
+  conversation: Record<string, unknown>;
+  qa: { question: string; answer?: string | number }[];
+}
+
+const raw = JSON.parse(readFileSync(input, "utf8")) as RawSample[];
+const conversations = parseLocomo(raw, input);
+raw.forEach((sample, i) => {
+  const d = locomoDisguise(conversations[i] as (typeof conversations)[number], copy);
+  const text = (t: string): string => disguiseText(d, t);
+  const conv = sample.conversation;
+  for (const key of ["speaker_a", "speaker_b"]) conv[key] = d.names.get(conv[key] as string) ?? conv[key];
+  for (const key of Object.keys(conv).filter((k) => /^session_\d+$/.test(k))) {
+    for (const turn of conv[key] as RawTurn[]) {
+      turn.speaker = d.names.get(turn.speaker) ?? turn.speaker;
+      turn.text = text(turn.text);
+      if (turn.blip_caption) turn.blip_caption = text(turn.blip_caption);
+    }
+    conv[`${key}_date_time`] = shiftedSessionDate(conv[`${key}_date_time`] as string, d.shiftDays);
+  }
+  for (const q of sample.qa) {
+    q.question = text(q.question);
+    if (typeof q.answer === "string") q.answer = text(q.answer);
+  }
+});
+writeFileSync(output, JSON.stringify(raw));
+console.log(`wrote ${output}: copy ${copy} of ${conversations.length} conversation(s)`);

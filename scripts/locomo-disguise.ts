@@ -1,13 +1,13 @@
 /**
  * Writes disguised copy n of a LoCoMo file in the file's own format, as `bench locomo --disguise n`
- * asks it (services/bench/scale-data.ts locomoDisguise: speaker names and their short forms, six
- * places, session dates shifted by whole days), so that code without the option (an older commit)
- * can be measured on the same copy with `--data`.
+ * asks it (services/bench/locomo-disguise.ts: speaker names and their short forms, six places,
+ * every date n years earlier), so that code without the option (an older commit) can be measured
+ * on the same copy with `--data`.
  *
  *   npx tsx scripts/locomo-disguise.ts <in.json> <copy> <out.json>
  */
 import { readFileSync, writeFileSync } from "node:fs";
-import { disguiseText, locomoDisguise } from "../services/bench/scale-data.ts";
+import { disguiseLocomoText, locomoDisguise, shiftedByYears } from "../services/bench/locomo-disguise.ts";
 import { parseLocomo, parseSessionDate } from "../services/core/datasets/locomo.ts";
 
 const [input, copyArg, output] = process.argv.slice(2);
@@ -32,9 +32,9 @@ const MONTHS = [
   "December",
 ];
 
-/** The dataset's session date form ("1:56 pm on 8 May, 2023"), `days` later. */
-const shiftedSessionDate = (text: string, days: number): string => {
-  const d = new Date(parseSessionDate(text).getTime() + days * 86_400_000);
+/** The dataset's session date form ("1:56 pm on 8 May, 2023"), `years` later. */
+const shiftedSessionDate = (text: string, years: number): string => {
+  const d = shiftedByYears(parseSessionDate(text), years);
   const h = d.getUTCHours();
   const minutes = String(d.getUTCMinutes()).padStart(2, "0");
   return `${h % 12 === 0 ? 12 : h % 12}:${minutes} ${h < 12 ? "am" : "pm"} on ${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]}, ${d.getUTCFullYear()}`;
@@ -55,7 +55,7 @@ const raw = JSON.parse(readFileSync(input, "utf8")) as RawSample[];
 const conversations = parseLocomo(raw, input);
 raw.forEach((sample, i) => {
   const d = locomoDisguise(conversations[i] as (typeof conversations)[number], copy);
-  const text = (t: string): string => disguiseText(d, t);
+  const text = (t: string): string => disguiseLocomoText(d, t);
   const conv = sample.conversation;
   for (const key of ["speaker_a", "speaker_b"]) conv[key] = d.names.get(conv[key] as string) ?? conv[key];
   for (const key of Object.keys(conv).filter((k) => /^session_\d+$/.test(k))) {
@@ -64,11 +64,13 @@ raw.forEach((sample, i) => {
       turn.text = text(turn.text);
       if (turn.blip_caption) turn.blip_caption = text(turn.blip_caption);
     }
-    conv[`${key}_date_time`] = shiftedSessionDate(conv[`${key}_date_time`] as string, d.shiftDays);
+    conv[`${key}_date_time`] = shiftedSessionDate(conv[`${key}_date_time`] as string, d.shiftYears);
   }
   for (const q of sample.qa) {
     q.question = text(q.question);
+    // A year may be a JSON number ("answer": 2022); the loader reads numbers as text.
     if (typeof q.answer === "string") q.answer = text(q.answer);
+    else if (typeof q.answer === "number") q.answer = Number(text(String(q.answer)));
   }
 });
 writeFileSync(output, JSON.stringify(raw));

@@ -262,7 +262,7 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--conversations <ids>", "sample ids, comma-separated (default all)")
     .option(
       "--disguise <n>",
-      "ask disguised copy n of each conversation (other speaker names, places and dates; evidence ids unchanged)",
+      "ask disguised copy n of each conversation (other speaker names and places, dates n years earlier; evidence ids unchanged)",
       positive,
     )
     .action(async (o: BenchFlags) => run("locomo", config(), o));

@@ -10,8 +10,8 @@ import { loadLongMemEval } from "../core/datasets/longmemeval.ts";
 import type { Embedder } from "../core/ports.ts";
 import { locomoCases, longMemEvalCases } from "./datasets.ts";
 import { runHarness } from "./harness.ts";
+import { disguiseConversation } from "./locomo-disguise.ts";
 import { renderMarkdown } from "./report.ts";
-import { disguiseConversation } from "./scale-data.ts";
 import { budgetSweep } from "./sweep.ts";
 import type { BenchCase, BenchReport, BudgetSweep, DatasetSpec } from "./types.ts";
 
@@ -36,9 +36,9 @@ export interface BenchRunOptions {
   /** An embedder to use instead of loading the one in the model folder (it is not closed). */
   embedder?: Embedder;
   /**
-   * LoCoMo: ask the questions of disguised copy n of each conversation instead (scale-data.ts
-   * disguiseConversation: other speaker names, places and dates), to see whether a result depends
-   * on the dev set's own names and dates.
+   * LoCoMo: ask the questions of disguised copy n of each conversation instead (locomo-disguise.ts:
+   * other speaker names, places and years), to see whether a result depends on the dev set's own
+   * names and dates.
    */
   disguise?: number;
 }

@@ -103,44 +103,6 @@ export const disguiseTurns = (conv: LocomoConversation, d: Disguise): TurnInput[
 
 export const disguiseQuestion = (d: Disguise, q: LocomoQuestion): string => disguiseText(d, q.question);
 
-/**
- * The disguise's names plus the speakers' short forms the conversation uses ("Mel" for "Melanie":
- * a capitalised word of 3+ letters that a speaker's name starts with), mapped to the new full
- * name, so that a question about "Mel" still asks about the renamed speaker.
- */
-const withNicknames = (conv: LocomoConversation, d: Disguise): Disguise => {
-  const names = new Map(d.names);
-  const words = new Set(conv.turns.flatMap((t) => t.text.match(/\b[A-Z][a-z]{2,}\b/g) ?? []));
-  for (const [name, renamed] of d.names)
-    for (const w of words) if (w !== name && name.startsWith(w) && !names.has(w)) names.set(w, renamed);
-  return { ...d, names };
-};
-
-/**
- * Copy `copy` of a LoCoMo conversation as `bench locomo --disguise` asks it: speakers, places and
- * dates changed (as the scale bench's copies; the new names ignore the old ones' gender), the
- * questions and answers with the same names and places, the evidence turn ids unchanged. Dates written inside the text and the answers are not
- * shifted (only the turns' timestamps are), so answer coverage of date answers is not comparable
- * with the undisguised run; evidence recall is.
- */
-/** Copy `copy`'s disguise of a LoCoMo conversation: disguiseOf plus the speakers' short forms. */
-export const locomoDisguise = (conv: LocomoConversation, copy: number): Disguise =>
-  withNicknames(conv, disguiseOf(conv, copy));
-
-export const disguiseConversation = (conv: LocomoConversation, copy: number): LocomoConversation => {
-  const d = locomoDisguise(conv, copy);
-  return {
-    ...conv,
-    speakers: conv.speakers.map((s) => d.names.get(s) ?? s) as [string, string],
-    turns: disguiseTurns(conv, d),
-    questions: conv.questions.map((q) => ({
-      ...q,
-      question: disguiseText(d, q.question),
-      answer: disguiseText(d, q.answer),
-    })),
-  };
-};
-
 /** Fixed-size segments (`turnsPerSegment` turns, never across sessions), closed as a session end would. */
 export const fixedSegments = (
   tenant: string,

@@ -728,6 +728,20 @@ export class Neo4jGraphStore implements GraphStore {
   }
 
   /**
+   * Through each label's tenant index (a prefix seek), every label: an erasure interrupted after
+   * the Tenant node (deleteTenant's first) leaves the other labels' nodes without it.
+   */
+  async tenantsNamed(prefix: string): Promise<string[]> {
+    const found = await this.query<{ tenant: string }>(
+      GRAPH_LABELS.map(
+        (label) => `MATCH (n:${label}) WHERE n.tenant STARTS WITH $prefix RETURN n.tenant AS tenant`,
+      ).join(" UNION "),
+      { prefix },
+    );
+    return [...new Set(found.map((r) => r.tenant))].sort(byBytes);
+  }
+
+  /**
    * A conversation's in one transaction, as its erasure; a tenant's in batches of auto-committed
    * transactions, as deleteTenant (a large tenant needs no huge transaction; a rerun finishes it).
    * The turns' write stamp changes once every batch has committed (tenant-stamp-memo.ts). The count

@@ -577,6 +577,15 @@ export class Neo4jVectorStore implements VectorStore {
     }
   }
 
+  /** Through the tenant index (a prefix seek). */
+  async tenantsNamed(prefix: string): Promise<string[]> {
+    const found = await this.read<{ tenant: string }>(
+      `MATCH (v:${this.label}) WHERE v.tenant STARTS WITH $prefix RETURN DISTINCT v.tenant AS tenant`,
+      { prefix },
+    );
+    return found.map((r) => r.tenant).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  }
+
   async count(tenant: string): Promise<number> {
     this.check();
     const [row] = await this.read<{ n: unknown }>(`MATCH (v:${this.label} {tenant: $tenant}) RETURN count(v) AS n`, {

@@ -36,14 +36,17 @@ import {
   runAutoCommitRetrying,
 } from "./driver.ts";
 import {
+  entitySeek,
   GRAPH_LABELS,
   GRAPH_RELATIONSHIPS,
   GRAPH_SCHEMA,
   RECORD_KEY,
   RECORD_TEXT_INDEX,
+  recordSeek,
   SEGMENT_KEY,
   TURN_KEY,
   TURN_TEXT_INDEX,
+  topicSeek,
 } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
 import {
@@ -659,7 +662,7 @@ export class Neo4jGraphStore implements GraphStore {
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
     if (ids.length === 0) return [];
     const found = await this.query<RelationRow>(
-      `MATCH (x:Record {tenant: $tenant}) WHERE x.id IN $ids
+      `MATCH (x:Record {tenant: $tenant}) ${recordSeek("x")} WHERE x.id IN $ids
        MATCH (x)-[e:SUPERSEDES|DUPLICATE_OF|REFINES]-(y:Record {tenant: $tenant})
        WITH DISTINCT e
        RETURN startNode(e).id AS from, endNode(e).id AS to, type(e) AS relation, e.at AS at, e.reason AS reason`,
@@ -1028,7 +1031,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
-        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
+        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant}) ${entitySeek("e")}
          WHERE e.key IN $keys${conv}
          WITH r, count(DISTINCT m.name) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
@@ -1051,7 +1054,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
-        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
+        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant}) ${topicSeek("t")}
          WHERE t.key IN $keys${conv}
          WITH r, count(DISTINCT t.key) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
@@ -1081,7 +1084,7 @@ export class Neo4jGraphStore implements GraphStore {
     const found = await this.query<ScoreRow & { i: unknown }>(
       `UNWIND $lookups AS l
        CALL (l) {
-         MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
+         MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant}) ${topicSeek("t")}
          WHERE t.key IN l.keys${validity("r", undefined)}
          WITH r, count(DISTINCT t.key) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit
@@ -1119,8 +1122,8 @@ export class Neo4jGraphStore implements GraphStore {
     if (!k || !(limit > 0)) return 0;
     const pattern =
       index === "entity"
-        ? "(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})"
-        : "(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})";
+        ? `(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant}) ${entitySeek("x")}`
+        : `(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant}) ${topicSeek("x")}`;
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     const memoKey = ["key", tenant, index, k, limit, conversation ?? "", validAt ?? ""].join("\u0000");
     return this.recordCounts.get(tenant, memoKey, () =>
@@ -1179,7 +1182,7 @@ export class Neo4jGraphStore implements GraphStore {
     const ids = uniq(recordIds);
     return (
       await this.query<ScoreRow>(
-        `MATCH (r1:Record {tenant: $tenant}) WHERE r1.id IN $ids
+        `MATCH (r1:Record {tenant: $tenant}) ${recordSeek("r1")} WHERE r1.id IN $ids
          MATCH (r1)<-[:GROUPS]-(f:EventFrame {tenant: $tenant})-[:GROUPS]->(r2:Record {tenant: $tenant})
          WHERE NOT r2.id IN $ids${validity("r2", validAt)}
          WITH r2, count(DISTINCT f) AS score

@@ -529,15 +529,18 @@ export class Neo4jGraphStore implements GraphStore {
   async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
     if (turns.length === 0) return;
     const rows = turns.map((t) => turnRow(tenant, conversation, OPEN_SEGMENT_ID, t));
+    // Sent together, as writeBatch's: one round trip, the server runs them in order.
     await this.write(async (tx) => {
-      await tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant });
-      await tx.run(
-        `UNWIND $turns AS t
-         MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
-         ON CREATE SET x += t.props`,
-        { tenant, conversation, turns: rows },
-      );
-      await tx.run(stampCypher(["turns"]), { tenant });
+      await Promise.all([
+        tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant }),
+        tx.run(
+          `UNWIND $turns AS t
+           MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
+           ON CREATE SET x += t.props`,
+          { tenant, conversation, turns: rows },
+        ),
+        tx.run(stampCypher(["turns"]), { tenant }),
+      ]);
     });
     await this.restamp(tenant, ["turns"]);
   }

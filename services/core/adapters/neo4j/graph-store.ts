@@ -107,6 +107,14 @@ const ms = (iso: string): number => {
 
 const uniq = (values: readonly string[]): string[] => [...new Set(values)];
 
+/**
+ * A tenant-wide lookup by entity or topic name starts from the name's key (the hint); one scoped to
+ * a conversation is left to the planner, which may start from the conversation's records instead
+ * (fewer than a common name's in a large tenant).
+ */
+const keySeek = (hint: string, conversation: string | undefined): string =>
+  conversation === undefined ? ` ${hint}` : "";
+
 /** SQLite's BINARY collation: UTF-8 byte order (the order of code points). */
 const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
 
@@ -1034,7 +1042,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
-        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant}) ${entitySeek("e")}
+        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})${keySeek(entitySeek("e"), conversation)}
          WHERE e.key IN $keys${conv}
          WITH r, count(DISTINCT m.name) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
@@ -1057,7 +1065,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
-        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant}) ${topicSeek("t")}
+        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})${keySeek(topicSeek("t"), conversation)}
          WHERE t.key IN $keys${conv}
          WITH r, count(DISTINCT t.key) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
@@ -1125,8 +1133,8 @@ export class Neo4jGraphStore implements GraphStore {
     if (!k || !(limit > 0)) return 0;
     const pattern =
       index === "entity"
-        ? `(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant}) ${entitySeek("x")}`
-        : `(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant}) ${topicSeek("x")}`;
+        ? `(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})${keySeek(entitySeek("x"), conversation)}`
+        : `(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})${keySeek(topicSeek("x"), conversation)}`;
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     const memoKey = ["key", tenant, index, k, limit, conversation ?? "", validAt ?? ""].join("\u0000");
     return this.recordCounts.get(tenant, memoKey, () =>

@@ -310,6 +310,12 @@ export interface VectorStore {
    * deleted vectors (or cannot purge them) leaves it out.
    */
   purgeDeleted?(tenant: string): Promise<void>;
+  /**
+   * The tenants holding any item whose name starts with the prefix, sorted. Optional: what the
+   * indexer's warm-up uses to find the scratch tenants of a process killed before it erased them
+   * (services/indexer/warm-up.ts); a store that cannot list its tenants leaves it out.
+   */
+  tenantsNamed?(prefix: string): Promise<string[]>;
   count(tenant: string): Promise<number>;
   flush(): Promise<void>;
   close(): Promise<void>;
@@ -604,6 +610,11 @@ export interface GraphMaintenance {
   listDeadLetters(limit: number): Promise<DeadLetter[]>;
   /** Erasure of a tenant: every row of it, whatever kind (a conversation: eraseConversation). */
   deleteTenant(tenant: string): Promise<void>;
+  /**
+   * The tenants holding any row whose name starts with the prefix, sorted, whatever kind of row
+   * (a tenant erasure interrupted part way leaves some kinds only). Optional, as VectorStore's.
+   */
+  tenantsNamed?(prefix: string): Promise<string[]>;
   /**
    * Erasure of raw turns alone (TurnStore rows with their full-text rows and lexical counts) of the
    * conversation, or with none of the whole tenant; records, segments and everything else stay.

@@ -63,7 +63,11 @@ await runStageProcess({
         embedder: model,
         candidates,
       }).then(
-        (ms) => log("info", "stores warmed up", { ms: Math.round(ms) }),
+        ({ ms, leftovers }) =>
+          log("info", "stores warmed up", {
+            ms: Math.round(ms),
+            ...(leftovers.length > 0 ? { erasedLeftovers: leftovers } : {}),
+          }),
         (err: unknown) =>
           log("warn", "store warm-up failed", { error: err instanceof Error ? err.message : String(err) }),
       );

@@ -25,8 +25,53 @@ export interface WarmUpDeps {
   candidates?: CandidateSettings;
 }
 
-/** A scratch tenant of its own per warm-up (erased at the end), never a real tenant's name. */
-export const warmUpTenant = (): string => `__warm-up-${randomUUID()}`;
+/** What every scratch tenant's name starts with. */
+export const WARM_UP_PREFIX = "__warm-up-";
+
+/**
+ * A scratch tenant of its own per warm-up (erased at the end), never a real tenant's name. Its
+ * start time is in the name, so that a later start tells a leftover (a process killed before its
+ * erase) from another instance's warm-up still running.
+ */
+export const warmUpTenant = (now = Date.now()): string => `${WARM_UP_PREFIX}${Math.floor(now)}-${randomUUID()}`;
+
+/**
+ * Scratch tenants older than this are leftovers. A warm-up takes seconds (11-17 s on a Neo4j just
+ * started, under 1 s warm); an hour leaves room for a slow server and for clocks that disagree.
+ */
+export const WARM_UP_LEFTOVER_AGE_MS = 60 * 60 * 1000;
+
+/**
+ * The names among these that are leftovers of earlier warm-ups: scratch tenants started more than
+ * `maxAgeMs` before `now`, and those named before the start time was in the name (`__warm-up-<uuid>`).
+ */
+export const warmUpLeftovers = (names: readonly string[], now: number, maxAgeMs = WARM_UP_LEFTOVER_AGE_MS): string[] =>
+  names.filter((name) => {
+    if (!name.startsWith(WARM_UP_PREFIX)) return false;
+    const started = /^(\d+)-/.exec(name.slice(WARM_UP_PREFIX.length));
+    return started === null || now - Number(started[1]) > maxAgeMs;
+  });
+
+/**
+ * Erases the leftovers of earlier warm-ups (a SIGKILL during one leaves its scratch tenant in the
+ * stores, and nothing else would ever erase it) from both stores, whichever holds a part of them.
+ * A store that cannot list its tenants (tenantsNamed) is skipped. Returns the tenants erased.
+ */
+export const eraseWarmUpLeftovers = async (
+  deps: Pick<WarmUpDeps, "graph" | "vectors">,
+  now = Date.now(),
+): Promise<string[]> => {
+  const [inGraph, inVectors] = await Promise.all([
+    deps.graph.tenantsNamed?.(WARM_UP_PREFIX) ?? [],
+    deps.vectors.tenantsNamed?.(WARM_UP_PREFIX) ?? [],
+  ]);
+  const leftovers = warmUpLeftovers([...new Set([...inGraph, ...inVectors])].sort(), now);
+  for (const tenant of leftovers) {
+    await deps.graph.deleteTenant(tenant);
+    await deps.vectors.deleteTenant(tenant);
+  }
+  return leftovers;
+};
 
 const sample = (tenant: string): { segment: Segment; records: MemoryRecord[] } => {
   const conversation = "warm-up";
@@ -85,9 +130,20 @@ const sample = (tenant: string): { segment: Segment; records: MemoryRecord[] } =
   return { segment, records };
 };
 
-/** Runs the indexer's statements once on a scratch tenant and erases it; returns the milliseconds it took. */
-export const warmUpStores = async (deps: WarmUpDeps, tenant = warmUpTenant()): Promise<number> => {
+export interface WarmedUp {
+  /** Milliseconds the warm-up took, the leftovers' erasure included. */
+  ms: number;
+  /** Leftover scratch tenants of earlier warm-ups erased first. */
+  leftovers: string[];
+}
+
+/**
+ * Erases earlier warm-ups' leftovers, then runs the indexer's statements once on a scratch tenant
+ * and erases it.
+ */
+export const warmUpStores = async (deps: WarmUpDeps, tenant = warmUpTenant()): Promise<WarmedUp> => {
   const started = performance.now();
+  const leftovers = await eraseWarmUpLeftovers(deps);
   const { segment, records } = sample(tenant);
   try {
     await indexRawTurns(
@@ -103,5 +159,5 @@ export const warmUpStores = async (deps: WarmUpDeps, tenant = warmUpTenant()): P
     await deps.graph.deleteTenant(tenant);
     await deps.vectors.deleteTenant(tenant);
   }
-  return performance.now() - started;
+  return { ms: performance.now() - started, leftovers };
 };

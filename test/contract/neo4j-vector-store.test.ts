@@ -106,3 +106,57 @@ test("Neo4jVectorStore: searches at the exact threshold's edge return the exact 
     await fx.cleanup();
   }
 });
+
+// A scan of one kind seeks the (tenant, kind) index (issue 18: the update candidates' scan reads
+// the record vectors alone, not the raw turns' beside them). A store written before that index
+// existed has none until a process opens it with this code: it answers the same before (the hint
+// cannot be used and is ignored) and after ensureSchema has built the index over its nodes.
+test("Neo4jVectorStore: a store written before the (tenant, kind) index answers the same with it", {
+  skip,
+}, async () => {
+  const fx = await fixture()();
+  try {
+    const rand = mulberry32(1818);
+    const tenant = "kind-tenant";
+    const items: VectorItem[] = Array.from({ length: 40 }, (_, i) => ({
+      id: `v${String(i).padStart(2, "0")}`,
+      vector: randomUnit(rand),
+      payload:
+        i % 2 === 0
+          ? { tenant, conversation: `c${i % 3}`, kind: "record", entities: [i % 4 === 0 ? "Ada" : "Bo"] }
+          : { tenant, conversation: `c${i % 3}`, kind: "turn" },
+    }));
+    await fx.store.upsert(tenant, items);
+    const batch = Array.from({ length: 6 }, (_, i) => ({
+      vector: randomUnit(rand),
+      k: 4,
+      filter: i % 2 === 0 ? { kind: "record" as const } : { kind: "record" as const, entities: ["Ada"] },
+    }));
+    const answer = async (store: Neo4jVectorStore) => ({
+      many: await store.searchMany(tenant, batch),
+      one: await Promise.all(batch.map((b) => store.search(tenant, b.vector, b.k, b.filter))),
+      turns: await store.search(tenant, batch[0]?.vector as Float32Array, 5, { kind: "turn" }),
+    });
+    const indexed = await answer(fx.store);
+    assert.ok(indexed.many.every((hits) => hits.length > 0 && hits.every((h) => h.payload.kind === "record")));
+    assert.deepEqual(indexed.many, indexed.one);
+    assert.ok(indexed.turns.length === 5 && indexed.turns.every((h) => h.payload.kind === "turn"));
+    const kindIndex = `${fx.store.indexName}_kind`;
+    const online = async (store = fx.store): Promise<boolean> =>
+      (
+        await store.driver.executeQuery("SHOW INDEXES YIELD name, state WHERE name = $name RETURN state", {
+          name: kindIndex,
+        })
+      ).records.some((r) => r.get("state") === "ONLINE");
+    assert.ok(await online());
+    // The old layout: no (tenant, kind) index.
+    await fx.store.driver.executeQuery(`DROP INDEX ${kindIndex}`);
+    assert.equal(await online(), false);
+    assert.deepEqual(await answer(fx.store), indexed, "without the index");
+    const reopened = await fx.reopen();
+    assert.deepEqual(await answer(reopened), indexed, "a new process: the index built over the old nodes");
+    assert.ok(await online(reopened));
+  } finally {
+    await fx.cleanup();
+  }
+});

@@ -93,5 +93,15 @@ export const GRAPH_SCHEMA: readonly string[] = [
  * pass): the day/month statement's db hits 4.7x, its server time 3.7x, growing with the tenant.
  */
 export const RECORD_KEY = "USING INDEX SEEK r:Record(tenant, id)";
+/**
+ * The same hint for a Record by another variable name, the UpdateCandidate key, and the Entity /
+ * Topic keys a lookup by name starts from. Without the last two, a plan compiled on a near-empty
+ * graph (seen: the candidates' topic lookup after the freshness bench erased its tenants) started
+ * from `Record(tenant)` and expanded every record of the tenant to its topics, per lookup.
+ */
+export const recordSeek = (variable: string): string => `USING INDEX SEEK ${variable}:Record(tenant, id)`;
+export const CANDIDATE_KEY = "USING INDEX SEEK u:UpdateCandidate(tenant, recordId, candidateId)";
+export const entitySeek = (variable: string): string => `USING INDEX SEEK ${variable}:Entity(tenant, key)`;
+export const topicSeek = (variable: string): string => `USING INDEX SEEK ${variable}:Topic(tenant, key)`;
 export const SEGMENT_KEY = "USING INDEX SEEK s:Segment(tenant, id)";
 export const TURN_KEY = "USING INDEX SEEK t:Turn(tenant, conversation, turnId)";

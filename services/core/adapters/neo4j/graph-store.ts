@@ -36,14 +36,17 @@ import {
   runAutoCommitRetrying,
 } from "./driver.ts";
 import {
+  entitySeek,
   GRAPH_LABELS,
   GRAPH_RELATIONSHIPS,
   GRAPH_SCHEMA,
   RECORD_KEY,
   RECORD_TEXT_INDEX,
+  recordSeek,
   SEGMENT_KEY,
   TURN_KEY,
   TURN_TEXT_INDEX,
+  topicSeek,
 } from "./graph-schema.ts";
 import { applyWrites, readView } from "./graph-transaction.ts";
 import {
@@ -103,6 +106,14 @@ const ms = (iso: string): number => {
 };
 
 const uniq = (values: readonly string[]): string[] => [...new Set(values)];
+
+/**
+ * A tenant-wide lookup by entity or topic name starts from the name's key (the hint); one scoped to
+ * a conversation is left to the planner, which may start from the conversation's records instead
+ * (fewer than a common name's in a large tenant).
+ */
+const keySeek = (hint: string, conversation: string | undefined): string =>
+  conversation === undefined ? ` ${hint}` : "";
 
 /** SQLite's BINARY collation: UTF-8 byte order (the order of code points). */
 const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
@@ -526,15 +537,18 @@ export class Neo4jGraphStore implements GraphStore {
   async writeTurns(tenant: string, conversation: string, turns: readonly SegmentTurn[]): Promise<void> {
     if (turns.length === 0) return;
     const rows = turns.map((t) => turnRow(tenant, conversation, OPEN_SEGMENT_ID, t));
+    // Sent together, as writeBatch's: one round trip, the server runs them in order.
     await this.write(async (tx) => {
-      await tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant });
-      await tx.run(
-        `UNWIND $turns AS t
-         MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
-         ON CREATE SET x += t.props`,
-        { tenant, conversation, turns: rows },
-      );
-      await tx.run(stampCypher(["turns"]), { tenant });
+      await Promise.all([
+        tx.run("MERGE (:Tenant {tenant: $tenant})", { tenant }),
+        tx.run(
+          `UNWIND $turns AS t
+           MERGE (x:Turn {tenant: $tenant, conversation: $conversation, turnId: t.turnId})
+           ON CREATE SET x += t.props`,
+          { tenant, conversation, turns: rows },
+        ),
+        tx.run(stampCypher(["turns"]), { tenant }),
+      ]);
     });
     await this.restamp(tenant, ["turns"]);
   }
@@ -659,7 +673,7 @@ export class Neo4jGraphStore implements GraphStore {
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
     if (ids.length === 0) return [];
     const found = await this.query<RelationRow>(
-      `MATCH (x:Record {tenant: $tenant}) WHERE x.id IN $ids
+      `MATCH (x:Record {tenant: $tenant}) ${recordSeek("x")} WHERE x.id IN $ids
        MATCH (x)-[e:SUPERSEDES|DUPLICATE_OF|REFINES]-(y:Record {tenant: $tenant})
        WITH DISTINCT e
        RETURN startNode(e).id AS from, endNode(e).id AS to, type(e) AS relation, e.at AS at, e.reason AS reason`,
@@ -725,6 +739,20 @@ export class Neo4jGraphStore implements GraphStore {
     } finally {
       await session.close();
     }
+  }
+
+  /**
+   * Through each label's tenant index (a prefix seek), every label: an erasure interrupted after
+   * the Tenant node (deleteTenant's first) leaves the other labels' nodes without it.
+   */
+  async tenantsNamed(prefix: string): Promise<string[]> {
+    const found = await this.query<{ tenant: string }>(
+      GRAPH_LABELS.map(
+        (label) => `MATCH (n:${label}) WHERE n.tenant STARTS WITH $prefix RETURN n.tenant AS tenant`,
+      ).join(" UNION "),
+      { prefix },
+    );
+    return [...new Set(found.map((r) => r.tenant))].sort(byBytes);
   }
 
   /**
@@ -1014,7 +1042,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
-        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})
+        `MATCH (e:Entity {tenant: $tenant})-[m:MENTIONED_IN]->(r:Record {tenant: $tenant})${keySeek(entitySeek("e"), conversation)}
          WHERE e.key IN $keys${conv}
          WITH r, count(DISTINCT m.name) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
@@ -1037,7 +1065,7 @@ export class Neo4jGraphStore implements GraphStore {
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     return (
       await this.query<ScoreRow>(
-        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
+        `MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})${keySeek(topicSeek("t"), conversation)}
          WHERE t.key IN $keys${conv}
          WITH r, count(DISTINCT t.key) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit`,
@@ -1067,7 +1095,7 @@ export class Neo4jGraphStore implements GraphStore {
     const found = await this.query<ScoreRow & { i: unknown }>(
       `UNWIND $lookups AS l
        CALL (l) {
-         MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant})
+         MATCH (t:Topic {tenant: $tenant})-[:TAGS]->(r:Record {tenant: $tenant}) ${topicSeek("t")}
          WHERE t.key IN l.keys${validity("r", undefined)}
          WITH r, count(DISTINCT t.key) AS score
          RETURN r.id AS id, score ORDER BY score DESC, r.saidAt DESC, r.id LIMIT $limit
@@ -1105,8 +1133,8 @@ export class Neo4jGraphStore implements GraphStore {
     if (!k || !(limit > 0)) return 0;
     const pattern =
       index === "entity"
-        ? "(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})"
-        : "(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})";
+        ? `(x:Entity {tenant: $tenant, key: $key})-[:MENTIONED_IN]->(r:Record {tenant: $tenant})${keySeek(entitySeek("x"), conversation)}`
+        : `(x:Topic {tenant: $tenant, key: $key})-[:TAGS]->(r:Record {tenant: $tenant})${keySeek(topicSeek("x"), conversation)}`;
     const conv = `${conversation === undefined ? "" : " AND r.conversation = $conversation"}${validity("r", validAt)}`;
     const memoKey = ["key", tenant, index, k, limit, conversation ?? "", validAt ?? ""].join("\u0000");
     return this.recordCounts.get(tenant, memoKey, () =>
@@ -1165,7 +1193,7 @@ export class Neo4jGraphStore implements GraphStore {
     const ids = uniq(recordIds);
     return (
       await this.query<ScoreRow>(
-        `MATCH (r1:Record {tenant: $tenant}) WHERE r1.id IN $ids
+        `MATCH (r1:Record {tenant: $tenant}) ${recordSeek("r1")} WHERE r1.id IN $ids
          MATCH (r1)<-[:GROUPS]-(f:EventFrame {tenant: $tenant})-[:GROUPS]->(r2:Record {tenant: $tenant})
          WHERE NOT r2.id IN $ids${validity("r2", validAt)}
          WITH r2, count(DISTINCT f) AS score

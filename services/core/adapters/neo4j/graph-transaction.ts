@@ -7,7 +7,7 @@ import type { ManagedTransaction } from "neo4j-driver";
 import type { RecordRelationKind, TransactionReads, TransactionView, TransactionWrites } from "../../ports.ts";
 import type { MemoryRecord } from "../../types.ts";
 import { int, rows } from "./driver.ts";
-import { RECORD_KEY } from "./graph-schema.ts";
+import { CANDIDATE_KEY, RECORD_KEY, recordSeek } from "./graph-schema.ts";
 import { type StampedData, stampCypher } from "./tenant-stamp-memo.ts";
 
 type Tx = ManagedTransaction;
@@ -35,7 +35,7 @@ const RELATION_MERGE: Record<RecordRelationKind, string> = {
 /** Rewrites a record's JSON and the properties derived from its validity and merged sources. */
 export const writeRecordJson = async (tx: Tx, tenant: string, record: MemoryRecord): Promise<void> => {
   await tx.run(
-    `MATCH (r:Record {tenant: $tenant, id: $id})
+    `MATCH (r:Record {tenant: $tenant, id: $id}) ${RECORD_KEY}
      SET r.json = $json, r.validTo = $validTo, r.supersededBy = $supersededBy, r.merged = $merged`,
     {
       tenant,
@@ -98,6 +98,7 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
   for (const r of writes.relations ?? []) {
     await tx.run(
       `MATCH (a:Record {tenant: $tenant, id: $from}), (b:Record {tenant: $tenant, id: $to})
+       ${recordSeek("a")} ${recordSeek("b")}
        ${RELATION_MERGE[r.relation]}
        ON CREATE SET e.at = $at, e.reason = $reason`,
       { tenant, from: r.from, to: r.to, at: r.at, reason: r.reason ?? null },
@@ -106,7 +107,7 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
   if (writes.settled && writes.settled.rows.length > 0) {
     await tx.run(
       `UNWIND $settled AS c
-       MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId})
+       MATCH (u:UpdateCandidate {tenant: $tenant, recordId: c.recordId, candidateId: c.candidateId}) ${CANDIDATE_KEY}
        SET u.status = 'done', u.decision = c.decision, u.decidedAt = $decidedAt`,
       { tenant, settled: writes.settled.rows, decidedAt: writes.settled.decidedAt },
     );
@@ -115,7 +116,7 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
     const ids = uniq(writes.deleteRecords);
     // Index nodes only these records used go with them (erasure leaves no names behind).
     await tx.run(
-      `MATCH (r:Record {tenant: $tenant}) WHERE r.id IN $ids
+      `MATCH (r:Record {tenant: $tenant}) ${RECORD_KEY} WHERE r.id IN $ids
        OPTIONAL MATCH (r)<-[:MENTIONED_IN|TAGS]-(k)
        OPTIONAL MATCH (r)-[:ON_DAY|IN_MONTH]->(d)
        WITH collect(DISTINCT k) + collect(DISTINCT d) AS linked, collect(DISTINCT r) AS records
@@ -141,10 +142,13 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
     }
   }
   if (writes.deleteDeadLetters && writes.deleteDeadLetters.length > 0) {
-    await tx.run("MATCH (d:DeadLetter {tenant: $tenant}) WHERE d.key IN $keys DETACH DELETE d", {
-      tenant,
-      keys: [...writes.deleteDeadLetters],
-    });
+    await tx.run(
+      "MATCH (d:DeadLetter {tenant: $tenant}) USING INDEX SEEK d:DeadLetter(tenant, key) WHERE d.key IN $keys DETACH DELETE d",
+      {
+        tenant,
+        keys: [...writes.deleteDeadLetters],
+      },
+    );
   }
   // Records rewritten or deleted, turns deleted: what the graph store's read memos keep changed
   // (tenant-stamp-memo.ts).

@@ -83,8 +83,8 @@ const RETURN_PAYLOAD =
  * VectorStore over Neo4j's vector index (Neo4j 5.11+; HNSW, cosine).
  *
  * Model: one node per item, `(:Vector {tenant, id, kind, conversation, type, time, entities,
- * entityKeys, embedding})`, unique on (tenant, id), with range indexes on tenant and
- * (tenant, conversation). ONE vector index over all tenants' nodes, created lazily with the
+ * entityKeys, embedding})`, unique on (tenant, id), with range indexes on tenant,
+ * (tenant, conversation) and (tenant, kind). ONE vector index over all tenants' nodes, created lazily with the
  * dimension of the first upsert (cosine); a vector of another dimension is refused with an error.
  *
  * Search strategy: Neo4j 5 has no filtered vector search (the index knows only the embedding), and
@@ -108,6 +108,13 @@ export class Neo4jVectorStore implements VectorStore {
   readonly label: string;
   /** Id lookups seek the (tenant, id) constraint's index whatever the plan statistics say (graph-schema.ts RECORD_KEY). */
   private readonly keySeek: string;
+  /**
+   * A scan of one kind of the tenant's nodes seeks the (tenant, kind) index: record and turn
+   * vectors share the label, and the update candidates' exact scan (searchShared) needs the
+   * records alone, so the tenant index read both kinds and filtered half away (issue 18). A hint,
+   * not the planner's choice, so that a plan compiled on a near-empty graph does the same.
+   */
+  private readonly kindSeek: string;
   readonly indexName: string;
   private readonly owns: boolean;
   private readonly database: string | undefined;
@@ -126,6 +133,7 @@ export class Neo4jVectorStore implements VectorStore {
     this.database = options.database;
     this.label = label;
     this.keySeek = `USING INDEX SEEK v:${label}(tenant, id)`;
+    this.kindSeek = `USING INDEX SEEK v:${label}(tenant, kind)`;
     this.indexName =
       options.indexName ?? (label === "Vector" ? "memory_vector_embedding" : `${label.toLowerCase()}_embedding`);
     if (!LABEL.test(this.indexName)) throw new Error(`Neo4jVectorStore: invalid index name ${this.indexName}`);
@@ -164,6 +172,8 @@ export class Neo4jVectorStore implements VectorStore {
       `CREATE CONSTRAINT ${this.indexName}_key IF NOT EXISTS FOR (n:${this.label}) REQUIRE (n.tenant, n.id) IS UNIQUE`,
       `CREATE INDEX ${this.indexName}_tenant IF NOT EXISTS FOR (n:${this.label}) ON (n.tenant)`,
       `CREATE INDEX ${this.indexName}_conversation IF NOT EXISTS FOR (n:${this.label}) ON (n.tenant, n.conversation)`,
+      // Created over the existing nodes too (a store written before it): ensureSchema waits until it is online.
+      `CREATE INDEX ${this.indexName}_kind IF NOT EXISTS FOR (n:${this.label}) ON (n.tenant, n.kind)`,
     ]).catch((err: unknown) => {
       this.schemaReady = undefined;
       throw err;
@@ -275,6 +285,7 @@ export class Neo4jVectorStore implements VectorStore {
     if (dim === undefined) return [];
     Neo4jVectorStore.checkDimension(dim, vector.length, "query vector");
     if (!(limit > 0)) return [];
+    await this.ensureSchema(); // the hinted indexes exist
     const { clause, params } = Neo4jVectorStore.where(tenant, filter);
     const q = Array.from(vector);
     // One statement counts the matching nodes (up to the threshold + 1) and, when they are few
@@ -282,7 +293,7 @@ export class Neo4jVectorStore implements VectorStore {
     // a search (the common case; each read is a session, BEGIN, RUN and COMMIT on a loaded server).
     // A set too large to score, or an empty one, comes back as one row without an id, with the count.
     const exact = await this.read<VectorRow & { n: unknown }>(
-      `MATCH (v:${this.label}) WHERE ${clause}
+      `MATCH (v:${this.label})${this.seekFor(filter?.kind ?? null, filter?.conversation ?? null)} WHERE ${clause}
        WITH v LIMIT $cap
        WITH collect(v) AS vs
        WITH size(vs) AS n, vs
@@ -311,6 +322,7 @@ export class Neo4jVectorStore implements VectorStore {
     const dim = await this.indexDimension();
     if (dim === undefined) return queries.map(() => []);
     for (const query of queries) Neo4jVectorStore.checkDimension(dim, query.vector.length, "query vector");
+    await this.ensureSchema(); // the hinted indexes exist
     const asked = queries.map((query, i) => ({ i, limit: Math.floor(query.k), query }));
     const live = asked.filter((a) => a.limit > 0);
     const out: VectorHit[][] = queries.map(() => []);
@@ -405,7 +417,7 @@ export class Neo4jVectorStore implements VectorStore {
       total: unknown;
       answers: { i: unknown; hits: (VectorRow & { score: unknown })[] }[];
     }>(
-      `MATCH (v:${this.label}) WHERE ${base}
+      `MATCH (v:${this.label})${this.seekFor(kind, conversation)} WHERE ${base}
        WITH v LIMIT $cap
        WITH collect(v) AS vs
        CALL (vs) {
@@ -437,6 +449,15 @@ export class Neo4jVectorStore implements VectorStore {
     );
     if (!row || num(row.total) > this.exactThreshold) return undefined;
     return new Map(row.answers.map((a) => [num(a.i), a.hits]));
+  }
+
+  /**
+   * The index hint of a scan by kind (kindSeek) when the kind is its only condition beside the
+   * tenant; with a conversation too, the planner picks between (tenant, conversation) and (tenant,
+   * kind) by their sizes.
+   */
+  private seekFor(kind: unknown, conversation: unknown): string {
+    return kind !== null && conversation === null ? ` ${this.kindSeek}` : "";
   }
 
   /** The filter of one query of searchMany as parameters of MANY_WHERE (null: no condition). */
@@ -577,6 +598,15 @@ export class Neo4jVectorStore implements VectorStore {
     }
   }
 
+  /** Through the tenant index (a prefix seek). */
+  async tenantsNamed(prefix: string): Promise<string[]> {
+    const found = await this.read<{ tenant: string }>(
+      `MATCH (v:${this.label}) WHERE v.tenant STARTS WITH $prefix RETURN DISTINCT v.tenant AS tenant`,
+      { prefix },
+    );
+    return found.map((r) => r.tenant).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  }
+
   async count(tenant: string): Promise<number> {
     this.check();
     const [row] = await this.read<{ n: unknown }>(`MATCH (v:${this.label} {tenant: $tenant}) RETURN count(v) AS n`, {
@@ -598,7 +628,12 @@ export class Neo4jVectorStore implements VectorStore {
     const session = this.session();
     try {
       await session.run(`MATCH (v:${this.label}) CALL (v) { DETACH DELETE v } IN TRANSACTIONS OF 5000 ROWS`);
-      for (const name of [this.indexName, `${this.indexName}_tenant`, `${this.indexName}_conversation`]) {
+      for (const name of [
+        this.indexName,
+        `${this.indexName}_tenant`,
+        `${this.indexName}_conversation`,
+        `${this.indexName}_kind`,
+      ]) {
         await session.run(`DROP INDEX ${name} IF EXISTS`);
       }
       await session.run(`DROP CONSTRAINT ${this.indexName}_key IF EXISTS`);

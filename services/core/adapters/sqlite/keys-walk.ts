@@ -50,9 +50,14 @@ export const codePointOrder = (a: string, b: string): number => {
   return a.length - b.length;
 };
 
-/** Rows of a list read at first, and the most a page grows to (each next page doubles). */
+/**
+ * Rows of a list read at first, and the most a page grows to (each next page doubles). The last
+ * page of a list is read past where the walk stops: pages of at most 256 rows read 12% fewer rows
+ * than pages of up to 4,096 on an 80,000-record tenant's topic lookups, for a statement more per
+ * 256 rows (a few µs against ~1.3 µs a row).
+ */
 const FIRST_PAGE = 64;
-const LARGEST_PAGE = 4096;
+const LARGEST_PAGE = 256;
 /** Records checked for validity per store read. */
 const CHECK_BATCH = 32;
 

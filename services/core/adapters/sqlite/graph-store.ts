@@ -1019,9 +1019,9 @@ export class SqliteGraphStore implements GraphStore {
       return this.rankByKeysWalk(index, tenant, keys, limit, valid, Number.POSITIVE_INFINITY) as ScoreRow[];
     // The candidate ranking below seeks each candidate's rows and record (random reads: ~600
     // candidates of a 20,000-record tenant's topics took ~8 ms). The merged walk reads the lists
-    // in order and stops early when k records hold enough of the keys (a record's topics are
-    // often held together by many records): tried first, within a few times the rows the
-    // candidate read would read, and given up past them (its answer is exact whenever it ends).
+    // in order and stops early when k records hold enough of the keys (many records holding the
+    // keys together): tried first, within a few times the rows the candidate read would read, and
+    // given up past them (its answer is exact whenever it ends).
     const merged = this.rankByKeysWalk(index, tenant, keys, limit, valid, MERGED_WALK_BUDGET * (rest + limit));
     if (merged) return merged;
     const walk = (): { id: string }[] =>

@@ -9,6 +9,7 @@ import {
   type KeyLists,
   type KeyRow,
   rankByMergedWalk,
+  rankByMergedWalkWithin,
   type ScoredRecord,
 } from "../../services/core/adapters/sqlite/keys-walk.ts";
 import { seededRandom } from "../../services/core/seeded-random.ts";
@@ -101,5 +102,35 @@ describe("rankByMergedWalk", () => {
     assert.ok(got.every((r) => r.score === 2));
     const total = keys.reduce((n, key) => n + (store.rows.get(key)?.length ?? 0), 0);
     assert.ok(read.rows < total / 10, `${read.rows} of ${total} rows read`);
+  });
+
+  it("within a row budget: the same answer when the walk ends within it, nothing when it would read more", () => {
+    const rand = seededRandom(23);
+    let within = 0;
+    let over = 0;
+    for (let trial = 0; trial < 200; trial++) {
+      const store = makeStore(rand, 50 + Math.floor(rand() * 400), 4, 0.1 + rand() * 0.7);
+      const keys = ["k0", "k2", "k3"].filter(() => rand() < 0.8);
+      const k = [1, 5, 40][Math.floor(rand() * 3)] as number;
+      const page = [1, 3, 64][Math.floor(rand() * 3)] as number;
+      const unbounded = { rows: 0 };
+      const expected = rankByMergedWalk(keys, k, listsOf(store, unbounded), page);
+      const budget = Math.floor(rand() * 2 * (unbounded.rows + 1));
+      const read = { rows: 0 };
+      const got = rankByMergedWalkWithin(keys, k, listsOf(store, read), budget, page);
+      // Never more than the budget and the one row that shows it is spent.
+      assert.ok(read.rows <= budget + 1, JSON.stringify({ trial, budget, read: read.rows }));
+      if (budget >= unbounded.rows) {
+        assert.deepEqual(got, expected, JSON.stringify({ trial, keys, k, page, budget }));
+        within++;
+      } else if (got === undefined) {
+        over++;
+      } else {
+        // Ended within a budget smaller than the unbounded walk's reads (its last page was cut): still exact.
+        assert.deepEqual(got, expected, JSON.stringify({ trial, keys, k, page, budget }));
+        within++;
+      }
+    }
+    assert.ok(within > 50 && over > 50, `within ${within}, over ${over}`);
   });
 });

@@ -117,12 +117,6 @@ const uniq = (values: readonly string[]): string[] => [...new Set(values)];
 const MERGED_WALK_BUDGET = 4;
 
 /**
- * recordsByKeys tries the records holding every topic first when the rarest topic's matches are at
- * most 1 / RARE_KEY_SHARE of the other topics' (see topicsHeldTogether).
- */
-const RARE_KEY_SHARE = 4;
-
-/**
  * Which versions a route reads: the current ones (not superseded), or for an as-of query those
  * valid at `validAt` (epoch ms; valid_from and valid_to are stored as epoch ms).
  */
@@ -1019,8 +1013,6 @@ export class SqliteGraphStore implements GraphStore {
     const walked = keys[counts.indexOf(largest)] as string;
     const others = keys.filter((key) => key !== walked);
     const rest = counts.reduce((sum, n) => sum + n, 0) - largest;
-    const rare = this.topicsHeldTogether(index, tenant, keys, counts, limit, valid);
-    if (rare) return rare;
     // The candidates are read, then ranked again: worth it only when the walk skips most of the
     // most frequent key's matches. Otherwise every match is ranked in one read.
     if (largest <= 2 * (rest + limit))
@@ -1060,50 +1052,6 @@ export class SqliteGraphStore implements GraphStore {
       JSON.stringify([...candidates]),
       tenant,
     ]);
-  }
-
-  /**
-   * recordsByKeys' answer when k records hold every topic asked, read from the rarest topic's list
-   * alone; undefined otherwise. A topic row's name is its key, so a record holding all n keys scores
-   * n, the most there is, and when k current records do, they are the top k, in (said_at DESC, id)
-   * order: the order of the rarest key's index list, which the statement walks with a primary-key
-   * probe per other key and stops at k. Tried only when that list is small against the others
-   * (the merged walk would read the others' rows over the same span of said_at): when fewer than k
-   * records hold every key its whole list is read in vain, at most a quarter of the other lists'
-   * rows. Entity keys are left out: two keys can share a name there (aliases), so holding every key
-   * need not be the top score.
-   */
-  private topicsHeldTogether(
-    index: "entity" | "topic",
-    tenant: string,
-    keys: readonly string[],
-    counts: readonly number[],
-    limit: number,
-    valid: { sql: string; params: Param[] },
-  ): ScoreRow[] | undefined {
-    if (index !== "topic" || keys.length < 2) return undefined;
-    const fewest = Math.min(...counts);
-    const total = counts.reduce((sum, n) => sum + n, 0);
-    if (fewest < limit || RARE_KEY_SHARE * fewest > total - fewest) return undefined;
-    const rarest = keys[counts.indexOf(fewest)] as string;
-    const others = keys.filter((key) => key !== rarest);
-    const rows = this.all<{ id: string }>(
-      `SELECT e.record_id AS id FROM record_topics e INDEXED BY record_topics_topic
-       JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
-       WHERE e.tenant = ? AND e.topic = ?${others
-         .map(
-           () =>
-             " AND EXISTS (SELECT 1 FROM record_topics o WHERE o.tenant = e.tenant AND o.record_id = e.record_id AND o.topic = ?)",
-         )
-         .join("")}${valid.sql}
-       ORDER BY e.said_at DESC, e.record_id LIMIT ?`,
-      tenant,
-      rarest,
-      ...others,
-      ...valid.params,
-      limit,
-    );
-    return rows.length === limit ? rows.map((row) => ({ id: row.id, score: keys.length })) : undefined;
   }
 
   /**

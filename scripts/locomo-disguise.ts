@@ -17,27 +17,12 @@ if (!input || !output || !Number.isInteger(copy) || copy < 1) {
   process.exit(2);
 }
 
-const MONTHS = [
-  "January",
-  "February",
-  "March",
-  "April",
-  "May",
-  "June",
-  "July",
-  "August",
-  "September",
-  "October",
-  "November",
-  "December",
-];
-
 /** The dataset's session date form ("1:56 pm on 8 May, 2023"), `years` later. */
 const shiftedSessionDate = (text: string, years: number): string => {
   const d = shiftedByYears(parseSessionDate(text), years);
   const h = d.getUTCHours();
   const minutes = String(d.getUTCMinutes()).padStart(2, "0");
-  return `${h % 12 === 0 ? 12 : h % 12}:${minutes} ${h < 12 ? "am" : "pm"} on ${d.getUTCDate()} ${MONTHS[d.getUTCMonth()]}, ${d.getUTCFullYear()}`;
+  return `${h % 12 === 0 ? 12 : h % 12}:${minutes} ${h < 12 ? "am" : "pm"} on ${d.getUTCDate()} ${d.toLocaleString("en-US", { month: "long", timeZone: "UTC" })}, ${d.getUTCFullYear()}`;
 };
 
 interface RawTurn {

@@ -41,6 +41,9 @@ export const num = (v: unknown): number => {
   return Number(v);
 };
 
+/** SQLite's BINARY collation: UTF-8 byte order (the order of code points), which the Neo4j stores' sorted lists follow. */
+export const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
+
 /** Result rows as plain objects of the expected shape (values are converted by the caller). */
 export const rows = <T>(result: QueryResult<RecordShape>): T[] => result.records.map((r) => r.toObject() as T);
 

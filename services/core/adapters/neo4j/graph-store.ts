@@ -26,6 +26,7 @@ import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import {
   applySchema,
+  byBytes,
   int,
   type Neo4jConnectionOptions,
   nextSeq,
@@ -114,9 +115,6 @@ const uniq = (values: readonly string[]): string[] => [...new Set(values)];
  */
 const keySeek = (hint: string, conversation: string | undefined): string =>
   conversation === undefined ? ` ${hint}` : "";
-
-/** SQLite's BINARY collation: UTF-8 byte order (the order of code points). */
-const byBytes = (a: string, b: string): number => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"));
 
 /** Tenant of a dead letter from its partition key (keys.conversationKey; "" when the key names no tenant). */
 const tenantOfKey = (key: string): string => parseConversationKey(key)?.tenant ?? "";

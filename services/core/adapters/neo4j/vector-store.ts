@@ -13,6 +13,7 @@ import type { RecordType } from "../../types.ts";
 import { compileFilter, entityKey } from "../../vector-filter.ts";
 import {
   applySchema,
+  byBytes,
   int,
   type Neo4jConnectionOptions,
   num,
@@ -604,7 +605,7 @@ export class Neo4jVectorStore implements VectorStore {
       `MATCH (v:${this.label}) WHERE v.tenant STARTS WITH $prefix RETURN DISTINCT v.tenant AS tenant`,
       { prefix },
     );
-    return found.map((r) => r.tenant).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    return found.map((r) => r.tenant).sort(byBytes);
   }
 
   async count(tenant: string): Promise<number> {

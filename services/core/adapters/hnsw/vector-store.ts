@@ -405,7 +405,8 @@ export class HnswVectorStore implements VectorStore {
       const payload = JSON.parse(r.payload) as VectorPayload;
       entries.set(r.label, { id: r.id, payload });
       labels.set(r.id, r.label);
-      const v = fromBlob(r.vector);
+      // A view where it can be: block.put copies the vector into the block.
+      const v = vectorOfBlob(r.vector);
       if (v.length !== this.dim) {
         throw new Error(
           `HnswVectorStore: stored vector of tenant ${tenant} has dimension ${v.length}, expected ${this.dim}`,
@@ -475,7 +476,7 @@ export class HnswVectorStore implements VectorStore {
       .prepare<[string], { label: number; vector: Buffer }>("SELECT label, vector FROM vectors WHERE tenant = ?")
       .iterate(tenant);
     for (const r of rows) {
-      const v = fromBlob(r.vector);
+      const v = vectorOfBlob(r.vector);
       if (v.length !== dim)
         throw new Error(
           `HnswVectorStore: stored vector of tenant ${tenant} has dimension ${v.length}, expected ${dim}`,

@@ -104,6 +104,8 @@ export const runServe = async (config: Config): Promise<void> => {
   const metrics = new Metrics();
   await setupTracing("embedded"); // MEMORY_TRACING (docs/tracing.md); before the stores, so their calls are traced
   const opened = await openEmbeddedEngine(config, { observer: metrics });
+  // Before listening: the first query would otherwise load the tables on its request path.
+  await opened.engine.warmUpQueries();
   const app = createHttpApp({
     service: opened.engine,
     apiKeys: config.apiKeys,

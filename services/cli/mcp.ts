@@ -35,6 +35,8 @@ export const runMcp = async (config: Config, o: { tenant?: string }): Promise<vo
   // stdout is the protocol channel: a stray console.log from any module would corrupt it.
   console.log = console.error;
   const opened = await openEmbeddedEngine(config);
+  // Before serving: the first query would otherwise load the tables on its request path.
+  await opened.engine.warmUpQueries();
   const mcp = await serveMcpOverStdio({
     service: opened.engine,
     tenant,

@@ -50,6 +50,7 @@ import { type ArrivingTurn, indexRawTurns } from "../indexer/raw-turns.ts";
 import { StoreExplorerReader } from "../query/explorer-reader.ts";
 import { StoreMemoryReader } from "../query/memory-reader.ts";
 import type { QuerySettings } from "../query/query.ts";
+import { type WarmUpResult, warmUpQueries } from "../query/warm-up.ts";
 import { AttentionScorer, type TurnPair } from "../segmenter/attention-scorer.ts";
 import {
   initialSegmenterState,
@@ -327,6 +328,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
 
   query(tenant: string, req: QueryRequest): Promise<QueryResult> {
     return this.reader.query(tenant, req);
+  }
+
+  /** Loads what the first query would load on its request path (query/warm-up.ts); for a serving process. */
+  warmUpQueries(): Promise<WarmUpResult> {
+    return warmUpQueries(this.parts, this.settings.query);
   }
 
   listRecords(tenant: string, query: RecordQuery): Promise<RecordPage> {

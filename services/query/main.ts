@@ -30,6 +30,7 @@ import { startOpsServer } from "../platform/ops-server.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
 import { setupTracing } from "../platform/tracing.ts";
 import { StoreQueryService } from "./grpc-query-service.ts";
+import { warmUpQueries } from "./warm-up.ts";
 
 const log = jsonLogger("query");
 const config = loadProcessConfig();
@@ -39,14 +40,16 @@ const model = await openEmbedder(config);
 const stores = await openStores(config);
 const llm = await openLlm(config, { planner: true }, metrics);
 const planner = plannerFrom(config, llm);
-const service = new StoreQueryService({
+const readDeps = {
   graph: stores.graph,
   vectors: stores.vectors,
   embedder: stageEmbedder(model, undefined, config.cache.embeddingEntries),
-  ...(planner ? { planner } : {}),
   settings: querySettingsFrom(config),
-  storeLabel: stores.label,
-});
+};
+const service = new StoreQueryService({ ...readDeps, ...(planner ? { planner } : {}), storeLabel: stores.label });
+// Before the server takes calls: the first query would otherwise load the tables on its request path.
+const warm = await warmUpQueries(readDeps, readDeps.settings);
+log("info", "warmed up", { ms: Math.round(warm.ms), queries: warm.queries });
 
 // Consolidation, history and erasure over the same stores (memory.v1.Maintenance), for the gateway.
 const maintenance = new StoreMaintenance({

@@ -188,23 +188,21 @@ export class VectorBlock {
 
   /**
    * put() of each item in order (a tenant's stored rows at load), with the same resulting state:
-   * the posting keys come from a memo kept for this call only (a tenant's kinds, conversations
+   * the posting keys come from a memo kept for this fill only (a tenant's kinds, conversations
    * and entity names repeat over thousands of items: each one's keys were normalised and
-   * concatenated again per item), and the new slots' inverse norms are computed at the end, four
-   * at a time (inverseNorms). A label already in the block goes through put() itself.
+   * concatenated again per item), and the new slots' inverse norms are computed by done(), four
+   * at a time (inverseNorms): the block is not searched between the first put and done(). A label
+   * already in the block goes through put() itself.
    */
-  putAll(labels: readonly number[], vectors: readonly Float32Array[], payloads: readonly VectorPayload[]): void {
-    const dim = this.dim;
+  filler(): { put: (label: number, vector: Float32Array, payload: VectorPayload) => void; done: () => void } {
     const memo = new KeyMemo();
     const first = this.size;
-    for (let i = 0; i < labels.length; i++) {
-      const label = labels[i] as number;
-      const vector = vectors[i] as Float32Array;
-      const payload = payloads[i] as VectorPayload;
+    const put = (label: number, vector: Float32Array, payload: VectorPayload): void => {
       if (this.slotOf.has(label)) {
         this.put(label, vector, payload);
-        continue;
+        return;
       }
+      const dim = this.dim;
       if (vector.length !== dim) throw new Error(`VectorBlock: dimension ${vector.length}, expected ${dim}`);
       if (this.size === this.labels.length) this.grow();
       const slot = this.size++;
@@ -213,8 +211,17 @@ export class VectorBlock {
       this.addTo(memo.keysOf(payload), label);
       this.data.set(vector, slot * dim);
       this.payloads[slot] = payload;
+    };
+    return { put, done: () => inverseNorms(this.data, this.dim, first, this.size, this.inverse) };
+  }
+
+  /** put() of each item in order, through filler(). */
+  putAll(labels: readonly number[], vectors: readonly Float32Array[], payloads: readonly VectorPayload[]): void {
+    const fill = this.filler();
+    for (let i = 0; i < labels.length; i++) {
+      fill.put(labels[i] as number, vectors[i] as Float32Array, payloads[i] as VectorPayload);
     }
-    inverseNorms(this.data, dim, first, this.size, this.inverse);
+    fill.done();
   }
 
   /** Adds or replaces the vector of a label. */

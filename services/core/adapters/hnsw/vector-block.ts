@@ -89,7 +89,7 @@ const keysOf = (p: VectorPayload): string[] => {
 };
 
 /**
- * keysOf memoised (VectorBlock.putAll): the keys of each kind + conversation and of each kind +
+ * keysOf memoised (VectorBlock.filler): the keys of each kind + conversation and of each kind +
  * entity name as written, built once, the same strings in the same order as keysOf's.
  */
 class KeyMemo {
@@ -213,15 +213,6 @@ export class VectorBlock {
       this.payloads[slot] = payload;
     };
     return { put, done: () => inverseNorms(this.data, this.dim, first, this.size, this.inverse) };
-  }
-
-  /** put() of each item in order, through filler(). */
-  putAll(labels: readonly number[], vectors: readonly Float32Array[], payloads: readonly VectorPayload[]): void {
-    const fill = this.filler();
-    for (let i = 0; i < labels.length; i++) {
-      fill.put(labels[i] as number, vectors[i] as Float32Array, payloads[i] as VectorPayload);
-    }
-    fill.done();
   }
 
   /** Adds or replaces the vector of a label. */

@@ -1,5 +1,5 @@
 /**
- * VectorBlock.putAll (a tenant's load) leaves the block as a put() of each item in order would:
+ * VectorBlock.filler (a tenant's load) leaves the block as a put() of each item in order would:
  * the same inverse norms bit for bit (inverseNorms, four vectors at a time), the same posting
  * lists (memoised keys, entity names deduplicated after normalisation) and the same vectors,
  * payloads and search results; a label given twice is replaced as put() replaces it.
@@ -36,7 +36,7 @@ describe("inverseNorms", () => {
   });
 });
 
-describe("VectorBlock.putAll", () => {
+describe("VectorBlock.filler", () => {
   it("gives the state of a put of each item in order", () => {
     const rnd = seededRandom(11);
     const dim = 8;
@@ -60,11 +60,9 @@ describe("VectorBlock.putAll", () => {
     const all = new VectorBlock(dim, 4);
     all.put(100, items[0]?.vector as Float32Array, { tenant: "t", conversation: "c9", kind: "turn" });
     all.remove(100);
-    all.putAll(
-      items.map((x) => x.label),
-      items.map((x) => x.vector),
-      items.map((x) => x.payload),
-    );
+    const fill = all.filler();
+    for (const it of items) fill.put(it.label, it.vector, it.payload);
+    fill.done();
     assert.equal(all.count, one.count);
     for (const it of items) {
       assert.deepEqual(all.vectorOf(it.label), one.vectorOf(it.label));

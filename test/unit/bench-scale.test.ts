@@ -304,6 +304,17 @@ describe("bench scale", () => {
     await assert.rejects(runScaleBench({ ...common, sizes: [100], growStore: cut }), /already holds/);
     await assert.rejects(runScaleBench({ ...common, sizes: [10], keepStore: once, growStore: cut }), /not both/);
   });
+  it("turns the event loop between segments: a stop set by a callback of the loop (a signal's handler) ends a grow", async () => {
+    // The writes are synchronous and the hashing embedder resolves at once: without a turn of the
+    // event loop between segments the callback below ran only after the whole size was built
+    // (a SIGINT was not honoured, and native finalizers of evicted indexes never ran).
+    const common = growOptions(locomoFile());
+    const stop = new AbortController();
+    setImmediate(() => stop.abort());
+    const run = await runScaleBench({ ...common, sizes: [300], growStore: join(dir, "looped"), signal: stop.signal });
+    assert.equal(run.report.sizes.length, 0, "stopped before the first size was built");
+  });
+
   it("grows a store killed with SIGKILL (in the first copies' writes, then while it measures) to what one run builds", {
     timeout: 120_000,
   }, async () => {

@@ -198,25 +198,24 @@ export class VectorBlock {
     const memo = new KeyMemo();
     const first = this.size;
     const put = (label: number, vector: Float32Array, payload: VectorPayload): void => {
-      if (this.slotOf.has(label)) {
-        this.put(label, vector, payload);
-        return;
-      }
-      const dim = this.dim;
-      if (vector.length !== dim) throw new Error(`VectorBlock: dimension ${vector.length}, expected ${dim}`);
-      if (this.size === this.labels.length) this.grow();
-      const slot = this.size++;
-      this.slotOf.set(label, slot);
-      this.labels[slot] = label;
-      this.addTo(memo.keysOf(payload), label);
-      this.data.set(vector, slot * dim);
-      this.payloads[slot] = payload;
+      // A replaced label may sit in a slot before `first`, which done() does not cover.
+      if (this.slotOf.has(label)) this.put(label, vector, payload);
+      else this.place(label, vector, payload, memo.keysOf(payload));
     };
     return { put, done: () => inverseNorms(this.data, this.dim, first, this.size, this.inverse) };
   }
 
   /** Adds or replaces the vector of a label. */
   put(label: number, vector: Float32Array, payload: VectorPayload): void {
+    const slot = this.place(label, vector, payload, keysOf(payload));
+    this.inverse[slot] = inverseNorm(vector);
+  }
+
+  /**
+   * put() but for the inverse norm (the caller's: at once, or the filler's done()): the slot,
+   * the posting lists under `keys` (keysOf(payload)), the vector and the payload.
+   */
+  private place(label: number, vector: Float32Array, payload: VectorPayload, keys: readonly string[]): number {
     if (vector.length !== this.dim) throw new Error(`VectorBlock: dimension ${vector.length}, expected ${this.dim}`);
     let slot = this.slotOf.get(label);
     if (slot === undefined) {
@@ -227,10 +226,10 @@ export class VectorBlock {
     } else {
       this.unlist(label, this.payloads[slot] as VectorPayload);
     }
-    this.list(label, payload);
+    this.list(keys, label);
     this.data.set(vector, slot * this.dim);
-    this.inverse[slot] = inverseNorm(vector);
     this.payloads[slot] = payload;
+    return slot;
   }
 
   remove(label: number): void {
@@ -253,11 +252,7 @@ export class VectorBlock {
     this.payloads.length = last;
   }
 
-  private list(label: number, payload: VectorPayload): void {
-    this.addTo(keysOf(payload), label);
-  }
-
-  private addTo(keys: readonly string[], label: number): void {
+  private list(keys: readonly string[], label: number): void {
     for (const key of keys) {
       let set = this.postings.get(key);
       if (!set) {

@@ -30,6 +30,7 @@ import { type EncoderState, encodeSegment } from "../encoder/encode-segment.ts";
 import { deriveIndexBatch, vectorTexts } from "../indexer/derive.ts";
 import { indexSegment } from "../indexer/indexer.ts";
 import { runQuery } from "../query/query.ts";
+import { residentSplit } from "./process-memory.ts";
 import { runEnvironment, writeReportFiles } from "./run.ts";
 import { disguiseOf, disguiseQuestion, disguiseTurns, fixedSegments, perturb, seededRandom } from "./scale-data.ts";
 import { percentile } from "./scoring.ts";
@@ -123,7 +124,17 @@ export interface ScaleSizeResult {
   questionEmbedding: Latency;
   /** Query p95 over question-embedding p95 (same run). */
   p95OverEmbedding: { conversation: number | undefined; tenant: number | undefined };
-  memory: { rssBytes: number; heapUsedBytes: number; externalBytes: number };
+  /**
+   * After the measured queries. anonBytes / fileBytes: the RSS split by what backs it
+   * (process-memory.ts; null where /proc does not say): file-backed is mostly SQLite's mmap window.
+   */
+  memory: {
+    rssBytes: number;
+    heapUsedBytes: number;
+    externalBytes: number;
+    anonBytes: number | null;
+    fileBytes: number | null;
+  };
   /** The store folder's size (embedded); null for a server store (its files are the server's). */
   disk: { bytes: number; bytesPerRecord: number } | null;
   /**
@@ -602,6 +613,7 @@ export const runScaleBench = async (
       const wide = await ask(true, queries);
       const embedLatency = latency([...conv.embed, ...wide.embed]);
       const mem = process.memoryUsage();
+      const split = residentSplit();
       const queryConv = summarise(conv);
       const queryWide = summarise(wide);
       const afterQueries = hnswBefore?.resident;
@@ -647,7 +659,13 @@ export const runScaleBench = async (
         query: { conversation: queryConv, tenant: queryWide },
         questionEmbedding: embedLatency,
         p95OverEmbedding: { conversation: ratio(queryConv.p95), tenant: ratio(queryWide.p95) },
-        memory: { rssBytes: mem.rss, heapUsedBytes: mem.heapUsed, externalBytes: mem.external },
+        memory: {
+          rssBytes: mem.rss,
+          heapUsedBytes: mem.heapUsed,
+          externalBytes: mem.external,
+          anonBytes: split?.anonBytes ?? null,
+          fileBytes: split?.fileBytes ?? null,
+        },
         disk: disk === undefined ? null : { bytes: disk, bytesPerRecord: disk / records },
         coldStartMs,
         ...(residency ? { residency } : {}),
@@ -699,7 +717,7 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
       "question embedding p50/p95 ms",
       "p95 / embedding p95 (conv., tenant)",
       "write records/s",
-      "RSS MiB",
+      "RSS MiB (anon + file)",
       "disk bytes/record",
       "cold start ms",
     ],
@@ -713,7 +731,9 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
       `${fmt(s.p95OverEmbedding.conversation, 2)}, ${fmt(s.p95OverEmbedding.tenant, 2)}`,
       // A size measured on a kept store (--reuse-store) wrote nothing: no rate, rather than 0.
       s.write.seconds > 0 ? fmt(s.write.recordsPerSecond, 0) : "–",
-      mb(s.memory.rssBytes),
+      s.memory.anonBytes === null || s.memory.fileBytes === null
+        ? mb(s.memory.rssBytes)
+        : `${mb(s.memory.rssBytes)} (${mb(s.memory.anonBytes)} + ${mb(s.memory.fileBytes)})`,
       s.disk ? fmtInt(s.disk.bytesPerRecord) : "–",
       fmt(s.coldStartMs, 0),
     ]),

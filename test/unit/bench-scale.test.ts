@@ -154,7 +154,13 @@ describe("bench scale", () => {
       assert.ok((s.p95OverEmbedding.conversation as number) > 0);
       assert.ok(s.write.recordsPerSecond > 0 && s.write.vectorsPerSecond > 0);
       assert.ok(s.memory.rssBytes > 0 && (s.disk?.bytesPerRecord ?? 0) > 0 && s.coldStartMs > 0);
+      // The split is read where /proc says it (Linux: every machine this runs on).
+      if (process.platform === "linux") {
+        const { anonBytes, fileBytes } = s.memory as { anonBytes: number; fileBytes: number };
+        assert.ok(anonBytes > 0 && fileBytes > 0 && anonBytes + fileBytes <= s.memory.rssBytes * 1.5);
+      }
     }
+    assert.match(markdown, /RSS MiB \(anon \+ file\)/);
     assert.match(markdown, /# bench scale \(embedded\)/);
     assert.match(markdown, /## Per route/);
     assert.equal(files.length, 2);

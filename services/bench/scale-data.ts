@@ -68,16 +68,25 @@ export interface Disguise {
   shiftDays: number;
 }
 
+/** Days over which copies' dates spread (about three years); 97 is prime to it, so shifts repeat every SHIFT_PERIOD copies. */
+const SHIFT_PERIOD = 1100;
+
 export const disguiseOf = (conv: LocomoConversation, copy: number): Disguise => {
   const names = new Map<string, string>();
   const places = new Map<string, string>();
   if (copy === 0) return { names, places, shiftDays: 0 };
+  // The date shift repeats every SHIFT_PERIOD copies and the names every 4 (9 · 4 = 36 names), so
+  // copies SHIFT_PERIOD apart were the same text: the same record ids, written again onto the same
+  // records of the same tenant (a grow to 1M counted 1,000,749 records written, 922,778 stored).
+  // Each further SHIFT_PERIOD copies ("era") moves the names by one more: no two copies alike
+  // below SHIFT_PERIOD · 36 (39,600 copies, ~15M records).
+  const era = Math.floor(copy / SHIFT_PERIOD);
   conv.speakers.forEach((s, i) => {
-    names.set(s, FIRST_NAMES[(copy * 2 + i + copy * 7) % FIRST_NAMES.length] as string);
+    names.set(s, FIRST_NAMES[(copy * 2 + i + copy * 7 + era) % FIRST_NAMES.length] as string);
   });
   for (const [place, others] of Object.entries(PLACES)) places.set(place, others[copy % others.length] as string);
   // Spread copies over about three years, whole days (the weekday of an event may change: fine).
-  return { names, places, shiftDays: ((copy * 97) % 1100) - 550 };
+  return { names, places, shiftDays: ((copy * 97) % SHIFT_PERIOD) - SHIFT_PERIOD / 2 };
 };
 
 const replacer = (map: Map<string, string>): ((text: string) => string) => {

@@ -555,7 +555,15 @@ export const runScaleBench = async (
         break;
       }
       await stores.vectors.flush();
-      log(`scale: ${records} records, ${turns} turns in ${built.length} conversations; querying`);
+      // The size is what the store holds, not what was written: a record written again (the same
+      // id: the same text in the same tenant) is one record. Copies of a conversation must differ
+      // (scale-data.ts disguiseOf); a count below the written one says they did not.
+      const storedPerTenant = new Map<string, number>();
+      for (const tenant of recordsPerTenant.keys()) storedPerTenant.set(tenant, await stores.graph.countRecords(tenant));
+      const storedRecords = [...storedPerTenant.values()].reduce((a, b) => a + b, 0);
+      if (storedRecords !== records)
+        log(`scale: ${records} records written, ${storedRecords} stored (records written again onto the same ids)`);
+      log(`scale: ${storedRecords} records, ${turns} turns in ${built.length} conversations; querying`);
 
       // One search per tenant loads its vector index (a store loads a tenant's index on first use).
       const probe = new Float32Array(embedder.dimension);
@@ -646,11 +654,11 @@ export const runScaleBench = async (
       const ratio = (p: number | undefined): number | undefined =>
         p !== undefined && embedLatency.p95 ? p / embedLatency.p95 : undefined;
       results.push({
-        records,
+        records: storedRecords,
         turns,
         conversations: built.length,
-        tenants: recordsPerTenant.size,
-        largestTenantRecords: Math.max(...recordsPerTenant.values()),
+        tenants: storedPerTenant.size,
+        largestTenantRecords: Math.max(...storedPerTenant.values()),
         write: {
           seconds: writeSeconds,
           recordsPerSecond: writeSeconds > 0 ? (records - recordsBefore) / writeSeconds : 0,
@@ -666,13 +674,13 @@ export const runScaleBench = async (
           anonBytes: split?.anonBytes ?? null,
           fileBytes: split?.fileBytes ?? null,
         },
-        disk: disk === undefined ? null : { bytes: disk, bytesPerRecord: disk / records },
+        disk: disk === undefined ? null : { bytes: disk, bytesPerRecord: disk / storedRecords },
         coldStartMs,
         ...(residency ? { residency } : {}),
       });
       const last = results[results.length - 1] as ScaleSizeResult;
       log(
-        `scale: ${records} records: query p95 conversation ${last.query.conversation.p95?.toFixed(1)} ms, ` +
+        `scale: ${storedRecords} records: query p95 conversation ${last.query.conversation.p95?.toFixed(1)} ms, ` +
           `tenant ${last.query.tenant.p95?.toFixed(1)} ms, embedding p95 ${last.questionEmbedding.p95?.toFixed(1)} ms`,
       );
       writeReport();

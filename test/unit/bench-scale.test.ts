@@ -102,6 +102,19 @@ const growInChild = async (data: string, store: string, sizes: string, killAt: R
 };
 
 describe("bench scale", () => {
+  it("no two copies of a conversation are disguised alike (else their records are the same records)", () => {
+    const [conv] = loadLocomo(locomoFile());
+    assert.ok(conv);
+    // Copies 1,100 apart had the same date shift and names: the same texts, the same ids.
+    const seen = new Map<string, number>();
+    for (let copy = 1; copy <= 12_000; copy++) {
+      const d = disguiseOf(conv, copy);
+      const key = JSON.stringify([[...d.names], [...d.places], d.shiftDays]);
+      assert.equal(seen.get(key), undefined, `copy ${copy} disguised like copy ${seen.get(key)}`);
+      seen.set(key, copy);
+    }
+  });
+
   it("disguises copies (names, places, dates), keeps the original as copy 0, and perturbs near the base", () => {
     const [conv] = loadLocomo(locomoFile());
     assert.ok(conv);

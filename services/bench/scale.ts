@@ -559,7 +559,8 @@ export const runScaleBench = async (
       // id: the same text in the same tenant) is one record. Copies of a conversation must differ
       // (scale-data.ts disguiseOf); a count below the written one says they did not.
       const storedPerTenant = new Map<string, number>();
-      for (const tenant of recordsPerTenant.keys()) storedPerTenant.set(tenant, await stores.graph.countRecords(tenant));
+      for (const tenant of recordsPerTenant.keys())
+        storedPerTenant.set(tenant, await stores.graph.countRecords(tenant));
       const storedRecords = [...storedPerTenant.values()].reduce((a, b) => a + b, 0);
       if (storedRecords !== records)
         log(`scale: ${records} records written, ${storedRecords} stored (records written again onto the same ids)`);

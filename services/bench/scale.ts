@@ -176,6 +176,11 @@ export interface ScaleBenchReport {
     embedder: string;
     /** Records and turns whose vectors are real embeddings (the rest are perturbations of them). */
     realEmbedded: { records: number; turns: number };
+    /**
+     * Measured on a store an earlier run built (--reuse-store): nothing was embedded or written in
+     * this run, and `tenants` is the store's, not the option's.
+     */
+    reused?: boolean;
     gitCommit: string | null;
     gitDirty: boolean | null;
     date: string;
@@ -372,12 +377,13 @@ export const runScaleBench = async (
         dataSha256: createHash("sha256").update(bytes).digest("hex"),
         sizes,
         queries,
-        tenants: tenantCount,
+        tenants: options.reuseStore ? recordsPerTenant.size : tenantCount,
         segmentTurns,
         noise,
         seed,
         embedder: embedder.id,
         realEmbedded,
+        ...(options.reuseStore ? { reused: true } : {}),
         ...environment,
         date,
         loadAverage: { before: loadBefore, after: loadavg() },
@@ -788,10 +794,11 @@ export const renderScaleMarkdown = (r: ScaleBenchReport): string => {
     "",
     `${c.date}, commit ${c.gitCommit ?? "?"}${c.gitDirty ? " (dirty)" : ""}, Node ${c.node}, ${c.cpus} CPUs, load ${c.loadAverage.before.map((x) => x.toFixed(1)).join("/")} → ${c.loadAverage.after.map((x) => x.toFixed(1)).join("/")}; embedder ${c.embedder}; ${c.wallSeconds.toFixed(0)} s.`,
     "",
-    `Data: copies of ${c.dataFile} (sha256 ${c.dataSha256.slice(0, 12)}) with other speaker names, places and dates, ` +
+    `Data: ${c.reused ? "a store an earlier run built and kept (--reuse-store; nothing written or embedded in this run): " : ""}` +
+      `copies of ${c.dataFile} (sha256 ${c.dataSha256.slice(0, 12)}) with other speaker names, places and dates, ` +
       `${c.segmentTurns}-turn segments, extractive encoder, written through the indexer (indexSegment) over ${c.tenants} tenants ` +
-      `(conversation copies round-robin). Vectors: real embeddings for the first copy (${c.realEmbedded.records} records, ` +
-      `${c.realEmbedded.turns} turns); every later text gets the real vector of its position in the first copy plus Gaussian ` +
+      `(conversation copies round-robin). Vectors: real embeddings for the first copy` +
+      `${c.reused ? "" : ` (${c.realEmbedded.records} records, ${c.realEmbedded.turns} turns)`}; every later text gets the real vector of its position in the first copy plus Gaussian ` +
       `noise of norm ${c.noise} (cosine to it ≈ ${(1 / Math.sqrt(1 + c.noise ** 2)).toFixed(2)}), normalised. ` +
       `${c.queries} conversation-scoped and ${c.queries} tenant-wide LoCoMo questions (disguised like their conversation) per size, ` +
       `after ${WARM_UP_QUERIES} unmeasured warm-up queries; query time includes the question's embedding.`,

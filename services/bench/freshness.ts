@@ -17,7 +17,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, type WriteStream } from "node:fs";
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, type WriteStream } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
@@ -31,6 +31,7 @@ import { loadLocomo } from "../core/datasets/locomo.ts";
 import { turnRowId } from "../core/ids.ts";
 import { keyOf, type Turn } from "../core/types.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
+import { cpuSecondsOf, infraServerPids } from "./process-cpu.ts";
 import { runEnvironment, writeReportFiles } from "./run.ts";
 import { percentile } from "./scoring.ts";
 import { fmt, markdownTable } from "./table.ts";
@@ -101,6 +102,12 @@ export interface FreshnessResult {
      * shared servers, not counted), and the bench process in the embedded run (the whole runtime).
      */
     stageCpuSeconds?: Record<string, number>;
+    /**
+     * CPU seconds of the servers this checkout's infra runs (Kafka, registry, Neo4j; their pid
+     * files, process-cpu.ts) in the distributed run, when it runs them: they share the machine's
+     * cores with the stage processes.
+     */
+    serverCpuSeconds?: Record<string, number>;
     embeddedCpuSeconds?: number;
     /**
      * Texts each stage process gave its embedding model in the distributed run (its
@@ -152,20 +159,6 @@ interface Child {
 }
 
 const ROOT = resolve(import.meta.dirname, "..", "..");
-
-/** CPU seconds (user + system) a child process has used so far, from /proc (Linux); undefined elsewhere. */
-const cpuSecondsOf = (pid: number | undefined): number | undefined => {
-  if (pid === undefined) return undefined;
-  try {
-    // Fields after the command name (which may hold spaces, hence the last ")"): utime and stime
-    // are fields 14 and 15 of the line, in clock ticks (100 per second on Linux).
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
-  }
-};
 
 /** Texts a stage process has given its embedding model so far (its /metrics); undefined when unknown. */
 const embeddedTextsOf = async (metricsUrl: string | undefined): Promise<number | undefined> => {
@@ -441,6 +434,8 @@ export const runFreshnessBench = async (
       const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
       const cpuBefore = children.map((c) => cpuSecondsOf(c.child.pid));
+      const servers = Object.entries(infraServerPids(process.env.INFRA_WORK_DIR ?? join(ROOT, "infra", ".work")));
+      const serverCpuBefore = servers.map(([, pid]) => cpuSecondsOf(pid));
       const textsBefore = await Promise.all(children.map((c) => embeddedTextsOf(c.metricsUrl)));
       const t0 = Date.now();
       const encoded = await Promise.all(
@@ -462,6 +457,11 @@ export const runFreshnessBench = async (
       children.forEach((c, i) => {
         const [before, after] = [cpuBefore[i], cpuSecondsOf(c.child.pid)];
         if (before !== undefined && after !== undefined) stageCpuSeconds[c.name] = after - before;
+      });
+      const serverCpuSeconds: Record<string, number> = {};
+      servers.forEach(([name, pid], i) => {
+        const [before, after] = [serverCpuBefore[i], cpuSecondsOf(pid)];
+        if (before !== undefined && after !== undefined) serverCpuSeconds[name] = after - before;
       });
       const textsAfter = await Promise.all(children.map((c) => embeddedTextsOf(c.metricsUrl)));
       const stageEmbeddedTexts: Record<string, number> = {};
@@ -495,6 +495,7 @@ export const runFreshnessBench = async (
             embeddedTurnsPerSecond: turns.length / embeddedSeconds,
             ratio: embeddedSeconds / distributedSeconds,
             stageCpuSeconds,
+            ...(Object.keys(serverCpuSeconds).length > 0 ? { serverCpuSeconds } : {}),
             embeddedCpuSeconds,
             stageEmbeddedTexts,
             embeddedTexts,
@@ -627,6 +628,17 @@ export const freshnessMarkdown = (r: FreshnessResult): string => {
       lines.push(
         "",
         `CPU seconds in the throughput run: ${stages.map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ")} (stage processes ${fmt(total, 1)}, without Kafka and Neo4j)${t.embeddedCpuSeconds !== undefined ? `; embedded runtime ${fmt(t.embeddedCpuSeconds, 1)}` : ""}.`,
+      );
+    }
+    if (t.serverCpuSeconds && t.stageCpuSeconds) {
+      const servers = Object.entries(t.serverCpuSeconds);
+      const all = [...Object.values(t.stageCpuSeconds), ...servers.map(([, v]) => v)].reduce((n, v) => n + v, 0);
+      const cores = r.environment.cpus;
+      // All of the distributed run's CPU on this machine's cores: its wall time cannot be shorter.
+      const floor = all / cores;
+      lines.push(
+        "",
+        `Servers' CPU seconds in the throughput run (this checkout's infra): ${servers.map(([k, v]) => `${k} ${fmt(v, 1)}`).join(", ")}; the distributed run in all (stage processes + servers) ${fmt(all, 1)} CPU s, on ${cores} cores at least ${fmt(floor, 1)} s of wall time (a ratio of ${fmt(t.embeddedSeconds / floor, 2)} at most against this embedded run).`,
       );
     }
     if (t.stageEmbeddedTexts && Object.keys(t.stageEmbeddedTexts).length > 0) {

@@ -71,6 +71,24 @@ describe("bench freshness report", () => {
     );
   });
 
+  it("adds the servers' CPU and the wall-time floor all of the distributed CPU sets on the machine's cores", () => {
+    const md = freshnessMarkdown(
+      result({
+        throughput: {
+          ...throughput,
+          stageCpuSeconds: { sensory: 5, segmenter: 30, encoder: 10, indexer: 55 },
+          serverCpuSeconds: { kafka: 4, registry: 1, neo4j: 15 },
+          embeddedCpuSeconds: 70,
+        },
+      }),
+    );
+    // 100 s of stages + 20 s of servers on 2 cores: 60 s at least; the embedded run took 80 s.
+    assert.match(
+      md,
+      /Servers' CPU seconds in the throughput run \(this checkout's infra\): kafka 4\.0, registry 1\.0, neo4j 15\.0; the distributed run in all \(stage processes \+ servers\) 120\.0 CPU s, on 2 cores at least 60\.0 s of wall time \(a ratio of 1\.33 at most against this embedded run\)\./,
+    );
+  });
+
   it("states the texts each stage's model embedded next to the embedded runtime's", () => {
     const md = freshnessMarkdown(
       result({

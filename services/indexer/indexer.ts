@@ -15,6 +15,11 @@ export interface IndexerDeps {
    * go first.
    */
   yieldTo?: () => Promise<void>;
+  /**
+   * Called once the segment's texts are embedded, before its store steps: the Kafka indexer starts
+   * embedding the next segment of its chunk then (embedding-prefetch.ts).
+   */
+  onEmbedded?: () => void;
 }
 
 export interface IndexOutcome {
@@ -67,6 +72,7 @@ export const indexSegment = async (
   const batch = deriveIndexBatch(segment, records);
   const texts = vectorTexts(batch);
   const { vectors, stored } = await embedMissing(deps, batch.tenant, texts);
+  deps.onEmbedded?.();
   if (deps.yieldTo) await deps.yieldTo();
   await deps.vectors.upsert(
     batch.tenant,

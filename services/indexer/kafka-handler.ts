@@ -17,6 +17,7 @@ import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
+import { EmbeddingPrefetch } from "./embedding-prefetch.ts";
 import { eraseControl, type IndexerErasure } from "./erase-in-stores.ts";
 import { indexSegment } from "./indexer.ts";
 
@@ -38,28 +39,45 @@ export interface IndexerStageDeps {
   onErased?(erasure: IndexerErasure): void;
   /** Awaited before each store step of a segment (indexer.ts IndexerDeps.yieldTo). */
   yieldTo?: () => Promise<void>;
+  /**
+   * Embed the chunk's next segment while the current one is in the stores (default true;
+   * embedding-prefetch.ts): the same vectors, the model's time hidden behind the stores' round trips.
+   */
+  prefetchNext?: boolean;
 }
 
 export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
   const slow = deps.slowWriteMs ?? 5000;
   const coolDown = deps.coolDownMs ?? 2000;
   let saturatedUntil = 0;
+  const prefetch = deps.prefetchNext === false ? undefined : new EmbeddingPrefetch(deps.embedder);
+  /** The chunk's events in order (prepare()), so that handle() knows which segment comes next. */
+  let chunk: readonly RecordsEvent[] = [];
+  const nextAfter = (event: RecordsEvent): RecordsEvent | undefined => {
+    const i = chunk.indexOf(event);
+    return i >= 0 ? chunk[i + 1] : undefined;
+  };
   return {
     name: "indexer",
     input: deps.input,
     output: deps.output,
     pressure: () => Date.now() < saturatedUntil,
+    async prepare(inputs) {
+      chunk = inputs.flatMap(({ input }) => (input.kind === "event" ? [input.value] : []));
+    },
     async handle(key, input) {
       if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };
       const { segment, records } = input.value;
       const started = Date.now();
+      const next = prefetch ? nextAfter(input.value) : undefined;
       const { candidates: found } = await indexSegment(
         {
           graph: deps.graph,
           vectors: deps.vectors,
-          embedder: deps.embedder,
+          embedder: prefetch ?? deps.embedder,
           candidates: deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
           ...(deps.yieldTo ? { yieldTo: deps.yieldTo } : {}),
+          ...(prefetch && next ? { onEmbedded: () => prefetch.prefetch(next.records.map((r) => r.text)) } : {}),
         },
         segment,
         records,

@@ -1,0 +1,57 @@
+/**
+ * The records consumer's embedding of the next segment while the current one is in the stores
+ * (issue 18). A segment's indexing is its record texts' embedding, then Neo4j round trips (vector
+ * upsert, graph batch, candidate lookups and writes) during which the indexer process only waits.
+ * When the chunk holds a next segment, its texts are embedded meanwhile: Neo4j works on one segment
+ * while the model works on the next. The vectors are the same whatever the call (onnxruntime gives
+ * the same floats for a text in any batch), so only the time changes.
+ *
+ * Bounded: it holds the texts of the one segment asked ahead, taken by the embed() that asks for
+ * them; a prefetch nobody takes is dropped by the next one.
+ */
+import type { Embedder, EmbedderStats } from "../core/ports.ts";
+
+export class EmbeddingPrefetch implements Embedder {
+  private ahead = new Map<string, Promise<Float32Array | undefined>>();
+
+  constructor(private readonly inner: Embedder) {}
+
+  get id(): string {
+    return this.inner.id;
+  }
+
+  get dimension(): number {
+    return this.inner.dimension;
+  }
+
+  stats(): EmbedderStats {
+    return this.inner.stats();
+  }
+
+  /** Starts embedding `texts` now, for an embed() that asks for them later; not awaited. */
+  prefetch(texts: readonly string[]): void {
+    const wanted = [...new Set(texts)];
+    this.ahead = new Map();
+    if (wanted.length === 0) return;
+    // A failed prefetch is not an error of anyone's yet: the embed() that wants the texts asks again.
+    const call = this.inner.embed(wanted).catch(() => undefined);
+    wanted.forEach((text, i) => {
+      this.ahead.set(
+        text,
+        call.then((vs) => vs?.[i]),
+      );
+    });
+  }
+
+  async embed(texts: readonly string[]): Promise<Float32Array[]> {
+    const early = texts.map((t) => this.ahead.get(t));
+    for (const t of texts) this.ahead.delete(t);
+    const got = await Promise.all(early.map((p) => p ?? Promise.resolve(undefined)));
+    const missing = [...new Set(texts.filter((_, i) => got[i] === undefined))];
+    const fresh = missing.length > 0 ? await this.inner.embed(missing) : [];
+    const byText = new Map(missing.map((t, i) => [t, fresh[i] as Float32Array]));
+    return texts.map((t, i) => (got[i] ?? byText.get(t)) as Float32Array);
+  }
+
+  // No close(): the inner embedder is shared, its owner closes it.
+}

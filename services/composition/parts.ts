@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { type ClosableLlm, createLlm } from "../core/adapters/llm-factory.ts";
 import { loadOnnxTurnAttention, type OnnxTurnAttention } from "../core/adapters/onnx/attention.ts";
 import { loadOnnxEmbedder, type OnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import { loadThreadedOnnxEmbedder, type ThreadedOnnxEmbedder } from "../core/adapters/onnx/embedder-thread.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import type { Config } from "../core/config.ts";
 import { type LlmMetricsTarget, metricsUsageSink } from "../core/llm-metering.ts";
@@ -63,6 +64,19 @@ export const embedderThreadsOf = (config: Partial<Pick<Config, "embedder">>, def
 /** A pipeline stage process's embedder: openEmbedder with STAGE_EMBEDDER_THREADS unless configured. */
 export const openStageEmbedder = (config: Pick<Config, "modelDir" | "embedder">): Promise<OnnxEmbedder> =>
   openEmbedder(config, { defaultThreads: STAGE_EMBEDDER_THREADS });
+
+/**
+ * A pipeline stage process's embedder on a worker thread (embedder-thread.ts): the indexer's, whose
+ * records consumer embeds a chunk's next segment while the current one's store round trips run
+ * (indexer/embedding-prefetch.ts). On the calling thread a forward pass holds the event loop, and
+ * the stores' answers wait behind it; on its own thread the model and the round trips overlap.
+ * Same vectors; same threads setting as openStageEmbedder.
+ */
+export const openStageEmbedderThread = (config: Pick<Config, "modelDir" | "embedder">): Promise<ThreadedOnnxEmbedder> =>
+  loadThreadedOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
+    ...(config.embedder ? { variant: config.embedder.variant } : {}),
+    threads: embedderThreadsOf(config, STAGE_EMBEDDER_THREADS),
+  });
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)

@@ -4,7 +4,11 @@
  * upsert, graph batch, candidate lookups and writes) during which the indexer process only waits.
  * When the chunk holds a next segment, its texts are embedded meanwhile: Neo4j works on one segment
  * while the model works on the next. The vectors are the same whatever the call (onnxruntime gives
- * the same floats for a text in any batch), so only the time changes.
+ * the same floats for a text in any batch), so only the time changes. The indexer process runs its
+ * model on a worker thread (composition/parts.ts openStageEmbedderThread), so the stores' answers
+ * are handled while the next segment is embedded. Tried on two loaded cores with the model on the
+ * event loop, it gained nothing; on a quiet machine, with the worker, the freshness bench's
+ * throughput phase takes ~12% less wall time (docs/benchmarks.md, issue 18).
  *
  * Bounded: it holds the texts of the one segment asked ahead, taken by the embed() that asks for
  * them; a prefetch nobody takes is dropped by the next one.

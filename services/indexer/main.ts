@@ -10,7 +10,7 @@
  * then become queryable at segment close only, as before).
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { candidateSettingsFrom, openStageEmbedder, stageEmbedder } from "../composition/parts.ts";
+import { candidateSettingsFrom, openStageEmbedderThread, stageEmbedder } from "../composition/parts.ts";
 import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
@@ -31,7 +31,9 @@ await runStageProcess({
   config,
   defaultMetricsPort: 9104,
   build: async ({ codecs, metrics, log }) => {
-    const model = await openStageEmbedder(config);
+    // On a worker thread: the records consumer's next-segment embedding overlaps the current
+    // segment's store round trips only when the model does not hold the event loop (parts.ts).
+    const model = await openStageEmbedderThread(config);
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.

@@ -1,5 +1,6 @@
+import { DelegatingEmbedder } from "./delegating-embedder.ts";
 import { compactKey, LruCache } from "./lru-cache.ts";
-import type { Embedder, EmbedderStats } from "./ports.ts";
+import type { Embedder } from "./ports.ts";
 
 /** Entries the cache keeps by default (config cache.embeddingEntries, MEMORY_EMBEDDING_CACHE_ENTRIES). */
 export const DEFAULT_EMBEDDING_CACHE_ENTRIES = 4096;
@@ -22,32 +23,21 @@ const keyOf = (text: string): string => compactKey(text, DIGEST_KEY_CHARS);
  * entries of one vector and a key of at most ~260 characters each, whatever the number of tenants.
  * stats() are the inner model's: they count real model work, not cache hits.
  */
-export class CachingEmbedder implements Embedder {
+export class CachingEmbedder extends DelegatingEmbedder {
   private readonly cache: LruCache<string, Float32Array>;
   hits = 0;
 
   constructor(
-    private readonly inner: Embedder,
+    inner: Embedder,
     readonly capacity = DEFAULT_EMBEDDING_CACHE_ENTRIES,
   ) {
+    super(inner);
     this.cache = new LruCache(capacity);
-  }
-
-  get id(): string {
-    return this.inner.id;
-  }
-
-  get dimension(): number {
-    return this.inner.dimension;
   }
 
   /** Entries held now (tests, bounds). */
   get size(): number {
     return this.cache.size;
-  }
-
-  stats(): EmbedderStats {
-    return this.inner.stats();
   }
 
   async embed(texts: readonly string[]): Promise<Float32Array[]> {

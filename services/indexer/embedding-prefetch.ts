@@ -13,24 +13,10 @@
  * Bounded: it holds the texts of the one segment asked ahead, taken by the embed() that asks for
  * them; a prefetch nobody takes is dropped by the next one.
  */
-import type { Embedder, EmbedderStats } from "../core/ports.ts";
+import { DelegatingEmbedder } from "../core/delegating-embedder.ts";
 
-export class EmbeddingPrefetch implements Embedder {
+export class EmbeddingPrefetch extends DelegatingEmbedder {
   private ahead = new Map<string, Promise<Float32Array | undefined>>();
-
-  constructor(private readonly inner: Embedder) {}
-
-  get id(): string {
-    return this.inner.id;
-  }
-
-  get dimension(): number {
-    return this.inner.dimension;
-  }
-
-  stats(): EmbedderStats {
-    return this.inner.stats();
-  }
 
   /** Starts embedding `texts` now, for an embed() that asks for them later; not awaited. */
   prefetch(texts: readonly string[]): void {

@@ -9,29 +9,19 @@
  * raw-turn call and the process's other work in between any two slices: they wait for one slice at
  * most. Same vectors, same order; only the calls differ.
  */
-import type { Embedder, EmbedderStats } from "../core/ports.ts";
+import { DelegatingEmbedder } from "../core/delegating-embedder.ts";
+import type { Embedder } from "../core/ports.ts";
 
-export class SlicedEmbedder implements Embedder {
+export class SlicedEmbedder extends DelegatingEmbedder {
   constructor(
-    private readonly inner: Embedder,
+    inner: Embedder,
     /** Texts per call (at least 1). */
     readonly slice: number,
     /** Awaited before each call (the indexer's FreshnessGate: raw-turn writes first). */
     private readonly before?: () => Promise<void>,
   ) {
+    super(inner);
     if (!Number.isInteger(slice) || slice < 1) throw new Error(`slice must be a positive integer, got ${slice}`);
-  }
-
-  get id(): string {
-    return this.inner.id;
-  }
-
-  get dimension(): number {
-    return this.inner.dimension;
-  }
-
-  stats(): EmbedderStats {
-    return this.inner.stats();
   }
 
   async embed(texts: readonly string[]): Promise<Float32Array[]> {

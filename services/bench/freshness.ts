@@ -31,7 +31,7 @@ import { loadLocomo } from "../core/datasets/locomo.ts";
 import { turnRowId } from "../core/ids.ts";
 import { keyOf, type Turn } from "../core/types.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
-import { cpuSecondsOf, infraServerPids } from "./process-cpu.ts";
+import { cpuSince, infraServerPids } from "./process-cpu.ts";
 import { runEnvironment, writeReportFiles } from "./run.ts";
 import { percentile } from "./scoring.ts";
 import { fmt, markdownTable } from "./table.ts";
@@ -433,9 +433,10 @@ export const runFreshnessBench = async (
     if (picked.length > 0) {
       const turns = picked.flatMap((c) => c.turns.map((t) => asTurn(throughputTenant, c.id, t)));
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
-      const cpuBefore = children.map((c) => cpuSecondsOf(c.child.pid));
-      const servers = Object.entries(infraServerPids(process.env.INFRA_WORK_DIR ?? join(ROOT, "infra", ".work")));
-      const serverCpuBefore = servers.map(([, pid]) => cpuSecondsOf(pid));
+      const stageCpu = cpuSince(children.map((c) => [c.name, c.child.pid] as const));
+      const serverCpu = cpuSince(
+        Object.entries(infraServerPids(process.env.INFRA_WORK_DIR ?? join(ROOT, "infra", ".work"))),
+      );
       const textsBefore = await Promise.all(children.map((c) => embeddedTextsOf(c.metricsUrl)));
       const t0 = Date.now();
       const encoded = await Promise.all(
@@ -453,16 +454,8 @@ export const runFreshnessBench = async (
       });
       await waitDrained(admin, prefix, topics);
       const distributedSeconds = (Date.now() - t0) / 1000;
-      const stageCpuSeconds: Record<string, number> = {};
-      children.forEach((c, i) => {
-        const [before, after] = [cpuBefore[i], cpuSecondsOf(c.child.pid)];
-        if (before !== undefined && after !== undefined) stageCpuSeconds[c.name] = after - before;
-      });
-      const serverCpuSeconds: Record<string, number> = {};
-      servers.forEach(([name, pid], i) => {
-        const [before, after] = [serverCpuBefore[i], cpuSecondsOf(pid)];
-        if (before !== undefined && after !== undefined) serverCpuSeconds[name] = after - before;
-      });
+      const stageCpuSeconds = stageCpu();
+      const serverCpuSeconds = serverCpu();
       const textsAfter = await Promise.all(children.map((c) => embeddedTextsOf(c.metricsUrl)));
       const stageEmbeddedTexts: Record<string, number> = {};
       children.forEach((c, i) => {

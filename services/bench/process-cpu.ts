@@ -4,7 +4,7 @@
  * Neo4j). On one machine the distributed runtime's wall time is bounded below by all of that CPU
  * over the cores, so the bench reports the servers' share beside the stages'.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** Clock ticks per second of `/proc/<pid>/stat` times (USER_HZ: 100 on Linux). */
@@ -35,6 +35,25 @@ export const cpuSecondsOf = (pid: number | undefined): number | undefined => {
   }
 };
 
+/**
+ * Starts counting the CPU of named processes now; the function it returns gives each one's CPU
+ * seconds since then, for the processes `/proc` reports both times (a process gone meanwhile, or
+ * not Linux, is left out).
+ */
+export const cpuSince = (
+  processes: Iterable<readonly [name: string, pid: number | undefined]>,
+): (() => Record<string, number>) => {
+  const started = [...processes].map(([name, pid]) => ({ name, pid, before: cpuSecondsOf(pid) }));
+  return () => {
+    const used: Record<string, number> = {};
+    for (const { name, pid, before } of started) {
+      const after = cpuSecondsOf(pid);
+      if (before !== undefined && after !== undefined) used[name] = after - before;
+    }
+    return used;
+  };
+};
+
 /** The servers infra/ starts, by the name of their pid file under its run folder. */
 export const INFRA_SERVERS = ["kafka", "registry", "neo4j"] as const;
 
@@ -47,9 +66,12 @@ export const INFRA_SERVERS = ["kafka", "registry", "neo4j"] as const;
 export const infraServerPids = (workDir: string): Record<string, number> => {
   const found: Record<string, number> = {};
   for (const name of INFRA_SERVERS) {
-    const file = join(workDir, "run", `${name}.pid`);
-    if (!existsSync(file)) continue;
-    const pid = Number(readFileSync(file, "utf8").trim());
+    let pid: number;
+    try {
+      pid = Number(readFileSync(join(workDir, "run", `${name}.pid`), "utf8").trim());
+    } catch {
+      continue; // no pid file: infra does not run that server here
+    }
     if (Number.isInteger(pid) && pid > 0 && cpuSecondsOf(pid) !== undefined) found[name] = pid;
   }
   return found;

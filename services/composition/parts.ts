@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import { type ClosableLlm, createLlm } from "../core/adapters/llm-factory.ts";
 import { loadOnnxTurnAttention, type OnnxTurnAttention } from "../core/adapters/onnx/attention.ts";
-import { loadOnnxEmbedder, type OnnxEmbedder } from "../core/adapters/onnx/embedder.ts";
+import { loadOnnxEmbedder, type OnnxEmbedder, type OnnxVariant } from "../core/adapters/onnx/embedder.ts";
 import { loadThreadedOnnxEmbedder, type ThreadedOnnxEmbedder } from "../core/adapters/onnx/embedder-thread.ts";
 import { CachingEmbedder } from "../core/caching-embedder.ts";
 import type { Config } from "../core/config.ts";
@@ -41,6 +41,18 @@ export const EMBEDDER_THREADS = 2;
  */
 export const STAGE_EMBEDDER_THREADS = 1;
 
+/** The embedder's model folder under the configured model folder. */
+const embedderDirOf = (config: Pick<Config, "modelDir">): string => join(config.modelDir, EMBEDDER_DIR);
+
+/** The configured model file and intra-op threads (the process kind's default when unset), for either loader. */
+const embedderOptionsOf = (
+  config: Partial<Pick<Config, "embedder">>,
+  defaultThreads: number,
+): { variant?: OnnxVariant; threads: number } => ({
+  ...(config.embedder ? { variant: config.embedder.variant } : {}),
+  threads: embedderThreadsOf(config, defaultThreads),
+});
+
 /**
  * The ONNX sentence embedder from the model folder (nothing is downloaded). Its intra-op threads:
  * config.embedder.threads when set, else options.defaultThreads, else EMBEDDER_THREADS.
@@ -50,9 +62,8 @@ export const openEmbedder = (
   options: { batchSize?: number; defaultThreads?: number } = {},
 ): Promise<OnnxEmbedder> => {
   const { defaultThreads, ...rest } = options;
-  return loadOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
-    ...(config.embedder ? { variant: config.embedder.variant } : {}),
-    threads: embedderThreadsOf(config, defaultThreads ?? EMBEDDER_THREADS),
+  return loadOnnxEmbedder(embedderDirOf(config), {
+    ...embedderOptionsOf(config, defaultThreads ?? EMBEDDER_THREADS),
     ...rest,
   });
 };
@@ -73,10 +84,7 @@ export const openStageEmbedder = (config: Pick<Config, "modelDir" | "embedder">)
  * Same vectors; same threads setting as openStageEmbedder.
  */
 export const openStageEmbedderThread = (config: Pick<Config, "modelDir" | "embedder">): Promise<ThreadedOnnxEmbedder> =>
-  loadThreadedOnnxEmbedder(join(config.modelDir, EMBEDDER_DIR), {
-    ...(config.embedder ? { variant: config.embedder.variant } : {}),
-    threads: embedderThreadsOf(config, STAGE_EMBEDDER_THREADS),
-  });
+  loadThreadedOnnxEmbedder(embedderDirOf(config), embedderOptionsOf(config, STAGE_EMBEDDER_THREADS));
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)
@@ -86,7 +94,7 @@ export const openTurnAttention = async (
   config: Pick<Config, "modelDir">,
   boundaries: BoundaryMode = "gate",
 ): Promise<OnnxTurnAttention | undefined> =>
-  boundaries === "gate" ? undefined : loadOnnxTurnAttention(join(config.modelDir, EMBEDDER_DIR));
+  boundaries === "gate" ? undefined : loadOnnxTurnAttention(embedderDirOf(config));
 
 /** Reports every embedding call (calls, texts), whoever makes it (segmenter, indexer, query). */
 export const observedEmbedder = (inner: Embedder, report?: (calls: number, texts: number) => void): Embedder =>

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { cpuSecondsOf, infraServerPids, parseCpuSeconds } from "../../services/bench/process-cpu.ts";
+import { cpuSecondsOf, cpuSince, infraServerPids, parseCpuSeconds } from "../../services/bench/process-cpu.ts";
 
 describe("bench process CPU: /proc stat times and the infra servers' pids", () => {
   it("reads utime + stime (clock ticks) after the command name, even one holding spaces and parentheses", () => {
@@ -24,6 +24,22 @@ describe("bench process CPU: /proc stat times and the infra servers' pids", () =
     assert.ok(own !== undefined && own >= 0);
     assert.equal(cpuSecondsOf(undefined), undefined);
     assert.equal(cpuSecondsOf(2 ** 22 + 1), undefined, "above Linux's largest pid");
+  });
+
+  it("counts each named process's CPU from the start, leaving out one /proc does not report", {
+    skip: process.platform !== "linux",
+  }, () => {
+    const since = cpuSince([
+      ["self", process.pid],
+      ["gone", 2 ** 22 + 1],
+      ["unknown", undefined],
+    ]);
+    let spin = 0;
+    for (let i = 0; i < 2e7; i++) spin += i % 7; // bounded busy work, so some ticks pass
+    const used = since();
+    assert.ok(spin > 0);
+    assert.deepEqual(Object.keys(used), ["self"]);
+    assert.ok((used.self ?? -1) >= 0);
   });
 
   it("finds the servers whose pid file names a live process, and only those", {

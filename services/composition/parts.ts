@@ -81,10 +81,13 @@ export const openStageEmbedder = (config: Pick<Config, "modelDir" | "embedder">)
  * records consumer embeds a chunk's next segment while the current one's store round trips run
  * (indexer/embedding-prefetch.ts). On the calling thread a forward pass holds the event loop, and
  * the stores' answers wait behind it; on its own thread the model and the round trips overlap.
- * Same vectors; same threads setting as openStageEmbedder.
+ * Same vectors; same threads setting as openStageEmbedder. `onFailure`: the worker thread died.
  */
-export const openStageEmbedderThread = (config: Pick<Config, "modelDir" | "embedder">): Promise<ThreadedOnnxEmbedder> =>
-  loadThreadedOnnxEmbedder(embedderDirOf(config), embedderOptionsOf(config, STAGE_EMBEDDER_THREADS));
+export const openStageEmbedderThread = (
+  config: Pick<Config, "modelDir" | "embedder">,
+  onFailure?: (err: Error) => void,
+): Promise<ThreadedOnnxEmbedder> =>
+  loadThreadedOnnxEmbedder(embedderDirOf(config), embedderOptionsOf(config, STAGE_EMBEDDER_THREADS), onFailure);
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)

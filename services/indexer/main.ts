@@ -33,7 +33,14 @@ await runStageProcess({
   build: async ({ codecs, metrics, log }) => {
     // On a worker thread: the records consumer's next-segment embedding overlaps the current
     // segment's store round trips only when the model does not hold the event loop (parts.ts).
-    const model = await openStageEmbedderThread(config);
+    // A dead worker thread must not turn healthy segments into dead letters (its errors are
+    // nobody's value's fault, and the runtime dead-letters unrecognised ones after a few tries):
+    // the process exits at once, as it did when the model crashed on the main thread, and what it
+    // had not committed is consumed again after the restart.
+    const model = await openStageEmbedderThread(config, (err) => {
+      log("error", "embedding worker thread failed; exiting", { error: err.message });
+      process.exit(1);
+    });
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.

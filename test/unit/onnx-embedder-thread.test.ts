@@ -4,11 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
 import { loadOnnxEmbedder, type OnnxEmbedder } from "../../services/core/adapters/onnx/embedder.ts";
-import {
-  loadThreadedOnnxEmbedder,
-  type ThreadedOnnxEmbedder,
-} from "../../services/core/adapters/onnx/embedder-thread.ts";
+import { loadThreadedOnnxEmbedder, ThreadedOnnxEmbedder } from "../../services/core/adapters/onnx/embedder-thread.ts";
 
 const MODEL_DIR = fileURLToPath(new URL("../../models/all-MiniLM-L6-v2", import.meta.url));
 const present = existsSync(join(MODEL_DIR, "manifest.json"));
@@ -78,5 +76,28 @@ describe("ThreadedOnnxEmbedder: a model folder that is not there", () => {
     } finally {
       rmSync(empty, { recursive: true, force: true });
     }
+  });
+});
+
+describe("ThreadedOnnxEmbedder: a worker thread that dies", () => {
+  it("tells its owner once, before the calls in flight are rejected, and refuses later calls", async () => {
+    // A real worker thread that exits on its first request, as one whose model crashed would.
+    const worker = new Worker("require('node:worker_threads').parentPort.once('message', () => process.exit(7));", {
+      eval: true,
+    });
+    const seen: string[] = [];
+    const embedder = new ThreadedOnnxEmbedder(worker, "test", 3, "fp32", 8, 4, (err) => {
+      seen.push(`failure: ${err.message}`);
+    });
+    const call = embedder.embed(["a"]).catch((err: Error) => {
+      seen.push(`rejected: ${err.message}`);
+    });
+    await call;
+    assert.deepEqual(seen, [
+      "failure: embedder worker thread exited (code 7)",
+      "rejected: embedder worker thread exited (code 7)",
+    ]);
+    await assert.rejects(embedder.embed(["b"]), /exited \(code 7\)/);
+    assert.equal(seen.length, 2, "the owner is told once");
   });
 });

@@ -54,6 +54,11 @@ export class ThreadedOnnxEmbedder implements Embedder {
     readonly variant: OnnxVariant,
     readonly maxLength: number,
     readonly batchSize: number,
+    /**
+     * Called once, with the first failure of the worker thread (it threw or exited), before any
+     * pending call is rejected: the owner decides what a dead model means for its process.
+     */
+    private readonly onFailure?: (err: Error) => void,
   ) {
     worker.on("message", (reply: WorkerReply) => this.settle(reply));
     worker.on("error", (err) => this.fail(err));
@@ -102,7 +107,10 @@ export class ThreadedOnnxEmbedder implements Embedder {
   }
 
   private fail(err: Error): void {
-    this.failure ??= err;
+    if (this.failure === undefined) {
+      this.failure = err;
+      this.onFailure?.(err);
+    }
     this.rejectAll(err);
   }
 
@@ -119,6 +127,7 @@ export class ThreadedOnnxEmbedder implements Embedder {
 export const loadThreadedOnnxEmbedder = (
   modelDir: string,
   options: OnnxEmbedderOptions = {},
+  onFailure?: (err: Error) => void,
 ): Promise<ThreadedOnnxEmbedder> =>
   new Promise((resolve, reject) => {
     const worker = new Worker(workerUrl(), { workerData: { modelDir, options } });
@@ -131,7 +140,15 @@ export const loadThreadedOnnxEmbedder = (
       worker.off("exit", onExit);
       if (reply.kind === "ready") {
         resolve(
-          new ThreadedOnnxEmbedder(worker, reply.id, reply.dimension, reply.variant, reply.maxLength, reply.batchSize),
+          new ThreadedOnnxEmbedder(
+            worker,
+            reply.id,
+            reply.dimension,
+            reply.variant,
+            reply.maxLength,
+            reply.batchSize,
+            onFailure,
+          ),
         );
         return;
       }

@@ -19,7 +19,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } f
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { SingleBar } from "cli-progress";
-import { openEmbedder, querySettingsFrom } from "../composition/parts.ts";
+import { openEmbedderThread, querySettingsFrom } from "../composition/parts.ts";
 import { type OpenedSqliteStores, type OpenedStores, openSqliteStores, openStores } from "../composition/stores.ts";
 import { HnswVectorStore } from "../core/adapters/hnsw/vector-store.ts";
 import type { Config } from "../core/config.ts";
@@ -319,7 +319,7 @@ export const runScaleBench = async (
   // and the cleanup at the end erases exactly these tenants.
   const tenantPrefix = store === "neo4j" ? `scale-${randomUUID().slice(0, 8)}-` : "scale-";
 
-  const embedder = options.embedder ?? (await openEmbedder(options.config));
+  const embedder = options.embedder ?? (await openEmbedderThread(options.config));
   const kept = options.keepStore ?? options.reuseStore ?? options.growStore;
   const dataDir = kept ? resolve(kept) : mkdtempSync(join(tmpdir(), "memory-bench-scale-"));
   if (options.growStore) mkdirSync(dataDir, { recursive: true });

@@ -77,17 +77,35 @@ export const openStageEmbedder = (config: Pick<Config, "modelDir" | "embedder">)
   openEmbedder(config, { defaultThreads: STAGE_EMBEDDER_THREADS });
 
 /**
- * A pipeline stage process's embedder on a worker thread (embedder-thread.ts): the indexer's, whose
- * records consumer embeds a chunk's next segment while the current one's store round trips run
- * (indexer/embedding-prefetch.ts). On the calling thread a forward pass holds the event loop, and
- * the stores' answers wait behind it; on its own thread the model and the round trips overlap.
- * Same vectors; same threads setting as openStageEmbedder. `onFailure`: the worker thread died.
+ * The ONNX sentence embedder on a worker thread (embedder-thread.ts): same model, vectors and
+ * options as openEmbedder, but a forward pass no longer holds the event loop. The query service
+ * embeds a question while the graph routes read the stores (query/query.ts runQuery), so a query
+ * takes about the longer of the two instead of their sum; the embedded engine's acks, probes and
+ * queries no longer wait behind its ingest's passes. `onFailure`: the worker thread died (its owner
+ * decides what a dead model means for its process).
+ */
+export const openEmbedderThread = (
+  config: Pick<Config, "modelDir"> & Partial<Pick<Config, "embedder">>,
+  options: { batchSize?: number; defaultThreads?: number; onFailure?: (err: Error) => void } = {},
+): Promise<ThreadedOnnxEmbedder> => {
+  const { defaultThreads, onFailure, ...rest } = options;
+  return loadThreadedOnnxEmbedder(
+    embedderDirOf(config),
+    { ...embedderOptionsOf(config, defaultThreads ?? EMBEDDER_THREADS), ...rest },
+    onFailure,
+  );
+};
+
+/**
+ * A pipeline stage process's embedder on a worker thread: the indexer's, whose records consumer
+ * embeds a chunk's next segment while the current one's store round trips run
+ * (indexer/embedding-prefetch.ts). Same threads setting as openStageEmbedder.
  */
 export const openStageEmbedderThread = (
   config: Pick<Config, "modelDir" | "embedder">,
   onFailure?: (err: Error) => void,
 ): Promise<ThreadedOnnxEmbedder> =>
-  loadThreadedOnnxEmbedder(embedderDirOf(config), embedderOptionsOf(config, STAGE_EMBEDDER_THREADS), onFailure);
+  openEmbedderThread(config, { defaultThreads: STAGE_EMBEDDER_THREADS, ...(onFailure ? { onFailure } : {}) });
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)

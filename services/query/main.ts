@@ -18,7 +18,7 @@
  * MEMORY_METRICS_PORT (9105; /metrics, /healthz, /readyz), the usual MEMORY_* query settings.
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
-import { openEmbedder, openLlm, plannerFrom, querySettingsFrom, stageEmbedder } from "../composition/parts.ts";
+import { openEmbedderThread, openLlm, plannerFrom, querySettingsFrom, stageEmbedder } from "../composition/parts.ts";
 import { StoreMaintenance } from "../composition/store-maintenance.ts";
 import { openStores } from "../composition/stores.ts";
 import { loadProcessConfig } from "../core/config.ts";
@@ -36,7 +36,15 @@ const log = jsonLogger("query");
 const config = loadProcessConfig();
 await setupTracing("query"); // MEMORY_TRACING (docs/tracing.md); off by default
 const metrics = new Metrics({ defaultLabels: { service: "query" } });
-const model = await openEmbedder(config);
+// On a worker thread: a question is embedded while the graph routes read the stores (query.ts),
+// and one query's forward pass does not hold the others' store reads. A dead worker thread would
+// fail every query: the process exits and its orchestrator starts another.
+const model = await openEmbedderThread(config, {
+  onFailure: (err) => {
+    log("error", "embedding worker thread failed; exiting", { error: err.message });
+    process.exit(1);
+  },
+});
 const stores = await openStores(config);
 const llm = await openLlm(config, { planner: true }, metrics);
 const planner = plannerFrom(config, llm);

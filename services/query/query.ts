@@ -49,15 +49,19 @@ export interface QuerySettings {
 /** The configuration's defaults (config.query): one place for them. */
 export const DEFAULT_QUERY_SETTINGS: QuerySettings = { ...CONFIG_DEFAULTS.query };
 
-/** Graph routes find candidates by exact keys; the question's embedding orders them. */
+/**
+ * Graph routes find candidates by exact keys; the question's embedding orders them. The stored
+ * vectors are read before the question's is asked for (`question`), which may still be computed.
+ */
 const rerankBySimilarity = async (
   vectors: QueryVectors,
   hits: readonly ScoredId[],
-  qv: Float32Array,
+  question: () => Promise<Float32Array>,
   depth: number,
 ): Promise<ScoredId[]> => {
   if (hits.length === 0) return [];
   const stored = await vectors.of(hits.map((h) => h.id));
+  const qv = await question();
   const sim = new Map([...stored].map(([id, v]) => [id, dot(v, qv)]));
   return hits
     .map((h) => ({ id: h.id, score: h.score + (sim.get(h.id) ?? -1) }))
@@ -218,17 +222,43 @@ export const runQuery = async (
   // A question with a misspelt name is embedded with the name corrected.
   const asked = correctedQuestion(req.question, near);
   const content = collectsMentions(req.question) ? contentQuestion(asked, commonNames) : undefined;
-  const { qvec, cvec, embeddingCalls } = await embedTexts(deps.embedder, early, req.question, asked, content);
+  // The question's vectors: the graph routes' store reads below need none of them and run while
+  // they are computed, which overlaps where the embedder runs off the event loop (a worker thread,
+  // composition/parts.ts openEmbedderThread); on the event loop the order changes nothing. Only the
+  // similarity searches and the reranks' dot products wait for them.
+  const embedded = embedTexts(deps.embedder, early, req.question, asked, content);
+  // Awaited by the routes; a store read failing first must not leave its rejection unhandled.
+  embedded.catch(() => {});
+  const question = embedded.then((v) => v.qvec);
   const depth = settings.routeDepth;
   const routeMs: Partial<Record<RouteName, number>> = {};
   const stored = new QueryVectors(deps.vectors, tenant);
-  const timed = async (route: RouteName, run: () => Promise<ScoredId[]>): Promise<RankedList> => {
+  /**
+   * A route's time excludes what it waited for the question's vectors (`wait`): the routes report
+   * their own work, and the embedding is QueryCost's to report once.
+   */
+  const timed = async (
+    route: RouteName,
+    run: (wait: <T>(p: Promise<T>) => Promise<T>) => Promise<ScoredId[]>,
+  ): Promise<RankedList> => {
+    let waited = 0;
+    const wait = async <T>(p: Promise<T>): Promise<T> => {
+      const w = performance.now();
+      try {
+        return await p;
+      } finally {
+        waited += performance.now() - w;
+      }
+    };
     const t = performance.now();
-    const ids = await run();
+    const ids = await run(wait);
     // A route run once per query text (dense, raw-dense) reports its time summed.
-    routeMs[route] = (routeMs[route] ?? 0) + performance.now() - t;
+    routeMs[route] = (routeMs[route] ?? 0) + performance.now() - t - waited;
     return { route, ids };
   };
+  /** A graph route's hits, found by exact keys without the question's vector, then reranked by it. */
+  const reranked = async (wait: <T>(p: Promise<T>) => Promise<T>, hits: readonly ScoredId[]): Promise<ScoredId[]> =>
+    rerankBySimilarity(stored, hits, () => wait(question), depth);
   const scope = conversation ? { conversation } : {};
   const questionText = [req.question, ...plan.rewrites].join(" ");
   const lexicalText = content === undefined ? questionText : withoutNames(questionText, commonNames);
@@ -238,9 +268,15 @@ export const runQuery = async (
     for (const h of hits) if (h.payload.time !== undefined) hitTime.set(h.id, h.payload.time);
     return [...hits];
   };
+  const similar =
+    (vector: Promise<Float32Array | undefined>, kind: "record" | "turn") =>
+    async (wait: <T>(p: Promise<T>) => Promise<T>) => {
+      const v = await wait(vector);
+      return v ? deps.vectors.search(tenant, v, depth, { ...scope, kind }) : [];
+    };
   const jobs: Promise<RankedList>[] = [
-    timed("dense", async () => dated(await deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "record" }))),
-    timed("raw-dense", async () => dated(await deps.vectors.search(tenant, qvec, depth, { ...scope, kind: "turn" }))),
+    timed("dense", async (wait) => dated(await similar(question, "record")(wait))),
+    timed("raw-dense", async (wait) => dated(await similar(question, "turn")(wait))),
     timed("lexical", () =>
       searchWithNearMatches(
         (text, k) => deps.graph.searchRecordsLexical(tenant, text, k, conversation, asOf),
@@ -260,45 +296,39 @@ export const runQuery = async (
   ];
   // The similarity routes once more with the name-free question: two more lists in the fusion,
   // so what matches the content of the question weighs more than what matches the names.
-  if (cvec)
-    jobs.push(
-      timed("dense", async () => deps.vectors.search(tenant, cvec, depth, { ...scope, kind: "record" })),
-      timed("raw-dense", async () => deps.vectors.search(tenant, cvec, depth, { ...scope, kind: "turn" })),
-    );
+  if (content !== undefined) {
+    const nameFree = embedded.then((v) => v.cvec);
+    jobs.push(timed("dense", similar(nameFree, "record")), timed("raw-dense", similar(nameFree, "turn")));
+  }
   const lookup = (
+    wait: <T>(p: Promise<T>) => Promise<T>,
     keys: readonly string[],
     index: "entity" | "topic",
     find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,
   ) =>
     selectiveKeys(keys, countKey(index), totalRecords).then(async (selective) =>
-      selective.length === 0 ? [] : rerankBySimilarity(stored, await find(selective, depth * 5), qvec, depth),
+      selective.length === 0 ? [] : reranked(wait, await find(selective, depth * 5)),
     );
   if (selectiveEntities.length > 0)
-    jobs.push(
-      timed("entity", async () =>
-        rerankBySimilarity(stored, await findByEntities(selectiveEntities, depth * 5), qvec, depth),
-      ),
-    );
+    jobs.push(timed("entity", async (wait) => reranked(wait, await findByEntities(selectiveEntities, depth * 5))));
   if (plan.topics.length > 0)
     jobs.push(
-      timed("topic", () =>
-        lookup(plan.topics, "topic", (keys, k) => deps.graph.recordsByTopics(tenant, keys, k, conversation, asOf)),
+      timed("topic", (wait) =>
+        lookup(wait, plan.topics, "topic", (keys, k) =>
+          deps.graph.recordsByTopics(tenant, keys, k, conversation, asOf),
+        ),
       ),
     );
   if (plan.timeWindow) {
     const window = { from: Date.parse(plan.timeWindow.from), to: Date.parse(plan.timeWindow.to) };
     jobs.push(
-      timed("time", async () =>
-        rerankBySimilarity(
-          stored,
-          await deps.graph.recordsInTime(tenant, window, depth * 5, conversation, asOf),
-          qvec,
-          depth,
-        ),
+      timed("time", async (wait) =>
+        reranked(wait, await deps.graph.recordsInTime(tenant, window, depth * 5, conversation, asOf)),
       ),
     );
   }
   const lists = await Promise.all(jobs);
+  const { qvec, cvec, embeddingCalls } = await embedded;
   // A duration asks for the event's first and last mention (both-ends.ts).
   if (asksForDuration(req.question)) {
     // The question's own dense lists (jobs' first two), not the name-free ones.
@@ -312,7 +342,12 @@ export const runQuery = async (
     .map((f) => f.id);
   const second: Promise<RankedList>[] = [
     timed("event-frame", async () =>
-      rerankBySimilarity(stored, await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf), qvec, depth),
+      rerankBySimilarity(
+        stored,
+        await deps.graph.eventFrameNeighbours(tenant, seeds, depth, asOf),
+        () => question,
+        depth,
+      ),
     ),
   ];
   // The record route once more, moved toward what the first round found best (feedback.ts). A

@@ -1,10 +1,11 @@
 // When and how the query embeds its texts (services/query/query.ts): a planner that waits on a
 // model has the question embedded while it plans; one that waits on nothing has the question and
-// its name-free form embedded after planning, in one call.
+// its name-free form embedded after planning, in one call. Either way the graph routes read the
+// store while the texts are embedded.
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
-import type { PlannerInput, QueryPlanner } from "../../services/core/ports.ts";
+import type { GraphStore, PlannerInput, QueryPlanner } from "../../services/core/ports.ts";
 import { DeterministicPlanner } from "../../services/query/planner.ts";
 import { DEFAULT_QUERY_SETTINGS, type QueryDeps, runQuery } from "../../services/query/query.ts";
 import { indexContractBatches, openLocalStores } from "../helpers/local-stores.ts";
@@ -99,5 +100,40 @@ describe("runQuery: when the question is embedded", () => {
       // the early vector goes unused and the corrected question is embedded too.
       "waitsOnModel true": [2, 1, 3],
     });
+  });
+
+  it("reads the graph routes' keys while the question is embedded, and answers as when it waited", async () => {
+    // The embedding resolves a macrotask later, as a worker thread's answer does; every store read
+    // the graph routes make before it resolves ran during the embedding.
+    let resolved = 0;
+    class LateEmbedder extends HashingEmbedder {
+      override async embed(texts: readonly string[]): Promise<Float32Array[]> {
+        const vectors = await super.embed(texts);
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        resolved++;
+        return vectors;
+      }
+    }
+    const readsBeforeVectors: string[] = [];
+    const graph = new Proxy(stores.graph, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          if (resolved === 0) readsBeforeVectors.push(String(key));
+          return value.apply(target, args);
+        };
+      },
+    }) as GraphStore;
+    const question = "When did Caroline go to the support group in May 2023?";
+    const late = await ask({ ...stores, graph, embedder: new LateEmbedder() }, question);
+    for (const route of ["searchRecordsLexical", "searchTurnsLexical", "recordsInTime"])
+      assert.ok(readsBeforeVectors.includes(route), `${route} read before the vectors came: ${readsBeforeVectors}`);
+    const waited = await ask({ ...stores, embedder: new HashingEmbedder() }, question);
+    assert.equal(late.context, waited.context);
+    assert.deepEqual(
+      late.items.map((i) => i.id),
+      waited.items.map((i) => i.id),
+    );
   });
 });

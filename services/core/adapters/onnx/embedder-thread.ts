@@ -60,6 +60,9 @@ export class ThreadedOnnxEmbedder implements Embedder {
      */
     private readonly onFailure?: (err: Error) => void,
   ) {
+    // Idle, the thread does not keep the process alive (as a model on the main thread did not):
+    // a program that ends without closing the embedder still exits. It is held while calls wait.
+    worker.unref();
     worker.on("message", (reply: WorkerReply) => this.settle(reply));
     worker.on("error", (err) => this.fail(err));
     worker.on("exit", (code) => {
@@ -77,6 +80,7 @@ export class ThreadedOnnxEmbedder implements Embedder {
     if (texts.length === 0) return Promise.resolve([]);
     const id = this.nextId++;
     return new Promise<Float32Array[]>((resolve, reject) => {
+      if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve, reject, texts: texts.length });
       this.worker.postMessage({ kind: "embed", id, texts: [...texts] } satisfies WorkerRequest);
     });
@@ -86,6 +90,8 @@ export class ThreadedOnnxEmbedder implements Embedder {
     if (this.closed) return;
     this.closed = true;
     const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
+    // Held until it has exited: the caller's code after `await close()` must still run.
+    this.worker.ref();
     this.worker.postMessage({ kind: "close" } satisfies WorkerRequest);
     await exited;
     this.rejectAll(new Error("embedder is closed"));
@@ -96,6 +102,7 @@ export class ThreadedOnnxEmbedder implements Embedder {
     const p = this.pending.get(reply.id);
     if (!p) return;
     this.pending.delete(reply.id);
+    if (this.pending.size === 0) this.worker.unref();
     if (reply.kind === "error") {
       p.reject(new Error(reply.message));
       return;
@@ -117,6 +124,7 @@ export class ThreadedOnnxEmbedder implements Embedder {
   private rejectAll(err: Error): void {
     for (const p of this.pending.values()) p.reject(err);
     this.pending.clear();
+    this.worker.unref();
   }
 }
 

@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
-import { openEmbedder } from "../composition/parts.ts";
+import { openEmbedderThread } from "../composition/parts.ts";
 import type { Config } from "../core/config.ts";
 import { loadLocomo } from "../core/datasets/locomo.ts";
 import { loadLongMemEval } from "../core/datasets/longmemeval.ts";
@@ -167,7 +167,9 @@ export const runBench = async (
   const cases = select(all, options.ids, options.limit);
   if (cases.length === 0) throw new Error(`no cases to run in ${dataFile}`);
 
-  const embedder = options.embedder ?? (await openEmbedder(config));
+  // On a worker thread, as the embedded engine opens its own (embedded/open.ts): the engine's store
+  // work and the model overlap as they do in use. The baselines share it and pay the thread hop too.
+  const embedder = options.embedder ?? (await openEmbedderThread(config));
   let result: Awaited<ReturnType<typeof runHarness>>;
   try {
     result = await runHarness(spec, cases, {

@@ -489,6 +489,18 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     return n;
   }
 
+  /**
+   * Stops the stages on a failure that is not any input's fault, such as the model's worker thread
+   * dying (embedded/open.ts): every turn and segment would fail from then on, and the poison rules
+   * would dead-letter them all. Nothing more is processed or set aside; health says why; drain and
+   * ingest throw the error. What was in flight stays in the durable log as an unfinished attempt,
+   * and a restart processes it again (as after a crash).
+   */
+  halt(err: Error): void {
+    if (this.failure) return;
+    this.fail(err);
+  }
+
   /** Clean shutdown: finish what was accepted, then stop the stages. Open segments stay as durable state. */
   async close(): Promise<void> {
     this.closing = true;
@@ -524,6 +536,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   }
 
   private flushIdle(): void {
+    if (this.failure) return;
     const now = this.clock();
     for (const s of this.segStates.values())
       if (isIdle(s, now, this.settings.segmenter)) {
@@ -642,7 +655,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         log.endAttempt(INBOX_BATCH);
       }
       let isolateUntil = log.cursor(ISOLATE_CURSOR);
-      while (!this.stopping) {
+      while (!this.stopping && !this.failure) {
         const cursor = log.cursor(INBOX_CURSOR);
         const isolating = cursor < isolateUntil;
         const batch = log.readInbox(cursor, isolating ? 1 : this.settings.batchSize);
@@ -813,6 +826,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
           out = segmenterStep(state, { kind: "flush", reason: entry.reason, nowMs: now }, this.settings.segmenter);
         }
       } catch (err) {
+        // Halted (the model is gone): the entry is not at fault; it stays in the log, unfinished.
+        if (this.failure) throw this.failure;
         // A poison entry (it throws, or exceeds its budget) is set aside with its reason; the
         // conversation keeps flowing.
         await this.deadLetter("sensory+segmenter", entry, asError(err).message);
@@ -851,7 +866,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     try {
       for (;;) {
         const item = await this.queue.pop();
-        if (!item) break;
+        if (!item || this.failure) break;
         this.inflightEncodes++;
         try {
           await this.processSegment(item.seq, item.segment);
@@ -918,6 +933,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       this.parts.observer?.segmentIndexed?.(segment, records);
       this.parts.observer?.stageEvent("encoder+indexer", "ok", (performance.now() - started) / 1000);
     } catch (err) {
+      // Halted (the model is gone): the segment is not at fault; its attempt stays unfinished.
+      if (this.failure) throw this.failure;
       // A segment that cannot be encoded or indexed goes to the dead-letter store; the rest flows.
       // What its failed LLM attempts cost still counts as construction cost.
       const spent = costOfError(err);

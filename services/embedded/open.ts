@@ -7,7 +7,7 @@ import {
   EMBEDDER_DIR,
   encoderFrom,
   openCompressor,
-  openEmbedder,
+  openEmbedderThread,
   openLlm,
   openTurnAttention,
   plannerFrom,
@@ -27,11 +27,12 @@ import { EmbeddedEngine, type EngineSettings, type PipelineObserver } from "./en
 export { EMBEDDER_DIR };
 
 /**
- * Texts per forward pass of the embedded engine's embedder. onnxruntime-node (1.30) runs
- * session.run on the main thread (a setImmediate, then a synchronous run), so each pass holds the
- * event loop; the loop turns between passes. Passes of 8 texts instead of 32 keep acks and /healthz
+ * Texts per forward pass of the embedded engine's embedder. The model runs on a worker thread
+ * (composition/parts.ts openEmbedderThread), one call at a time: a question's embedding waits in
+ * its queue behind the ingest's pass in progress, so passes of 8 texts instead of 32 keep a query
  * waiting a quarter as long behind one, for little throughput (CPU inference gains little from
- * larger batches).
+ * larger batches). On the main thread (onnxruntime-node runs session.run on the calling thread)
+ * each pass held the event loop: acks, probes and queries waited behind it.
  */
 export const EMBEDDED_EMBED_BATCH = 8;
 
@@ -75,7 +76,20 @@ export const engineSettingsFrom = (config: Config): EngineSettings => ({
 
 /** The embedded default: SQLite + HNSW in the data folder, the ONNX embedder from the model folder. */
 export const openEmbeddedEngine = async (config: Config, options: OpenOptions = {}): Promise<OpenedEngine> => {
-  const embedder = options.embedder ?? (await openEmbedder(config, { batchSize: EMBEDDED_EMBED_BATCH }));
+  // The engine is built below; a dead worker thread halts it (engine.halt) instead of failing every
+  // turn after it, which the poison rules would dead-letter.
+  let halt: ((err: Error) => void) | undefined;
+  let failedEarly: Error | undefined;
+  const embedder =
+    options.embedder ??
+    (await openEmbedderThread(config, {
+      batchSize: EMBEDDED_EMBED_BATCH,
+      onFailure: (err) => {
+        const failure = new Error(`the embedding model's worker thread failed: ${err.message}`);
+        if (halt) halt(failure);
+        else failedEarly = failure;
+      },
+    }));
   const compressor = options.compressor
     ? { compressor: options.compressor, close: async () => {} }
     : await openCompressor(config);
@@ -111,6 +125,8 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
     },
     settings,
   );
+  halt = (err) => engine.halt(err);
+  if (failedEarly) engine.halt(failedEarly);
   await engine.start();
   return {
     engine,

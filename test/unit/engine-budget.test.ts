@@ -112,3 +112,71 @@ describe("per-turn processing budget and poison isolation in the embedded runtim
     }
   });
 });
+
+describe("a model that dies halts the embedded engine instead of dead-lettering its input", () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("sets nothing aside, says why, and a restart processes every turn", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-halt-"));
+    dirs.push(dir);
+    // Like ThreadedOnnxEmbedder when its worker thread dies: the owner hears of it first (here
+    // the engine, as openEmbeddedEngine wires it), then the call in flight and every later one fail.
+    const inner = new HashingEmbedder();
+    let halt: ((err: Error) => void) | undefined;
+    let dead = false;
+    const dying: Embedder = {
+      id: inner.id,
+      get dimension() {
+        return inner.dimension;
+      },
+      stats: () => inner.stats(),
+      embed: async (texts) => {
+        if (!dead && !texts.some((t) => t.includes("DIES"))) return inner.embed(texts);
+        if (!dead) {
+          dead = true;
+          halt?.(new Error("the embedding model's worker thread failed: exited (code 1)"));
+        }
+        throw new Error("embedder worker thread exited (code 1)");
+      },
+    };
+    const texts = [normal(0), normal(1), "The model DIES on this batch", normal(3), normal(4), normal(5)];
+    const first = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
+      embedder: dying,
+      compressor: new StatisticalCompressor(),
+      settings: { batchSize: 2 },
+    });
+    halt = (err) => first.engine.halt(err);
+    try {
+      await first.engine.ingest("t", "c", turns(texts));
+      await first.engine.flush("t", "c");
+      await assert.rejects(first.engine.drain(), /worker thread failed/);
+      assert.deepEqual(await first.engine.deadLetters(10), [], "no turn is at fault");
+      const health = await first.engine.health();
+      assert.equal(health.ok, false);
+      assert.match(health.details.error ?? "", /worker thread failed/);
+      assert.equal(first.engine.progress.turns, 2, "the batches before the failure only");
+      await assert.rejects(first.engine.ingest("t", "c", turns(["later"])), /worker thread failed/);
+    } finally {
+      await first.close();
+    }
+    // The restart: a healthy model; the batch in flight is replayed, and the turns after it follow.
+    const second = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
+      embedder: new HashingEmbedder(),
+      compressor: new StatisticalCompressor(),
+      settings: { batchSize: 2 },
+    });
+    try {
+      await second.engine.drain();
+      assert.equal(second.engine.progress.turns, texts.length - 2);
+      assert.deepEqual(await second.engine.deadLetters(10), []);
+      assert.equal((await second.engine.health()).ok, true);
+      const found = await second.engine.query("t", { question: "Who DIES?", conversation: "c" });
+      assert.ok(found.items.length > 0);
+    } finally {
+      await second.close();
+    }
+  });
+});

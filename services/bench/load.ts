@@ -193,6 +193,10 @@ export const runLoadBench = async (options: LoadBenchOptions): Promise<LoadBench
   const dir = mkdtempSync(join(tmpdir(), "memory-load-"));
   const metrics = new Metrics({ defaultMetrics: false });
   const opened = await openEmbeddedEngine({ ...options.config, dataDir: dir }, { observer: metrics });
+  // As `memory serve` does before it listens (cli/commands.ts): without it the first turn built the
+  // o200k rank table on the event loop (~0.5 s), which was every run's longest event-loop delay and
+  // its query p99, a start-up cost no served process pays.
+  await opened.engine.warmUpQueries();
   const server = await startHttpServer(
     createHttpApp({ service: opened.engine, apiKeys: { [API_KEY]: TENANT }, metrics }),
     { port: 0 },

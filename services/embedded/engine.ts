@@ -961,6 +961,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
 
   private fail(err: unknown): void {
     this.failure = err instanceof Error ? err : new Error(String(err));
+    // Both loops stop: a segment push waiting on a full queue whose consumer has stopped would
+    // otherwise wait forever, and close() with it. The segments stay pending in the durable log.
+    this.queue.close();
     this.notifyDrain();
   }
 }

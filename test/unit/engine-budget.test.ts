@@ -179,4 +179,53 @@ describe("a model that dies halts the embedded engine instead of dead-lettering 
       await second.close();
     }
   });
+
+  it("closes when the model dies while segments wait in a full queue", { timeout: 60_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-halt-queue-"));
+    dirs.push(dir);
+    // The model dies on the first record texts ("Ben (2024-05-06): …"), after every turn was
+    // embedded: the encode loop halts while the ingest loop waits to push the next segments.
+    const inner = new HashingEmbedder();
+    let halt: ((err: Error) => void) | undefined;
+    let dead = false;
+    const dying: Embedder = {
+      id: inner.id,
+      get dimension() {
+        return inner.dimension;
+      },
+      stats: () => inner.stats(),
+      embed: async (texts) => {
+        if (!dead && !texts.some((t) => /\(\d{4}-\d\d-\d\d\)/.test(t))) return inner.embed(texts);
+        if (!dead) {
+          dead = true;
+          halt?.(new Error("the embedding model's worker thread failed: exited (code 1)"));
+        }
+        throw new Error("embedder worker thread exited (code 1)");
+      },
+    };
+    const o = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
+      embedder: dying,
+      compressor: new StatisticalCompressor(),
+      settings: { batchSize: 32, queueCapacity: 1 },
+    });
+    halt = (err) => o.engine.halt(err);
+    for (const c of ["c1", "c2", "c3", "c4"]) await o.engine.ingest("t", c, turns([normal(1), normal(2)]));
+    for (const c of ["c1", "c2", "c3", "c4"]) await o.engine.flush("t", c);
+    await assert.rejects(o.engine.drain(), /worker thread failed/);
+    assert.deepEqual(await o.engine.deadLetters(10), []);
+    await o.close();
+    // Nothing was lost: the segments the stopped loops left are indexed after a restart.
+    const again = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
+      embedder: new HashingEmbedder(),
+      compressor: new StatisticalCompressor(),
+      settings: { batchSize: 32, queueCapacity: 1 },
+    });
+    try {
+      await again.engine.drain();
+      assert.equal(again.engine.progress.segments, 4);
+      assert.deepEqual(await again.engine.deadLetters(10), []);
+    } finally {
+      await again.close();
+    }
+  });
 });

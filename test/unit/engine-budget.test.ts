@@ -37,6 +37,34 @@ const chokingEmbedder = (): Embedder => {
   };
 };
 
+/**
+ * A model that dies on the first batch holding a text `fatal` matches, like ThreadedOnnxEmbedder
+ * when its worker thread exits: its owner hears of it first (`onDeath`, set once the engine exists,
+ * as openEmbeddedEngine wires it), then that call and every later one fail.
+ */
+const dyingModel = (fatal: (text: string) => boolean) => {
+  const inner = new HashingEmbedder();
+  let dead = false;
+  const model: { embedder: Embedder; onDeath?: (err: Error) => void } = {
+    embedder: {
+      id: inner.id,
+      get dimension() {
+        return inner.dimension;
+      },
+      stats: () => inner.stats(),
+      embed: async (texts) => {
+        if (!dead && !texts.some(fatal)) return inner.embed(texts);
+        if (!dead) {
+          dead = true;
+          model.onDeath?.(new Error("the embedding model's worker thread failed: exited (code 1)"));
+        }
+        throw new Error("embedder worker thread exited (code 1)");
+      },
+    },
+  };
+  return model;
+};
+
 const turns = (texts: readonly string[]): TurnInput[] =>
   texts.map((text, i) => ({
     turnId: `t${i}`,
@@ -122,33 +150,14 @@ describe("a model that dies halts the embedded engine instead of dead-lettering 
   it("sets nothing aside, says why, and a restart processes every turn", async () => {
     const dir = mkdtempSync(join(tmpdir(), "memory-halt-"));
     dirs.push(dir);
-    // Like ThreadedOnnxEmbedder when its worker thread dies: the owner hears of it first (here
-    // the engine, as openEmbeddedEngine wires it), then the call in flight and every later one fail.
-    const inner = new HashingEmbedder();
-    let halt: ((err: Error) => void) | undefined;
-    let dead = false;
-    const dying: Embedder = {
-      id: inner.id,
-      get dimension() {
-        return inner.dimension;
-      },
-      stats: () => inner.stats(),
-      embed: async (texts) => {
-        if (!dead && !texts.some((t) => t.includes("DIES"))) return inner.embed(texts);
-        if (!dead) {
-          dead = true;
-          halt?.(new Error("the embedding model's worker thread failed: exited (code 1)"));
-        }
-        throw new Error("embedder worker thread exited (code 1)");
-      },
-    };
+    const model = dyingModel((t) => t.includes("DIES"));
     const texts = [normal(0), normal(1), "The model DIES on this batch", normal(3), normal(4), normal(5)];
     const first = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
-      embedder: dying,
+      embedder: model.embedder,
       compressor: new StatisticalCompressor(),
       settings: { batchSize: 2 },
     });
-    halt = (err) => first.engine.halt(err);
+    model.onDeath = (err) => first.engine.halt(err);
     try {
       await first.engine.ingest("t", "c", turns(texts));
       await first.engine.flush("t", "c");
@@ -185,30 +194,13 @@ describe("a model that dies halts the embedded engine instead of dead-lettering 
     dirs.push(dir);
     // The model dies on the first record texts ("Ben (2024-05-06): …"), after every turn was
     // embedded: the encode loop halts while the ingest loop waits to push the next segments.
-    const inner = new HashingEmbedder();
-    let halt: ((err: Error) => void) | undefined;
-    let dead = false;
-    const dying: Embedder = {
-      id: inner.id,
-      get dimension() {
-        return inner.dimension;
-      },
-      stats: () => inner.stats(),
-      embed: async (texts) => {
-        if (!dead && !texts.some((t) => /\(\d{4}-\d\d-\d\d\)/.test(t))) return inner.embed(texts);
-        if (!dead) {
-          dead = true;
-          halt?.(new Error("the embedding model's worker thread failed: exited (code 1)"));
-        }
-        throw new Error("embedder worker thread exited (code 1)");
-      },
-    };
+    const model = dyingModel((t) => /\(\d{4}-\d\d-\d\d\)/.test(t));
     const o = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
-      embedder: dying,
+      embedder: model.embedder,
       compressor: new StatisticalCompressor(),
       settings: { batchSize: 32, queueCapacity: 1 },
     });
-    halt = (err) => o.engine.halt(err);
+    model.onDeath = (err) => o.engine.halt(err);
     for (const c of ["c1", "c2", "c3", "c4"]) await o.engine.ingest("t", c, turns([normal(1), normal(2)]));
     for (const c of ["c1", "c2", "c3", "c4"]) await o.engine.flush("t", c);
     await assert.rejects(o.engine.drain(), /worker thread failed/);

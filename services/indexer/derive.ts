@@ -39,13 +39,19 @@ export const deriveIndexBatch = (segment: Segment, records: readonly MemoryRecor
 
 const timeOf = (r: MemoryRecord): number => Date.parse(r.time.at ?? r.time.from ?? r.source.saidAt);
 
+/**
+ * The text a record's vector is embedded from: the one definition for vectorTexts and for the Kafka
+ * indexer's prefetch of the next segment (embedding-prefetch.ts), which must ask for the same texts.
+ */
+export const recordVectorText = (r: MemoryRecord): string => r.text;
+
 /** What the indexer embeds: every record text, and every raw turn for the fallback route. */
 export const vectorTexts = (
   batch: IndexBatch,
 ): { id: string; text: string; payload: Omit<VectorItem, "vector" | "id">["payload"] }[] => [
   ...batch.records.map((r) => ({
     id: r.id,
-    text: r.text,
+    text: recordVectorText(r),
     payload: {
       tenant: batch.tenant,
       conversation: batch.conversation,

@@ -17,6 +17,7 @@ import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";
 import type { Embedder, GraphStore, VectorStore } from "../core/ports.ts";
 import type { RecordsEvent, UpdateCandidate } from "../core/types.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "./candidates.ts";
+import { recordVectorText } from "./derive.ts";
 import { EmbeddingPrefetch } from "./embedding-prefetch.ts";
 import { eraseControl, type IndexerErasure } from "./erase-in-stores.ts";
 import { indexSegment } from "./indexer.ts";
@@ -77,7 +78,7 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
           embedder: prefetch ?? deps.embedder,
           candidates: deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
           ...(deps.yieldTo ? { yieldTo: deps.yieldTo } : {}),
-          ...(prefetch && next ? { onEmbedded: () => prefetch.prefetch(next.records.map((r) => r.text)) } : {}),
+          ...(prefetch && next ? { onEmbedded: () => prefetch.prefetch(next.records.map(recordVectorText)) } : {}),
         },
         segment,
         records,

@@ -46,6 +46,9 @@ export interface QuerySettings {
   now?: () => Date;
 }
 
+/** Awaits a promise for a route, counting the time as waited for the question's vectors (runQuery). */
+type Wait = <T>(p: Promise<T>) => Promise<T>;
+
 /** The configuration's defaults (config.query): one place for them. */
 export const DEFAULT_QUERY_SETTINGS: QuerySettings = { ...CONFIG_DEFAULTS.query };
 
@@ -237,12 +240,9 @@ export const runQuery = async (
    * A route's time excludes what it waited for the question's vectors (`wait`): the routes report
    * their own work, and the embedding is QueryCost's to report once.
    */
-  const timed = async (
-    route: RouteName,
-    run: (wait: <T>(p: Promise<T>) => Promise<T>) => Promise<ScoredId[]>,
-  ): Promise<RankedList> => {
+  const timed = async (route: RouteName, run: (wait: Wait) => Promise<ScoredId[]>): Promise<RankedList> => {
     let waited = 0;
-    const wait = async <T>(p: Promise<T>): Promise<T> => {
+    const wait: Wait = async (p) => {
       const w = performance.now();
       try {
         return await p;
@@ -257,7 +257,7 @@ export const runQuery = async (
     return { route, ids };
   };
   /** A graph route's hits, found by exact keys without the question's vector, then reranked by it. */
-  const reranked = async (wait: <T>(p: Promise<T>) => Promise<T>, hits: readonly ScoredId[]): Promise<ScoredId[]> =>
+  const reranked = async (wait: Wait, hits: readonly ScoredId[]): Promise<ScoredId[]> =>
     rerankBySimilarity(stored, hits, () => wait(question), depth);
   const scope = conversation ? { conversation } : {};
   const questionText = [req.question, ...plan.rewrites].join(" ");
@@ -268,12 +268,10 @@ export const runQuery = async (
     for (const h of hits) if (h.payload.time !== undefined) hitTime.set(h.id, h.payload.time);
     return [...hits];
   };
-  const similar =
-    (vector: Promise<Float32Array | undefined>, kind: "record" | "turn") =>
-    async (wait: <T>(p: Promise<T>) => Promise<T>) => {
-      const v = await wait(vector);
-      return v ? deps.vectors.search(tenant, v, depth, { ...scope, kind }) : [];
-    };
+  const similar = (vector: Promise<Float32Array | undefined>, kind: "record" | "turn") => async (wait: Wait) => {
+    const v = await wait(vector);
+    return v ? deps.vectors.search(tenant, v, depth, { ...scope, kind }) : [];
+  };
   const jobs: Promise<RankedList>[] = [
     timed("dense", async (wait) => dated(await similar(question, "record")(wait))),
     timed("raw-dense", async (wait) => dated(await similar(question, "turn")(wait))),
@@ -301,7 +299,7 @@ export const runQuery = async (
     jobs.push(timed("dense", similar(nameFree, "record")), timed("raw-dense", similar(nameFree, "turn")));
   }
   const lookup = (
-    wait: <T>(p: Promise<T>) => Promise<T>,
+    wait: Wait,
     keys: readonly string[],
     index: "entity" | "topic",
     find: (keys: readonly string[], k: number) => Promise<ScoredId[]>,

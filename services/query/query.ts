@@ -20,6 +20,7 @@ import { maximalMarginalRelevance } from "./mmr.ts";
 import { contentQuestion, withoutNames } from "./name-free.ts";
 import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
 import { type PackInput, packContext } from "./pack.ts";
+import { PERSON_LIST_WEIGHT, personOf } from "./person-lists.ts";
 import { asksForDuration, collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { QueryVectors } from "./query-vectors.ts";
 import { questionTurnsLast } from "./question-turns.ts";
@@ -268,10 +269,11 @@ export const runQuery = async (
     for (const h of hits) if (h.payload.time !== undefined) hitTime.set(h.id, h.payload.time);
     return [...hits];
   };
-  const similar = (vector: Promise<Float32Array | undefined>, kind: "record" | "turn") => async (wait: Wait) => {
-    const v = await wait(vector);
-    return v ? deps.vectors.search(tenant, v, depth, { ...scope, kind }) : [];
-  };
+  const similar =
+    (vector: Promise<Float32Array | undefined>, kind: "record" | "turn", entities?: string[]) => async (wait: Wait) => {
+      const v = await wait(vector);
+      return v ? deps.vectors.search(tenant, v, depth, { ...scope, kind, ...(entities ? { entities } : {}) }) : [];
+    };
   const jobs: Promise<RankedList>[] = [
     timed("dense", async (wait) => dated(await similar(question, "record")(wait))),
     timed("raw-dense", async (wait) => dated(await similar(question, "turn")(wait))),
@@ -297,6 +299,12 @@ export const runQuery = async (
   if (content !== undefined) {
     const nameFree = embedded.then((v) => v.cvec);
     jobs.push(timed("dense", similar(nameFree, "record")), timed("raw-dense", similar(nameFree, "turn")));
+    // And once more among the records naming the person it is about, at half weight (person-lists.ts).
+    const person = personOf(commonNames);
+    if (person !== undefined)
+      jobs.push(
+        timed("dense", similar(nameFree, "record", [person])).then((list) => ({ ...list, weight: PERSON_LIST_WEIGHT })),
+      );
   }
   const lookup = (
     wait: Wait,

@@ -5,6 +5,7 @@ import { after, before, describe, it } from "node:test";
 import { contentQuestion, withoutNames } from "../../services/query/name-free.ts";
 import { collectsMentions, isAggregation, isInference } from "../../services/query/planner.ts";
 import { DEFAULT_QUERY_SETTINGS, type QueryDeps, runQuery } from "../../services/query/query.ts";
+import { batchesFor } from "../contract/graph-store.contract.ts";
 import { indexContractBatches, openLocalStores } from "../helpers/local-stores.ts";
 
 describe("name-free question text", () => {
@@ -89,14 +90,36 @@ describe("runQuery: the similarity routes once more without common names", () =>
     );
     // The question and its name-free form go to the embedder in one call.
     assert.equal(r.cost.embeddingCalls, 1);
-    // As asked, name-free, and the name-free one moved by feedback (query-feedback.test.ts).
-    assert.equal(denseRuns(r.explain?.routes ?? []), 3);
+    // As asked, name-free, name-free among Caroline's records (below), and the name-free one moved
+    // by feedback (query-feedback.test.ts).
+    assert.equal(denseRuns(r.explain?.routes ?? []), 4);
     assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 2);
     assert.equal(
       r.explain?.routes.some((l) => l.route === "entity"),
       false,
     );
     assert.match(r.context, /tea/);
+  });
+
+  it("searches the name-free list question once more among the records naming its person", async () => {
+    const r = await runQuery(
+      deps,
+      "t",
+      { question: "What kinds of drinks does Caroline prefer?", conversation: "c1", budget: 500, explain: true },
+      settings,
+    );
+    const caroline = batchesFor("t")
+      .filter((b) => b.conversation === "c1")
+      .flatMap((b) => b.records)
+      .filter((rec) => rec.entities.some((e) => e.name === "Caroline"))
+      .map((rec) => rec.id)
+      .sort();
+    // c1 holds three records, two of them naming Caroline: one dense list holds those two alone.
+    assert.equal(caroline.length, 2);
+    const lists = (r.explain?.routes ?? [])
+      .filter((l) => l.route === "dense")
+      .map((l) => l.hits.map((h) => h.id).sort());
+    assert.equal(lists.filter((ids) => JSON.stringify(ids) === JSON.stringify(caroline)).length, 1);
   });
 
   it("asks once for a question about a single fact", async () => {

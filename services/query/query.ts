@@ -19,6 +19,7 @@ import { rocchio } from "./feedback.ts";
 import { maximalMarginalRelevance } from "./mmr.ts";
 import { contentQuestion, withoutNames } from "./name-free.ts";
 import { correctedQuestion, findNearMatches, searchWithNearMatches, withNearMatches } from "./near-matches.ts";
+import { ownWordsFirst } from "./own-words.ts";
 import { type PackInput, packContext } from "./pack.ts";
 import { PERSON_LIST_WEIGHT, personOf } from "./person-lists.ts";
 import { asksForDuration, collectsMentions, DeterministicPlanner } from "./planner.ts";
@@ -401,8 +402,12 @@ export const runQuery = async (
     const f = byId.get(d.id);
     return { ...(items.get(d.id) as Candidate), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
   });
-  // A question collecting mentions wants statements: turns that only ask go last (question-turns.ts).
-  const packed = packContext(collectsMentions(req.question) ? questionTurnsLast(ranked) : ranked, budget);
+  // A question collecting mentions wants statements by the person it names: that person's items
+  // first (own-words.ts), and turns that only ask last (question-turns.ts).
+  const packed = packContext(
+    collectsMentions(req.question) ? questionTurnsLast(ownWordsFirst(req.question, ranked)) : ranked,
+    budget,
+  );
   const explain = req.explain
     ? {
         routes: lists.map((l) => ({ route: l.route, hits: l.ids.map((h) => ({ id: h.id, score: h.score })) })),

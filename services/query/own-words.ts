@@ -8,7 +8,7 @@
  * names go first, then the rest, each part in its ranked order; a question naming both speakers
  * (or none) keeps its order.
  *
- * Over the budget sweep on the dev set and on each of its three disguised copies this raised 12–15
+ * Over the budget sweep on the dev set and on each of its three disguised copies this raised 12–13
  * list and inference questions of conv-26 and lowered one question of conv-30, the same in every
  * copy, whose third evidence turn is the other speaker's account of her own business: conv-30's
  * mean is 0.0005 lower (docs/benchmarks.md).

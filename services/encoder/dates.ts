@@ -237,7 +237,9 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     if (det && !lead) index = det.index;
     const before = sentence.slice(0, index);
     const prevWord = /([\p{L}]+)\s*$/u.exec(before)?.[1]?.toLowerCase() ?? "";
-    const outerPrep = DATE_PREPOSITIONS.has(prevWord);
+    // "over the weekend", "in early June": the sentence's own words already place the date.
+    const outerPrep =
+      DATE_PREPOSITIONS.has(prevWord) || prevWord === "over" || /\b(?:early|mid|late)[\s-]*$/i.test(before);
     const clauseStart = /(?:^|[,;:.!?]|\b(?:and|but|so|because))\s*$/i.test(before);
     const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);

@@ -159,6 +159,20 @@ describe("encoder dates: relative expressions across month and year ends", () =>
       range("2022-01-01", "2022-12-31"),
       "date as the subject",
     ],
+    [
+      "I finished it over the weekend.",
+      "2023-07-12T10:00:00Z",
+      "I finished it over the weekend of 2023-07-08.",
+      range("2023-07-08", "2023-07-09"),
+      "over the weekend keeps its preposition (not 'over on the weekend of')",
+    ],
+    [
+      "I ran a marathon in early June.",
+      "2023-07-12T10:00:00Z",
+      "I ran a marathon in early June 2023.",
+      range("2023-06-01", "2023-06-30"),
+      "early June keeps its words (not 'in early in June')",
+    ],
   ];
   for (const [sentence, saidAt, text, time, label] of cases) {
     it(label, () => {

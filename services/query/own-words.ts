@@ -15,10 +15,15 @@
  */
 import { namePattern } from "../core/text/names.ts";
 
-/** The speakers of these items whose name the question says as a whole word (any case). */
+/**
+ * The speakers of these items whose name the question says as a whole word. In a question written
+ * with capitals a name must match as written, so that a speaker called Will or May is not named by
+ * "What will Bob do?"; in one typed in lower case ("what does melanie like") any case matches.
+ */
 export const speakersNamed = (question: string, items: readonly { speakers: readonly string[] }[]): Set<string> => {
   const speakers = new Set(items.flatMap((i) => i.speakers));
-  return new Set([...speakers].filter((s) => s.trim() !== "" && namePattern(s, "iu").test(question)));
+  const flags = /\p{Lu}/u.test(question.slice(1)) ? "u" : "iu";
+  return new Set([...speakers].filter((s) => s.trim() !== "" && namePattern(s, flags).test(question)));
 };
 
 /** The items said by a speaker the question names, then the others, each part in its order. */

@@ -26,6 +26,14 @@ describe("own words first", () => {
     assert.deepEqual([...speakersNamed("What did Melanies bring?", ranked)], []);
   });
 
+  it("matches a name as written in a question written with capitals", () => {
+    const items = [item("a", "Will"), item("b", "Melanie")];
+    assert.deepEqual([...speakersNamed("What will Melanie do next summer?", items)], ["Melanie"]);
+    assert.deepEqual([...speakersNamed("What has Will painted?", items)], ["Will"]);
+    // Typed in lower case, every case matches: both named, so the order is kept.
+    assert.deepEqual([...speakersNamed("what will melanie do?", items)].sort(), ["Melanie", "Will"]);
+  });
+
   it("moves the named speaker's items ahead of the others, each part in its order", () => {
     assert.deepEqual(
       ownWordsFirst("What activities does Melanie partake in?", ranked).map((i) => i.id),

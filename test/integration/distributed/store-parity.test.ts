@@ -126,6 +126,13 @@ test("SQLite + HNSW and Neo4j rank every route and pack every context identicall
         ["entity", (s) => s.graph.recordsByEntities(tenant, a.plan.entities, 5 * depth, conv.id), true],
         ["topic", (s) => s.graph.recordsByTopics(tenant, a.plan.topics, 5 * depth, conv.id), true],
       ];
+      // The dense search among the records naming a person (a list question's person list, query.ts).
+      for (const person of a.plan.entities.slice(0, 1))
+        routes.push([
+          `dense naming ${person}`,
+          (s) => s.vectors.search(tenant, qv as Float32Array, depth, { ...scope, kind: "record", entities: [person] }),
+          false,
+        ]);
       for (const [route, run, sameScores] of routes) {
         const [x, y] = [await run(sqlite), await run(neo)];
         routeLists++;

@@ -80,7 +80,7 @@ describe("runQuery: the similarity routes once more without common names", () =>
 
   const denseRuns = (routes: readonly { route: string }[]) => routes.filter((r) => r.route === "dense").length;
 
-  it("adds name-free dense and raw-dense lists for a list question naming a common name", async () => {
+  it("adds name-free dense and raw-dense lists for a list question naming a common name, one among the records naming the person", async () => {
     // Caroline is in two of conversation c1's three records: too common to select by.
     const r = await runQuery(
       deps,
@@ -90,7 +90,7 @@ describe("runQuery: the similarity routes once more without common names", () =>
     );
     // The question and its name-free form go to the embedder in one call.
     assert.equal(r.cost.embeddingCalls, 1);
-    // As asked, name-free, name-free among Caroline's records (below), and the name-free one moved
+    // As asked, name-free, name-free among Caroline's records (checked below), and the name-free one moved
     // by feedback (query-feedback.test.ts).
     assert.equal(denseRuns(r.explain?.routes ?? []), 4);
     assert.equal(r.explain?.routes.filter((l) => l.route === "raw-dense").length, 2);
@@ -99,15 +99,6 @@ describe("runQuery: the similarity routes once more without common names", () =>
       false,
     );
     assert.match(r.context, /tea/);
-  });
-
-  it("searches the name-free list question once more among the records naming its person", async () => {
-    const r = await runQuery(
-      deps,
-      "t",
-      { question: "What kinds of drinks does Caroline prefer?", conversation: "c1", budget: 500, explain: true },
-      settings,
-    );
     const caroline = batchesFor("t")
       .filter((b) => b.conversation === "c1")
       .flatMap((b) => b.records)

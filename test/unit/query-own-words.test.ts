@@ -1,7 +1,6 @@
 // A list question about a speaker packs that speaker's own items first (services/query/own-words.ts).
 import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
-import type { IndexBatch } from "../../services/core/ports.ts";
 import { indexSegment } from "../../services/indexer/indexer.ts";
 import { ownWordsFirst, speakersNamed } from "../../services/query/own-words.ts";
 import { DEFAULT_QUERY_SETTINGS, runQuery } from "../../services/query/query.ts";
@@ -78,14 +77,7 @@ describe("runQuery: a list question about a speaker", () => {
       });
       return { ...r, source: { ...r.source, speakers: [speaker] } };
     });
-    const batch: IndexBatch = {
-      tenant: "t",
-      conversation: "c1",
-      segment: makeSegment("t", "c1", "seg-1", turns),
-      records,
-      eventFrames: [],
-    };
-    await indexSegment({ ...local, candidates: false }, batch.segment, batch.records);
+    await indexSegment({ ...local, candidates: false }, makeSegment("t", "c1", "seg-1", turns), records);
   });
 
   after(() => local.dispose());

@@ -23,7 +23,12 @@ source "$HERE/embedder-pins.sh"
 DEST="$MODELS_DIR/$NAME"
 
 log() { printf '[build-attention] %s\n' "$*"; }
-die() { printf '[build-attention] ERROR: %s\n' "$*" >&2; exit 1; }
+# The free disk goes with every error: a full disk makes pip and Python fail with messages about
+# something else.
+die() {
+  printf '[build-attention] ERROR: %s (free disk: %s)\n' "$*" "$(df -Ph "$ROOT" 2>/dev/null | awk 'NR==2 {print $4}')" >&2
+  exit 1
+}
 
 done_already() { [[ -s "$DEST/attention.onnx" && -s "$DEST/attention.json" ]]; }
 
@@ -66,13 +71,13 @@ elif [[ -d "$PYDEPS" ]] && PYTHONPATH="$PYDEPS" "$PYTHON" -c "$CHECK" 2>/dev/nul
 else
   log "installing converter dependencies (${PY_DEPS[*]} ${PY_DEPS_NODEPS[*]}) into a private environment..."
   if rm -rf "$VENV" && "$PYTHON" -m venv "$VENV" >/dev/null 2>&1 && [[ -x "$VENV/bin/pip" ]]; then
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_DEPS[@]}" || die "pip install into $VENV failed"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${PY_DEPS_NODEPS[@]}" || die "pip install ${PY_DEPS_NODEPS[*]} failed"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir "${PY_DEPS[@]}" || die "pip install into $VENV failed"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps "${PY_DEPS_NODEPS[@]}" || die "pip install ${PY_DEPS_NODEPS[*]} failed"
     PY=("$VENV/bin/python")
   else
     rm -rf "$VENV" "$PYDEPS"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" "${PY_DEPS[@]}" || die "pip install --target $PYDEPS failed"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" --no-deps "${PY_DEPS_NODEPS[@]}" || die "pip install ${PY_DEPS_NODEPS[*]} failed"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-cache-dir --target "$PYDEPS" "${PY_DEPS[@]}" || die "pip install --target $PYDEPS failed"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-cache-dir --target "$PYDEPS" --no-deps "${PY_DEPS_NODEPS[@]}" || die "pip install ${PY_DEPS_NODEPS[*]} failed"
     PY=(env "PYTHONPATH=$PYDEPS" "$PYTHON")
   fi
 fi

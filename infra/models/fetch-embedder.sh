@@ -31,7 +31,12 @@ DEFAULT_VARIANT="${EMBEDDER_DEFAULT_VARIANT:-fp32}"
 BENCHMARK='{"measured":"2026-11-30, dev container, 2 vCPU shared with other services, onnxruntime-node 1.30, intraOpNumThreads 2, batch 32, 512 sentences of 18-22 words (23 tokens avg)","sentences_per_s":{"fp32":{"quiet_best":388,"loaded_median":119},"int8":{"quiet_best":804,"loaded_median":219}},"int8_vs_fp32_cosine":{"min":0.987,"mean":0.992},"docs_example_int8":{"A man is eating food.":0.6927,"A man is eating a piece of bread.":0.5219,"A man is riding a horse.":0.1779,"A man is riding a white horse on an enclosed ground.":0.1034,"A cheetah is running behind its prey.":0.1071},"default_variant_reason":"fp32 reproduces the documented scores exactly; int8 is ~2x faster but ~0.99 cosine and reorders a close pair"}'
 
 log() { printf '[fetch-embedder] %s\n' "$*"; }
-die() { printf '[fetch-embedder] ERROR: %s\n' "$*" >&2; exit 1; }
+# The free disk goes with every error: a full disk makes pip and Python fail with messages about
+# something else.
+die() {
+  printf '[fetch-embedder] ERROR: %s (free disk: %s)\n' "$*" "$(df -Ph "$ROOT" 2>/dev/null | awk 'NR==2 {print $4}')" >&2
+  exit 1
+}
 
 done_already() { [[ -s "$DEST/model.onnx" && -s "$DEST/manifest.json" ]]; }
 
@@ -75,17 +80,17 @@ elif [[ -d "$PYDEPS" ]] && PYTHONPATH="$PYDEPS" "$PYTHON" -c 'import numpy, onnx
 else
   log "installing converter dependencies (${PY_DEPS[*]} ${PY_DEPS_NODEPS[*]}) into a private environment..."
   if rm -rf "$VENV" && "$PYTHON" -m venv "$VENV" >/dev/null 2>&1 && [[ -x "$VENV/bin/pip" ]]; then
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_DEPS[@]}" \
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir "${PY_DEPS[@]}" \
       || die "pip install into $VENV failed (is the PyPI registry reachable?)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${PY_DEPS_NODEPS[@]}" \
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir --no-deps "${PY_DEPS_NODEPS[@]}" \
       || die "pip install ${PY_DEPS_NODEPS[*]} failed"
     PY=("$VENV/bin/python")
   else
     log "python venv unavailable; using pip install --target $PYDEPS"
     rm -rf "$VENV" "$PYDEPS"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" "${PY_DEPS[@]}" \
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-cache-dir --target "$PYDEPS" "${PY_DEPS[@]}" \
       || die "pip install --target $PYDEPS failed (is the PyPI registry reachable?)"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check --target "$PYDEPS" --no-deps "${PY_DEPS_NODEPS[@]}" \
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-cache-dir --target "$PYDEPS" --no-deps "${PY_DEPS_NODEPS[@]}" \
       || die "pip install ${PY_DEPS_NODEPS[*]} failed"
     PY=(env "PYTHONPATH=$PYDEPS" "$PYTHON")
   fi

@@ -35,3 +35,8 @@ export const UNDO_MIGRATION_11 = `
   DROP TABLE records_terms;
   DROP TABLE turns_terms;
 `;
+
+/** Rolls back migration 12 (the covering index of a record's validity by id): for the older-store tests. */
+export const UNDO_MIGRATION_12 = `
+  DROP INDEX records_validity;
+`;

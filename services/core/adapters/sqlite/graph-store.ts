@@ -120,10 +120,20 @@ const MERGED_WALK_BUDGET = 4;
  * Which versions a route reads: the current ones (not superseded), or for an as-of query those
  * valid at `validAt` (epoch ms; valid_from and valid_to are stored as epoch ms).
  */
-const validity = (validAt: number | undefined): { sql: string; params: Param[] } =>
+export const validity = (validAt: number | undefined): { sql: string; params: Param[] } =>
   validAt === undefined
     ? { sql: " AND r.superseded_by IS NULL", params: [] }
     : { sql: " AND r.valid_from <= ? AND (r.valid_to IS NULL OR r.valid_to > ?)", params: [validAt, validAt] };
+
+/**
+ * Which of some record ids (a JSON array) of a tenant are valid by `validSql` (validity's sql):
+ * answered from the records_validity index's pages, not the table rows (schema.ts, version 12).
+ * The index is named: on a small store the planner takes the unique (tenant, id) index, which
+ * reads each row.
+ */
+export const validIdsSql = (validSql: string): string =>
+  `SELECT r.id AS id FROM json_each(?) j CROSS JOIN records r INDEXED BY records_validity
+   ON r.tenant = ? AND r.id = j.value WHERE 1 = 1${validSql}`;
 
 /**
  * The lexical pool of a search (core/lexical.ts): every hit in scope when they number at most
@@ -980,10 +990,13 @@ export class SqliteGraphStore implements GraphStore {
       index === "entity" ? ["record_entities", "entity", "e.name"] : ["record_topics", "topic", "e.topic"];
     const byKey = `${table}_${column}`;
     const valid = validity(validAt);
+    // CROSS JOIN: from the key rows to their records. Left free, the planner could read every
+    // record of the tenant in id order through records_validity (no table rows, and the GROUP BY's
+    // order for free) and look their key rows up: a tenant's records for a few keys' matches.
     const rank = (from: string, head: Param[]): ScoreRow[] =>
       this.all<ScoreRow>(
         `SELECT r.id AS id, COUNT(DISTINCT ${name}) AS score
-         FROM ${from} JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+         FROM ${from} CROSS JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
          WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?))${valid.sql}
          GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
         ...head,
@@ -996,7 +1009,7 @@ export class SqliteGraphStore implements GraphStore {
       // (tenant, conversation, key, …): the conversation's matches only.
       return this.all<ScoreRow>(
         `SELECT r.id AS id, COUNT(DISTINCT ${name}) AS score
-         FROM ${table} e JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
+         FROM ${table} e CROSS JOIN records r ON r.tenant = e.tenant AND r.id = e.record_id
          WHERE e.tenant = ? AND e.${column} IN (SELECT value FROM json_each(?)) AND e.conversation = ?${valid.sql}
          GROUP BY r.id ORDER BY score DESC, MAX(r.said_at) DESC, r.id LIMIT ?`,
         tenant,
@@ -1095,13 +1108,9 @@ export class SqliteGraphStore implements GraphStore {
               ),
         current: (ids) =>
           new Set(
-            this.all<{ id: string }>(
-              `SELECT r.id AS id FROM json_each(?) j CROSS JOIN records r ON r.tenant = ? AND r.id = j.value
-             WHERE 1 = 1${valid.sql}`,
-              JSON.stringify(ids),
-              tenant,
-              ...valid.params,
-            ).map((r) => r.id),
+            this.all<{ id: string }>(validIdsSql(valid.sql), JSON.stringify(ids), tenant, ...valid.params).map(
+              (r) => r.id,
+            ),
           ),
       },
       maxRows,

@@ -9,6 +9,8 @@ import { after, before, describe, it } from "node:test";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { SqliteGraphStore, validIdsSql, validity } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
+import { lexicalTerms } from "../../services/core/lexical.ts";
+import { VOCABULARY_SCAN_LIMIT } from "../../services/core/text/fuzzy-terms.ts";
 import {
   openSqlite,
   SQLITE_WAL_AUTOCHECKPOINT_PAGES,
@@ -301,6 +303,34 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       assert.ok(plans.length >= 4, `${plans.length} statements joined records`);
       for (const plan of plans)
         assert.ok(!plan.some((step) => /records_validity \(tenant=\?\)/.test(step)), plan.join("; "));
+      await s.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it("proposes a tenant's own terms for a misspelling, however many terms other tenants hold", async () => {
+    // Candidates come from the tenant's kept terms: read from the whole store's term list (FTS5's,
+    // every tenant's), a bucket's first VOCABULARY_SCAN_LIMIT terms could all be another tenant's.
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-vocab-"));
+    try {
+      const s = SqliteGraphStore.open(dir);
+      // Another tenant's words that sort before "carolin" in the first letter's bucket ("c").
+      const letters = "bcdfghklmnp";
+      const words: string[] = [];
+      for (let i = 0; words.length <= VOCABULARY_SCAN_LIMIT; i++)
+        words.push(
+          `cab${[...i.toString(letters.length).padStart(4, "0")].map((d) => letters[Number.parseInt(d, letters.length)]).join("")}`,
+        );
+      const terms = new Set(lexicalTerms(words.join(" ")));
+      assert.ok(
+        terms.size > VOCABULARY_SCAN_LIMIT && [...terms].every((t) => t < "carolin"),
+        "the other tenant fills the bucket",
+      );
+      await s.writeTurns("B", "c1", [makeTurn("t1", words.join(" "), "2024-01-01T00:00:00.000Z")]);
+      await s.writeTurns("A", "c1", [makeTurn("t1", "Caroline went to Seattle.", "2024-01-02T00:00:00.000Z")]);
+      assert.deepEqual(await s.lexicalNeighbours("A", "carolyn", 1), [{ term: "carolin", distance: 1 }]);
+      assert.deepEqual(await s.lexicalNeighbours("A", "carolyn", 1, "c1"), [{ term: "carolin", distance: 1 }]);
+      assert.deepEqual(await s.lexicalNeighbours("B", "carolyn", 1), []);
       await s.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

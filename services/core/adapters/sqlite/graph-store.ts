@@ -227,7 +227,7 @@ export class SqliteGraphStore implements GraphStore {
   /** The FTS tables' usermerge is set (mergeIndexSegments, once per store). */
   private mergePrepared = false;
   /** The lexical vocabulary reads (vocabulary.ts) on this store's cached statements. */
-  private readonly vocabulary = new SqliteVocabulary(this.sql, (ddl) => this.db.exec(ddl));
+  private readonly vocabulary = new SqliteVocabulary(this.sql);
 
   constructor(db: SqliteDatabase, options: SqliteGraphStoreOptions = {}) {
     this.db = db;

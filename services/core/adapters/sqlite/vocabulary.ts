@@ -2,12 +2,17 @@
  * The lexical vocabulary of the SQLite store (LexicalVocabulary in core/ports.ts), for the
  * misspelling tolerance of core/text/fuzzy-terms.ts.
  *
- * Candidates come from FTS5's own term list: an `fts5vocab` table over each full-text table
- * (created in the connection's temp schema, so no migration and nothing on disk), read as a
- * range of terms starting with a prefix, at most VOCABULARY_SCAN_LIMIT rows a bucket. That list is
- * the whole store's (every tenant's terms, and the scope tokens of fts-scope.ts), so it only
- * proposes: a candidate counts once a scoped MATCH finds it in the tenant or conversation, and the
- * caller never sees a term of another scope.
+ * Candidates come from the tenant's own term list, the kept document frequencies of
+ * scope-counts.ts (`lexical_terms`, keyed by tenant, kind, scope and term: current records' and
+ * raw turns' terms), read as a range of terms starting with a prefix, at most
+ * VOCABULARY_SCAN_LIMIT rows a bucket and kind. A candidate counts once a scoped MATCH finds it in
+ * the tenant or conversation (a conversation's terms are not kept apart: the tenant's are the
+ * candidates), so the caller never sees a term of another scope.
+ *
+ * Issue 18: the candidates were read from FTS5's term list through `fts5vocab`, which is every
+ * tenant's (so a bucket's 5,000 rows could end before this tenant's terms) and counts each term's
+ * documents as it lists it: it read the doclists of every term in a bucket, 15 ms a read and up to
+ * 110 ms a query at ~1M records.
  */
 import { anyTermQuery } from "../../lexical.ts";
 import {
@@ -22,25 +27,13 @@ import {
 } from "../../text/fuzzy-terms.ts";
 import { scopedMatch } from "./fts-scope.ts";
 import type { SqlRunner } from "./graph-transaction.ts";
+import { type LexicalKind, TENANT_SCOPE } from "./scope-counts.ts";
 
 const TABLES = ["records_fts", "turns_fts"] as const;
+const KINDS: readonly LexicalKind[] = ["record", "turn"];
 
 export class SqliteVocabulary {
-  private ready = false;
-
-  /** `exec` runs DDL on the store's handle (the temp vocabulary tables). */
-  constructor(
-    private readonly sql: SqlRunner,
-    private readonly exec: (ddl: string) => void,
-  ) {}
-
-  /** The fts5vocab tables (one row per term and column) exist from the first read on, per connection. */
-  private ensure(): void {
-    if (this.ready) return;
-    for (const table of TABLES)
-      this.exec(`CREATE VIRTUAL TABLE IF NOT EXISTS temp.${table}_vocab USING fts5vocab(main, ${table}, col)`);
-    this.ready = true;
-  }
+  constructor(private readonly sql: SqlRunner) {}
 
   /** Of these terms, those a record or raw turn of the scope holds: one scoped lookup per term and table, stopping at the first row. */
   present(tenant: string, terms: readonly string[], conversation?: string): string[] {
@@ -61,14 +54,17 @@ export class SqliteVocabulary {
   /** Candidates from the term's prefix buckets of both tables, then the closest present in the scope. */
   async neighbours(tenant: string, term: string, maxDistance: number, conversation?: string): Promise<Neighbour[]> {
     if (maxDistance < 1) return [];
-    this.ensure();
     const length = [...term].length;
     const candidates = new Set<string>();
     for (const prefix of candidatePrefixes(term))
-      for (const table of TABLES)
+      for (const kind of KINDS)
         for (const row of this.sql.all<{ term: string }>(
-          `SELECT term FROM (SELECT term, col FROM temp.${table}_vocab WHERE term >= ? AND term < ? LIMIT ?)
-           WHERE col = 'lex' AND length(term) BETWEEN ? AND ?`,
+          `SELECT term FROM (SELECT term FROM lexical_terms
+             WHERE tenant = ? AND kind = ? AND scope = ? AND term >= ? AND term < ? LIMIT ?)
+           WHERE length(term) BETWEEN ? AND ?`,
+          tenant,
+          kind,
+          TENANT_SCOPE,
           prefix,
           prefixEnd(prefix),
           VOCABULARY_SCAN_LIMIT,

@@ -9,8 +9,6 @@ import { after, before, describe, it } from "node:test";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
 import { SqliteGraphStore, validIdsSql, validity } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
-import { lexicalTerms } from "../../services/core/lexical.ts";
-import { VOCABULARY_SCAN_LIMIT } from "../../services/core/text/fuzzy-terms.ts";
 import {
   openSqlite,
   SQLITE_WAL_AUTOCHECKPOINT_PAGES,
@@ -19,6 +17,8 @@ import {
 } from "../../services/core/adapters/sqlite-db.ts";
 import { SQLITE_DEFAULTS } from "../../services/core/config.ts";
 import { recordId } from "../../services/core/ids.ts";
+import { lexicalTerms } from "../../services/core/lexical.ts";
+import { VOCABULARY_SCAN_LIMIT } from "../../services/core/text/fuzzy-terms.ts";
 import { batchesFor, makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
 import {
   UNDO_MIGRATION_7,

@@ -311,6 +311,34 @@ export const readLexicalStatistics = (
   return { scope: counts, terms: new Map(rows.map(({ term, ...stats }) => [term, stats])) };
 };
 
+/**
+ * The tenant's kept terms of one kind from `from` (inclusive) to `to` (exclusive), the first
+ * `limit` in term order, of those whose length is within `lengths`: the candidates of the
+ * misspelling tolerance (vocabulary.ts). A range of the primary key; no full-text index is read.
+ */
+export const readLexicalTermsInRange = (
+  sql: SqlRunner,
+  tenant: string,
+  kind: LexicalKind,
+  range: { from: string; to: string; limit: number },
+  lengths: { min: number; max: number },
+): string[] =>
+  sql
+    .all<{ term: string }>(
+      `SELECT term FROM (SELECT term FROM lexical_terms
+         WHERE tenant = ? AND kind = ? AND scope = ? AND term >= ? AND term < ? LIMIT ?)
+       WHERE length(term) BETWEEN ? AND ?`,
+      tenant,
+      kind,
+      TENANT_SCOPE,
+      range.from,
+      range.to,
+      range.limit,
+      lengths.min,
+      lengths.max,
+    )
+    .map((r) => r.term);
+
 /** Current records holding one key in the scope (0 when none). */
 export const readKeyCount = (
   sql: SqlRunner,

@@ -11,7 +11,7 @@
  *
  * Issue 18: the candidates were read from FTS5's term list through `fts5vocab`, which is every
  * tenant's (so a bucket's 5,000 rows could end before this tenant's terms) and counts each term's
- * documents as it lists it: it read the doclists of every term in a bucket, 15 ms a read and up to
+ * documents as it lists it: it read the doclists of every term in a bucket, ~16 ms a read and up to
  * 110 ms a query at ~1M records.
  */
 import { anyTermQuery } from "../../lexical.ts";
@@ -27,7 +27,7 @@ import {
 } from "../../text/fuzzy-terms.ts";
 import { scopedMatch } from "./fts-scope.ts";
 import type { SqlRunner } from "./graph-transaction.ts";
-import { type LexicalKind, TENANT_SCOPE } from "./scope-counts.ts";
+import { type LexicalKind, readLexicalTermsInRange } from "./scope-counts.ts";
 
 const TABLES = ["records_fts", "turns_fts"] as const;
 const KINDS: readonly LexicalKind[] = ["record", "turn"];
@@ -51,27 +51,25 @@ export class SqliteVocabulary {
     return found;
   }
 
-  /** Candidates from the term's prefix buckets of both tables, then the closest present in the scope. */
+  /** Candidates from the term's prefix buckets of the tenant's kept terms (records' and raw turns'), then the closest present in the scope. */
   async neighbours(tenant: string, term: string, maxDistance: number, conversation?: string): Promise<Neighbour[]> {
     if (maxDistance < 1) return [];
     const length = [...term].length;
+    const lengths = {
+      min: Math.max(1, length - maxDistance - MAX_ENDING),
+      max: Math.min(FUZZY_MAX_LENGTH + maxDistance, length + maxDistance),
+    };
     const candidates = new Set<string>();
     for (const prefix of candidatePrefixes(term))
       for (const kind of KINDS)
-        for (const row of this.sql.all<{ term: string }>(
-          `SELECT term FROM (SELECT term FROM lexical_terms
-             WHERE tenant = ? AND kind = ? AND scope = ? AND term >= ? AND term < ? LIMIT ?)
-           WHERE length(term) BETWEEN ? AND ?`,
+        for (const found of readLexicalTermsInRange(
+          this.sql,
           tenant,
           kind,
-          TENANT_SCOPE,
-          prefix,
-          prefixEnd(prefix),
-          VOCABULARY_SCAN_LIMIT,
-          Math.max(1, length - maxDistance - MAX_ENDING),
-          Math.min(FUZZY_MAX_LENGTH + maxDistance, length + maxDistance),
+          { from: prefix, to: prefixEnd(prefix), limit: VOCABULARY_SCAN_LIMIT },
+          lengths,
         ))
-          candidates.add(row.term);
+          candidates.add(found);
     return nearestPresent(neighboursWithin(term, candidates, maxDistance), async (terms) =>
       this.present(tenant, terms, conversation),
     );

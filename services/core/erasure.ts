@@ -4,12 +4,13 @@
  * reported erased (so the caller deletes the same vectors), and how the records of other
  * conversations are repaired (consolidation undone: a record it had superseded becomes current
  * again, merged sources from it are removed). A store runs the rule in one of its transactions
- * (GraphTransactions.transact); a tenant's erasure is every row of it (GraphMaintenance.deleteTenant).
+ * (GraphTransactions.transact); a tenant's erasure is every row of it (GraphMaintenance.deleteTenant,
+ * which names the records it deleted).
  * What then stays on disk is the store's purgeDeleted (docs/erasure.md).
  */
 import { turnRowId } from "./ids.ts";
 import { conversationKey } from "./keys.ts";
-import type { ConversationHoldings, ErasedIds, GraphTransactions, RecordStore, TransactionWrites } from "./ports.ts";
+import type { ConversationHoldings, ErasedIds, GraphTransactions, TransactionWrites } from "./ports.ts";
 import type { MemoryRecord } from "./types.ts";
 
 /** A dependant as it must be once the conversation is gone, or undefined when it does not change. */
@@ -70,25 +71,3 @@ export const erasureWrites = (
  */
 export const eraseConversation = (store: GraphTransactions, tenant: string, conversation: string): Promise<ErasedIds> =>
   store.transact(tenant, { conversation }, (view) => erasureWrites(tenant, conversation, view.conversation));
-
-/** Records listed per page when a tenant's record ids are collected. */
-const LIST_PAGE = 500;
-
-/**
- * Every record id of the tenant, superseded versions included: what a tenant erasure tombstones on
- * the update queue (the query service collects them before deleting, the indexer on its control).
- */
-export const tenantRecordIds = async (graph: Pick<RecordStore, "listRecords">, tenant: string): Promise<string[]> => {
-  const ids: string[] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await graph.listRecords(tenant, {
-      includeSuperseded: true,
-      limit: LIST_PAGE,
-      ...(cursor !== undefined ? { cursor } : {}),
-    });
-    for (const r of page.records) ids.push(r.id);
-    cursor = page.nextCursor;
-  } while (cursor !== undefined);
-  return ids;
-};

@@ -608,8 +608,13 @@ export interface GraphTransactions {
 export interface GraphMaintenance {
   putDeadLetter(letter: DeadLetter): Promise<void>;
   listDeadLetters(limit: number): Promise<DeadLetter[]>;
-  /** Erasure of a tenant: every row of it, whatever kind (a conversation: eraseConversation). */
-  deleteTenant(tenant: string): Promise<void>;
+  /**
+   * Erasure of a tenant: every row of it, whatever kind (a conversation: eraseConversation).
+   * Returns the ids of the records it deleted, superseded versions included, read where they were
+   * deleted: a record written meanwhile (an indexer in another process) is either deleted and named
+   * or still there afterwards, never deleted unnamed (its update-queue tombstone needs its id).
+   */
+  deleteTenant(tenant: string): Promise<string[]>;
   /**
    * The tenants holding any row whose name starts with the prefix, sorted, whatever kind of row
    * (a tenant erasure interrupted part way leaves some kinds only). Optional, as VectorStore's.

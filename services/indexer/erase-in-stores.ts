@@ -10,7 +10,7 @@
 import type { UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageInput, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
 import { isErasure } from "../core/adapters/kafka/topics.ts";
-import { eraseConversation, tenantRecordIds } from "../core/erasure.ts";
+import { eraseConversation } from "../core/erasure.ts";
 import { parseConversationKey } from "../core/keys.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
 
@@ -44,8 +44,7 @@ export const eraseInStores = async (
     // By payload too: vectors of turns whose rows the immediate erasure had already removed.
     await deps.vectors.deleteConversation?.(tenant, conversation);
   } else {
-    records = await tenantRecordIds(deps.graph, tenant);
-    await deps.graph.deleteTenant(tenant);
+    records = await deps.graph.deleteTenant(tenant);
     await deps.vectors.deleteTenant(tenant);
   }
   await purgeAfterErasure(deps, tenant, records.length > 0 || turns > 0 || conversation === undefined);

@@ -172,7 +172,7 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
       assert.ok(!("erasedRecordIds" in report), "the HTTP report has counts, not record ids");
     // One erase control (a tenant: one per partition) and one tombstone per record erased at once.
     assert.equal(erasedConversation.body.kafka, 1 + erasedConversation.body.records);
-    // (A tenant's records are counted, then listed for their ids: the indexer may add some between.)
+    // (A tenant's records are counted, then deleted, naming each: the indexer may add some between.)
     assert.ok((erasedTenant.body.kafka ?? 0) >= config.kafka.partitions + erasedTenant.body.records);
     assert.ok(erasedConversation.body.records >= before.erased.length);
     assert.ok(erasedTenant.body.records >= storesBefore.recordsC);

@@ -70,6 +70,9 @@ export type Neo4jGraphStoreOptions = Neo4jConnectionOptions & {
 /** Results each of the store's read memos keeps by default (as the SQLite store's default). */
 export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 
+/** Records deleted per write transaction of a tenant's erasure (deleteTenantRecords). */
+const TENANT_RECORDS_PER_DELETE = 5000;
+
 type Tx = ManagedTransaction;
 
 interface JsonRow {
@@ -721,12 +724,18 @@ export class Neo4jGraphStore implements GraphStore {
    * auto-committed transactions: a large tenant does not need one huge transaction, and a rerun
    * after an interruption finishes the job. The Tenant node goes first (GRAPH_LABELS' order): its
    * write stamp with it, so no read memo keeps what a reader saw while the rest was being deleted.
+   * Returns the ids of the records it deleted (deleteTenantRecords).
    */
-  async deleteTenant(tenant: string): Promise<void> {
+  async deleteTenant(tenant: string): Promise<string[]> {
     await this.ensureSchema();
+    const erased: string[] = [];
     const session = this.session();
     try {
       for (const label of GRAPH_LABELS) {
+        if (label === "Record") {
+          erased.push(...(await this.deleteTenantRecords(tenant)));
+          continue;
+        }
         await runAutoCommitRetrying(
           session,
           `MATCH (n:${label} {tenant: $tenant})
@@ -736,6 +745,30 @@ export class Neo4jGraphStore implements GraphStore {
       }
     } finally {
       await session.close();
+    }
+    return erased;
+  }
+
+  /**
+   * The tenant's records in batches, each its own write transaction that returns the ids it
+   * deleted: a retried batch reports only what committed, and a record written while this runs
+   * is either deleted and named here or still there after the last (empty) batch, for a later
+   * erasure to find. CALL { } IN TRANSACTIONS could not say which ids an interrupted run had
+   * already committed.
+   */
+  private async deleteTenantRecords(tenant: string): Promise<string[]> {
+    const erased: string[] = [];
+    for (;;) {
+      const ids = await this.write(async (tx) => {
+        const res = await tx.run(
+          `MATCH (n:Record {tenant: $tenant}) WITH n LIMIT $batch
+           WITH n, n.id AS id DETACH DELETE n RETURN id`,
+          { tenant, batch: int(TENANT_RECORDS_PER_DELETE) },
+        );
+        return res.records.map((r) => String(r.get("id")));
+      });
+      if (ids.length === 0) return erased;
+      erased.push(...ids);
     }
   }
 

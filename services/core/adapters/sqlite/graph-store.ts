@@ -595,8 +595,10 @@ export class SqliteGraphStore implements GraphStore {
     ).map((r) => ({ stage: r.stage, key: r.key, error: r.error, payload: r.payload, at: r.at }));
   }
 
-  async deleteTenant(tenant: string): Promise<void> {
-    this.db.transaction(() => {
+  /** In one transaction, so the ids returned are exactly the records deleted. */
+  async deleteTenant(tenant: string): Promise<string[]> {
+    return this.db.transaction(() => {
+      const erased = this.all<{ id: string }>("SELECT id FROM records WHERE tenant = ?", tenant).map((r) => r.id);
       deleteFullTextRowsOf(this.sql, "records", "SELECT seq FROM records WHERE tenant = ?", tenant);
       deleteFullTextRowsIn(this.sql, "records", tenant);
       deleteFullTextRowsOf(this.sql, "turns", "SELECT seq FROM turns WHERE tenant = ?", tenant);
@@ -616,6 +618,7 @@ export class SqliteGraphStore implements GraphStore {
       ]) {
         this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
       }
+      return erased;
     })();
   }
 

@@ -616,6 +616,18 @@ export interface GraphMaintenance {
    */
   deleteTenant(tenant: string): Promise<string[]>;
   /**
+   * The conversations of the tenant that hold a record or a segment, sorted: what a partition's
+   * share of a tenant erasure goes through, conversation by conversation (eraseConversation).
+   */
+  tenantConversations(tenant: string): Promise<string[]>;
+  /**
+   * Every row of the tenant, in one transaction, unless it holds a record: then nothing, and false.
+   * It never deletes a record, so a record another process writes meanwhile stays for the erasure
+   * that owns it to find and name (services/indexer/erase-in-stores.ts). What is left of a tenant
+   * once every conversation of it is erased (names, days, the tenant's own rows).
+   */
+  deleteTenantIfEmpty(tenant: string): Promise<boolean>;
+  /**
    * The tenants holding any row whose name starts with the prefix, sorted, whatever kind of row
    * (a tenant erasure interrupted part way leaves some kinds only). Optional, as VectorStore's.
    */

@@ -25,7 +25,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { SpanKind } from "@opentelemetry/api";
-import { type Kafka, Partitioners, type Producer } from "kafkajs";
+import type { Kafka, Producer } from "kafkajs";
 import { partitionCount } from "../core/adapters/kafka/admin.ts";
 import { ensurePipelineTopics, kafkaClient } from "../core/adapters/kafka/process.ts";
 import { RegistrySerdes, SCHEMA_FILES, type TopicCodec } from "../core/adapters/kafka/serde.ts";
@@ -34,7 +34,7 @@ import {
   type ControlKind,
   ERASED_IDS_HEADER,
   ERASED_IDS_PER_CONTROL,
-  eraseTenantConversation,
+  eraseTenantKeys,
   type TopicNames,
 } from "../core/adapters/kafka/topics.ts";
 import type { Config } from "../core/config.ts";
@@ -59,37 +59,6 @@ export const MAX_TRACKED_CONVERSATIONS = 100_000;
  * a tombstone is a key (a record id) and a header, about 100 bytes.
  */
 export const TOMBSTONES_PER_SEND = 2000;
-
-/** Attempts at a key that hashes to a given partition (each hits with probability 1/partitions). */
-const MAX_KEY_ATTEMPTS = 100_000;
-
-/**
- * For each partition of a topic with `partitions` partitions, a key of the tenant's erase-tenant
- * control that kafkajs' default partitioner (murmur2, as the Java client; every producer of the
- * pipeline uses it) sends to that partition.
- */
-export const eraseTenantKeys = (tenant: string, partitions: number): string[] => {
-  const partitionOf = Partitioners.DefaultPartitioner();
-  const metadata = Array.from({ length: partitions }, (_, partitionId) => ({
-    partitionId,
-    leader: 0,
-    replicas: [0],
-    isr: [0],
-    partitionErrorCode: 0,
-  }));
-  const keys: string[] = [];
-  for (let p = 0; p < partitions; p++) {
-    for (let attempt = 0; ; attempt++) {
-      if (attempt >= MAX_KEY_ATTEMPTS) throw new Error(`no erase-tenant key found for partition ${p}`);
-      const key = keyOf(tenant, eraseTenantConversation(p, attempt));
-      if (partitionOf({ topic: "erase", partitionMetadata: metadata, message: { key, value: null } }) === p) {
-        keys.push(key);
-        break;
-      }
-    }
-  }
-  return keys;
-};
 
 export interface KafkaTurnWriterOptions {
   config: Config;

@@ -9,9 +9,9 @@
  */
 import type { UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageInput, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
-import { isErasure } from "../core/adapters/kafka/topics.ts";
+import { eraseTenantShare as eraseTenantShareOf, isErasure, partitionOfKey } from "../core/adapters/kafka/topics.ts";
 import { eraseConversation } from "../core/erasure.ts";
-import { parseConversationKey } from "../core/keys.ts";
+import { conversationKey, parseConversationKey } from "../core/keys.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
 
 export interface IndexerErasure {
@@ -62,6 +62,38 @@ const purgeAfterErasure = async (deps: EraseDeps, tenant: string, deleted: boole
   await deps.graph.purgeDeleted?.();
 };
 
+/**
+ * One partition's share of a tenant erasure: the tenant's conversations whose key the pipeline
+ * routes to that partition, each erased as a conversation is (one transaction, naming its records),
+ * then, when no record of the tenant is left, what remains of it (names, days, the tenant's rows).
+ * A conversation of another partition is that partition's control's: an indexer (this one or
+ * another instance) may be writing its in-flight records right now, and their candidate sets must
+ * reach the update queue before their tombstones, which only that partition's order guarantees.
+ * Deleting them here could tombstone a record before its candidate set lands, which then stays
+ * live. Returns the erased record ids.
+ */
+const eraseTenantShare = async (
+  deps: EraseDeps,
+  tenant: string,
+  share: { partition: number; partitions: number },
+): Promise<{ records: string[]; turns: number }> => {
+  const records: string[] = [];
+  let turns = 0;
+  for (const conversation of await deps.graph.tenantConversations(tenant)) {
+    if (partitionOfKey(conversationKey(tenant, conversation), share.partitions) !== share.partition) continue;
+    const erased = await eraseConversation(deps.graph, tenant, conversation);
+    records.push(...erased.records);
+    turns += erased.turns.length;
+    await deps.vectors.delete(tenant, [...erased.records, ...erased.turns]);
+    await deps.vectors.deleteConversation?.(tenant, conversation);
+  }
+  // The vectors too once the graph holds nothing of the tenant: raw turns' of every partition
+  // (the raw-turn consumer erases them as well) and any left without a row.
+  if (await deps.graph.deleteTenantIfEmpty(tenant)) await deps.vectors.deleteTenant(tenant);
+  await purgeAfterErasure(deps, tenant, true);
+  return { records, turns };
+};
+
 type ControlInput = Extract<StageInput<unknown>, { kind: "control" }>;
 
 /** The erasure's tenant, and its conversation (undefined for a tenant's erasure); undefined for any other control. */
@@ -87,7 +119,8 @@ export const eraseControl = async (
   const scope = erasureScope(key, input);
   if (!scope) return [];
   const { tenant, conversation } = scope;
-  const erased = await eraseInStores(deps, tenant, conversation);
+  const share = input.control === "erase-tenant" ? eraseTenantShareOf(key) : undefined;
+  const erased = share ? await eraseTenantShare(deps, tenant, share) : await eraseInStores(deps, tenant, conversation);
   deps.onErased?.({
     tenant,
     ...(conversation !== undefined ? { conversation } : {}),
@@ -95,7 +128,9 @@ export const eraseControl = async (
     turns: erased.turns,
   });
   const ids = [...new Set([...erased.records, ...(input.erasedIds ?? [])])];
-  if (conversation !== undefined) await deleteLateCandidates(deps.graph, tenant, ids, erased.records);
+  // A tenant's share leaves the candidates of a record erased before the control (and written
+  // after that erasure) when the tenant is not yet empty; deleteTenantIfEmpty takes them otherwise.
+  if (conversation !== undefined || share) await deleteLateCandidates(deps.graph, tenant, ids, erased.records);
   return ids.map((recordId) => ({ key: recordId, control: "erase" }));
 };
 

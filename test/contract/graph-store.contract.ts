@@ -751,6 +751,27 @@ export const runGraphStoreContract = (
       }
     });
 
+    it("a tenant's share: its conversations listed, then what is left deleted only once no record is", async () => {
+      const D = `${prefix}shareD`;
+      try {
+        for (const b of batchesFor(D, true)) await store.writeBatch(b);
+        assert.deepEqual(await store.tenantConversations(D), ["c1", "c2", "c3"]);
+        const before = await fx.counts(D);
+        assert.equal(await store.deleteTenantIfEmpty(D), false, "it holds records");
+        assert.deepEqual(await fx.counts(D), before, "nothing deleted");
+        for (const c of ["c1", "c2", "c3"]) await eraseConversation(store, D, c);
+        assert.deepEqual(await store.tenantConversations(D), []);
+        assert.equal(await store.deleteTenantIfEmpty(D), true);
+        assert.ok(allZero(await fx.counts(D)), JSON.stringify(await fx.counts(D)));
+        assert.deepEqual(await store.knownEntities(D), []);
+        // And the tenant can write again afterwards.
+        for (const b of batchesFor(D)) await store.writeBatch(b);
+        assert.equal(await store.countRecords(D), 4);
+      } finally {
+        await store.deleteTenant(D).catch(() => undefined);
+      }
+    });
+
     it("deleteRawTurns erases raw turns alone: of a conversation, then of the tenant; records stay", async () => {
       // D gets turns in c1 and c2, E the same c2 turn only: once D's c1 turns are erased, the two
       // hold the same rows and their lexical statistics (the BM25 scores) agree.

@@ -16,12 +16,14 @@ import {
   CONTROL_HEADER,
   ERASED_IDS_HEADER,
   erasedKeys,
+  eraseTenantKeys,
+  eraseTenantShare,
   isControlKind,
   isErasure,
+  partitionOfKey,
 } from "../../services/core/adapters/kafka/topics.ts";
 import { parseConversationKey } from "../../services/core/keys.ts";
 import { keyOf } from "../../services/core/types.ts";
-import { eraseTenantKeys } from "../../services/gateway/kafka-turn-writer.ts";
 
 const neverDecoded = { decode: async () => ({ ok: false as const, reason: "no value expected" }) };
 
@@ -71,8 +73,17 @@ describe("erasure controls", () => {
       keys.forEach((key, p) => {
         assert.equal(partitionOf({ topic: "t", partitionMetadata: metadata, message: { key, value: null } }), p);
         assert.equal(parseConversationKey(key)?.tenant, "acme/eu", "the tenant is the key's tenant part");
+        assert.deepEqual(eraseTenantShare(key), { partition: p, partitions }, "the key names its share");
+        assert.equal(partitionOfKey(key, partitions), p);
       });
     }
+  });
+
+  it("an erase-tenant key of the earlier form, or any other key, names no share (the whole tenant is erased)", () => {
+    assert.equal(eraseTenantShare(keyOf("acme", "\u0000erase-tenant:0:5")), undefined);
+    assert.equal(eraseTenantShare(keyOf("acme", "erase-tenant:0/3:5")), undefined);
+    assert.equal(eraseTenantShare(keyOf("acme", "\u0000erase-tenant:3/3:0")), undefined, "no partition 3 of 3");
+    assert.equal(eraseTenantShare("no-separator"), undefined);
   });
 
   it("erasedKeys selects the conversation, or the tenant's conversations only (parsed, not prefixed)", () => {

@@ -6,9 +6,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { StoreMaintenance } from "../../services/composition/store-maintenance.ts";
+import { eraseTenantKeys, partitionOfKey } from "../../services/core/adapters/kafka/topics.ts";
 import type { GraphStore } from "../../services/core/ports.ts";
 import { keyOf } from "../../services/core/types.ts";
 import { eraseControl } from "../../services/indexer/erase-in-stores.ts";
+import { indexSegment } from "../../services/indexer/indexer.ts";
 import { batchesFor } from "../contract/graph-store.contract.ts";
 import { indexContractBatches, type LocalStores, withLocalStores } from "../helpers/local-stores.ts";
 
@@ -62,5 +64,68 @@ describe("a tenant's erasure names every record it deleted", () => {
       const tombstoned = new Set(outputs.map((o) => o.key));
       for (const id of [...before, ...written()]) assert.ok(tombstoned.has(id), `record ${id} not tombstoned`);
       assert.ok(outputs.every((o) => "control" in o && o.control === "erase"));
+    }));
+});
+
+describe("an erase-tenant control erases its partition's share of the tenant", () => {
+  // With 2 partitions the default partitioner sends acme/eu's c2 to partition 0, c1 and c3 to 1.
+  const PARTITIONS = 2;
+  const controlKeys = eraseTenantKeys(TENANT, PARTITIONS);
+  const control = { kind: "control" as const, control: "erase-tenant" as const };
+  const batch = (conversation: string) => {
+    const b = batchesFor(TENANT, true).find((x) => x.conversation === conversation);
+    assert.ok(b);
+    return b;
+  };
+  const tombstones = (outputs: readonly { key: string }[]): string[] => outputs.map((o) => o.key).sort();
+  const idsOf = (conversation: string): string[] => batch(conversation).records.map((r) => r.id);
+
+  it("routes the dev conversations as this test assumes", () => {
+    assert.deepEqual(
+      ["c1", "c2", "c3"].map((c) => partitionOfKey(keyOf(TENANT, c), PARTITIONS)),
+      [1, 0, 1],
+    );
+  });
+
+  it("each control erases and tombstones its own conversations; the last one leaves nothing of the tenant", () =>
+    withLocalStores("tenant-erasure-share-", async (s) => {
+      for (const b of batchesFor(TENANT, true)) await indexSegment({ ...s, candidates: false }, b.segment, b.records);
+      const first = await eraseControl(s, controlKeys[0] as string, control);
+      assert.deepEqual(tombstones(first), [...idsOf("c2")].sort());
+      assert.deepEqual(await s.graph.tenantConversations(TENANT), ["c1", "c3"], "partition 1's share is still there");
+      const second = await eraseControl(s, controlKeys[1] as string, control);
+      assert.deepEqual(tombstones(second), [...idsOf("c1"), ...idsOf("c3")].sort());
+      assert.deepEqual(await stored(s), []);
+      assert.deepEqual(await s.graph.tenantConversations(TENANT), []);
+      assert.deepEqual(await s.graph.knownEntities(TENANT), []);
+      assert.equal(await s.vectors.count(TENANT), 0);
+      assert.deepEqual(await s.graph.listConversations(TENANT, 10), []);
+      assert.deepEqual(await s.graph.knownTopics(TENANT), []);
+    }));
+
+  it("a record another instance writes for another partition meanwhile is neither deleted nor tombstoned, until its own control", () =>
+    withLocalStores("tenant-erasure-share-", async (s) => {
+      await indexSegment({ ...s, candidates: false }, batch("c2").segment, batch("c2").records);
+      // Partition 1's conversation c1 is indexed while partition 0's control runs, after its
+      // conversations are erased and before what is left of the tenant goes.
+      const graph = new Proxy(s.graph, {
+        get(target, prop, receiver) {
+          const value: unknown = Reflect.get(target, prop, receiver);
+          if (prop !== "deleteTenantIfEmpty") return typeof value === "function" ? value.bind(target) : value;
+          return async (tenant: string) => {
+            await target.writeBatch(batch("c1"));
+            return target.deleteTenantIfEmpty(tenant);
+          };
+        },
+      });
+      const first = await eraseControl({ graph, vectors: s.vectors }, controlKeys[0] as string, control);
+      assert.deepEqual(tombstones(first), [...idsOf("c2")].sort());
+      assert.deepEqual((await stored(s)).sort(), [...idsOf("c1")].sort(), "c1's records stay for their own control");
+      // Partition 1's control comes after c1's candidate sets (its partition's order).
+      const second = await eraseControl(s, controlKeys[1] as string, control);
+      assert.deepEqual(tombstones(second), [...idsOf("c1")].sort());
+      assert.deepEqual(await stored(s), []);
+      assert.deepEqual(await s.graph.listConversations(TENANT, 10), []);
+      assert.deepEqual(await s.graph.knownTopics(TENANT), []);
     }));
 });

@@ -1,5 +1,6 @@
+import { Partitioners, type PartitionMetadata } from "kafkajs";
 import type { KafkaConfig } from "../../config.ts";
-import { parseConversationKey } from "../../keys.ts";
+import { conversationKey, parseConversationKey } from "../../keys.ts";
 
 /** Every topic of docs/design.md §3 by role, with the prefix applied. */
 export interface TopicNames {
@@ -40,7 +41,8 @@ export const topicNames = (cfg: KafkaConfig): TopicNames => {
  * - "erase-tenant", one per partition of the turns topic (a tenant's conversations spread over
  *   all of them), keyed by eraseTenantKey so that the key hashes to that partition on every topic
  *   of the pipeline (they share the partition count). Each stage drops every key of the tenant it
- *   holds for that partition; the indexer erases the tenant from the stores.
+ *   holds for that partition; the indexer erases that partition's share of the tenant from the
+ *   stores (its conversations, then the rest once no record is left: erase-in-stores.ts).
  * On the compacted update queue the indexer writes an "erase" control keyed by each erased record
  * id: a null value, so compaction removes the key (a tombstone), and a reader that decodes it
  * through the stage input path sees why. The gateway writes the same tombstones for the records the
@@ -89,9 +91,70 @@ export const erasedKeys = (
 };
 
 /**
- * The conversation part of an "erase-tenant" key for partition p: a name no client can send (it
- * starts with a NUL character, which turn validation refuses), with a counter the gateway raises
- * until the key hashes to p. Its tenant is the key's tenant part (parseConversationKey).
+ * The conversation part of an "erase-tenant" key for partition p of n: a name no client can send
+ * (it starts with a NUL character, which turn validation refuses), with a counter the gateway
+ * raises until the key hashes to p. Its tenant is the key's tenant part (parseConversationKey). The
+ * partition and the count travel in it so that the indexer erases only that partition's share of
+ * the tenant (eraseTenantShare).
  */
-export const eraseTenantConversation = (partition: number, attempt: number): string =>
-  `\u0000erase-tenant:${partition}:${attempt}`;
+export const eraseTenantConversation = (partition: number, partitions: number, attempt: number): string =>
+  `\u0000erase-tenant:${partition}/${partitions}:${attempt}`;
+
+/**
+ * The partition (of how many) an erase-tenant key was made for; undefined for another key or for
+ * a key of the earlier form (`\u0000erase-tenant:<p>:<attempt>`, no count), whose control erases
+ * the whole tenant.
+ */
+export const eraseTenantShare = (key: string): { partition: number; partitions: number } | undefined => {
+  const conversation = parseConversationKey(key)?.conversation;
+  if (conversation?.[0] !== "\u0000") return undefined;
+  const m = /^erase-tenant:(\d+)\/(\d+):\d+$/.exec(conversation.slice(1));
+  if (!m) return undefined;
+  const partition = Number(m[1]);
+  const partitions = Number(m[2]);
+  return partition < partitions ? { partition, partitions } : undefined;
+};
+
+const defaultPartitioner = Partitioners.DefaultPartitioner();
+const metadataOf = new Map<number, PartitionMetadata[]>();
+
+/**
+ * The partition of `partitions` that kafkajs' default partitioner (murmur2, as the Java client;
+ * every producer of the pipeline uses it) sends a message keyed `key` to.
+ */
+export const partitionOfKey = (key: string, partitions: number): number => {
+  let metadata = metadataOf.get(partitions);
+  if (!metadata) {
+    metadata = Array.from({ length: partitions }, (_, partitionId) => ({
+      partitionId,
+      leader: 0,
+      replicas: [0],
+      isr: [0],
+      partitionErrorCode: 0,
+    }));
+    metadataOf.set(partitions, metadata);
+  }
+  return defaultPartitioner({ topic: "key", partitionMetadata: metadata, message: { key, value: null } });
+};
+
+/** Attempts at a key that hashes to a given partition (each hits with probability 1/partitions). */
+const MAX_KEY_ATTEMPTS = 100_000;
+
+/**
+ * For each partition of a topic with `partitions` partitions, a key of the tenant's erase-tenant
+ * control that the default partitioner sends to that partition.
+ */
+export const eraseTenantKeys = (tenant: string, partitions: number): string[] => {
+  const keys: string[] = [];
+  for (let p = 0; p < partitions; p++) {
+    for (let attempt = 0; ; attempt++) {
+      if (attempt >= MAX_KEY_ATTEMPTS) throw new Error(`no erase-tenant key found for partition ${p}`);
+      const key = conversationKey(tenant, eraseTenantConversation(p, partitions, attempt));
+      if (partitionOfKey(key, partitions) === p) {
+        keys.push(key);
+        break;
+      }
+    }
+  }
+  return keys;
+};

@@ -772,6 +772,32 @@ export class Neo4jGraphStore implements GraphStore {
     }
   }
 
+  async tenantConversations(tenant: string): Promise<string[]> {
+    const found = await this.query<{ conversation: string }>(
+      `MATCH (r:Record {tenant: $tenant}) RETURN DISTINCT r.conversation AS conversation
+       UNION MATCH (s:Segment {tenant: $tenant}) RETURN DISTINCT s.conversation AS conversation`,
+      { tenant },
+    );
+    return [...new Set(found.map((r) => r.conversation))].sort(byBytes);
+  }
+
+  /**
+   * One write transaction: no Record of the tenant, then every other node of it, label by label.
+   * Records are never deleted here: one committed by another transaction after the check stays
+   * (its links to names or days this removes go with them), for the erasure that owns it.
+   * What it deletes is what an erasure leaves of a tenant once its conversations are gone: a
+   * handful of nodes, so one transaction, unlike deleteTenant's batches.
+   */
+  async deleteTenantIfEmpty(tenant: string): Promise<boolean> {
+    return this.write(async (tx) => {
+      const held = await tx.run("MATCH (r:Record {tenant: $tenant}) RETURN r LIMIT 1", { tenant });
+      if (held.records.length > 0) return false;
+      for (const label of GRAPH_LABELS)
+        if (label !== "Record") await tx.run(`MATCH (n:${label} {tenant: $tenant}) DETACH DELETE n`, { tenant });
+      return true;
+    });
+  }
+
   /**
    * Through each label's tenant index (a prefix seek), every label: an erasure interrupted after
    * the Tenant node (deleteTenant's first) leaves the other labels' nodes without it.

@@ -599,27 +599,50 @@ export class SqliteGraphStore implements GraphStore {
   async deleteTenant(tenant: string): Promise<string[]> {
     return this.db.transaction(() => {
       const erased = this.all<{ id: string }>("SELECT id FROM records WHERE tenant = ?", tenant).map((r) => r.id);
-      deleteFullTextRowsOf(this.sql, "records", "SELECT seq FROM records WHERE tenant = ?", tenant);
-      deleteFullTextRowsIn(this.sql, "records", tenant);
-      deleteFullTextRowsOf(this.sql, "turns", "SELECT seq FROM turns WHERE tenant = ?", tenant);
-      deleteFullTextRowsIn(this.sql, "turns", tenant);
-      deleteTenantCounts(this.sql, tenant);
-      for (const table of [
-        "records",
-        "record_entities",
-        "record_topics",
-        "record_days",
-        "event_frames",
-        "segments",
-        "turns",
-        "update_candidates",
-        "record_relations",
-        "dead_letters",
-      ]) {
-        this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
-      }
+      this.deleteTenantRows(tenant);
       return erased;
     })();
+  }
+
+  async tenantConversations(tenant: string): Promise<string[]> {
+    return this.all<{ conversation: string }>(
+      `SELECT conversation FROM records WHERE tenant = ?
+       UNION SELECT conversation FROM segments WHERE tenant = ? ORDER BY conversation`,
+      tenant,
+      tenant,
+    ).map((r) => r.conversation);
+  }
+
+  /** One transaction: the check and the deletes see the same rows (SQLite has one writer at a time). */
+  async deleteTenantIfEmpty(tenant: string): Promise<boolean> {
+    return this.db.transaction(() => {
+      if (this.all("SELECT 1 FROM records WHERE tenant = ? LIMIT 1", tenant).length > 0) return false;
+      this.deleteTenantRows(tenant);
+      return true;
+    })();
+  }
+
+  /** Every row of the tenant, whatever table; inside the caller's transaction. */
+  private deleteTenantRows(tenant: string): void {
+    deleteFullTextRowsOf(this.sql, "records", "SELECT seq FROM records WHERE tenant = ?", tenant);
+    deleteFullTextRowsIn(this.sql, "records", tenant);
+    deleteFullTextRowsOf(this.sql, "turns", "SELECT seq FROM turns WHERE tenant = ?", tenant);
+    deleteFullTextRowsIn(this.sql, "turns", tenant);
+    deleteTenantCounts(this.sql, tenant);
+    for (const table of [
+      "records",
+      "record_entities",
+      "record_topics",
+      "record_days",
+      "event_frames",
+      "segments",
+      "turns",
+      "update_candidates",
+      "record_relations",
+      "dead_letters",
+    ]) {
+      this.run(`DELETE FROM ${table} WHERE tenant = ?`, tenant);
+    }
   }
 
   async deleteRawTurns(tenant: string, conversation?: string): Promise<number> {

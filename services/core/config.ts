@@ -140,6 +140,13 @@ export const KafkaConfigSchema = z
      */
     rawTurnPartitionsAtOnce: num.int("must be a whole number").min(1).default(3),
     /**
+     * Input partitions the indexer's records consumer handles at the same time
+     * (MEMORY_RECORDS_PARTITIONS_AT_ONCE): one segment's store round trips then overlap another
+     * partition's embedding. Each partition keeps its order, and a tenant's erasure is per
+     * partition (services/indexer/erase-in-stores.ts), so it is as safe as more instances.
+     */
+    recordsPartitionsAtOnce: num.int("must be a whole number").min(1).default(1),
+    /**
      * The longest one step of the indexer's records consumer waits while raw-turn writes run
      * (MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS; services/indexer/freshness-gate.ts): raw turns go first,
      * and a steady stream of them still cannot hold the records back for longer than this per step.
@@ -178,6 +185,7 @@ export const KafkaConfigSchema = z
     maxChunk: 50,
     indexerEmbedSlice: 8,
     rawTurnPartitionsAtOnce: 3,
+    recordsPartitionsAtOnce: 1,
     rawTurnsFirstMaxWaitMs: 1000,
     debug: false,
     rawTurnsAtOnce: true,
@@ -555,6 +563,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_RAW_TURNS_AT_ONCE: ["kafka", "rawTurnsAtOnce"],
   MEMORY_INDEXER_EMBED_SLICE: ["kafka", "indexerEmbedSlice"],
   MEMORY_RAW_TURN_PARTITIONS_AT_ONCE: ["kafka", "rawTurnPartitionsAtOnce"],
+  MEMORY_RECORDS_PARTITIONS_AT_ONCE: ["kafka", "recordsPartitionsAtOnce"],
   MEMORY_RAW_TURNS_FIRST_MAX_WAIT_MS: ["kafka", "rawTurnsFirstMaxWaitMs"],
   MEMORY_STORE: ["store", "kind"],
   MEMORY_VECTOR_STORE: ["store", "vectors"],

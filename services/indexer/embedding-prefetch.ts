@@ -10,19 +10,26 @@
  * event loop, it gained nothing; on a quiet machine, with the worker, the freshness bench's
  * throughput phase takes ~12% less wall time (docs/benchmarks.md, issue 18).
  *
- * Bounded: it holds the texts of the one segment asked ahead, taken by the embed() that asks for
- * them; a prefetch nobody takes is dropped by the next one.
+ * Bounded: it holds the texts of the last few segments asked ahead (one per partition handled at
+ * once), each taken by the embed() that asks for it; past PREFETCHES_KEPT the oldest is dropped
+ * (its embed() then asks the model again).
  */
 import { DelegatingEmbedder } from "../core/delegating-embedder.ts";
 
+/** Segments' texts held ahead at most: one per partition the records consumer handles at once. */
+const PREFETCHES_KEPT = 4;
+
 export class EmbeddingPrefetch extends DelegatingEmbedder {
-  private ahead = new Map<string, Promise<Float32Array | undefined>>();
+  private readonly ahead = new Map<string, Promise<Float32Array | undefined>>();
+  /** The texts of each prefetch not yet taken, oldest first. */
+  private readonly prefetches: string[][] = [];
 
   /** Starts embedding `texts` now, for an embed() that asks for them later; not awaited. */
   prefetch(texts: readonly string[]): void {
     const wanted = [...new Set(texts)];
-    this.ahead = new Map();
     if (wanted.length === 0) return;
+    this.prefetches.push(wanted);
+    while (this.prefetches.length > PREFETCHES_KEPT) for (const t of this.prefetches.shift() ?? []) this.ahead.delete(t);
     // A failed prefetch is not an error of anyone's yet: the embed() that wants the texts asks again.
     const call = this.inner.embed(wanted).catch(() => undefined);
     wanted.forEach((text, i) => {

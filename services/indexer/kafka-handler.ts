@@ -45,6 +45,8 @@ export interface IndexerStageDeps {
    * embedding-prefetch.ts): the same vectors, the model's time hidden behind the stores' round trips.
    */
   prefetchNext?: boolean;
+  /** Input partitions handled at the same time (StageHandler.partitionsAtOnce; default 1). */
+  partitionsAtOnce?: number;
 }
 
 export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent, UpdateCandidatesEvent, never> => {
@@ -52,19 +54,24 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
   const coolDown = deps.coolDownMs ?? 2000;
   let saturatedUntil = 0;
   const prefetch = deps.prefetchNext === false ? undefined : new EmbeddingPrefetch(deps.embedder);
-  /** The chunk's events in order (prepare()), so that handle() knows which segment comes next. */
-  let chunk: readonly RecordsEvent[] = [];
-  const nextAfter = (event: RecordsEvent): RecordsEvent | undefined => {
-    const i = chunk.indexOf(event);
-    return i >= 0 ? chunk[i + 1] : undefined;
-  };
+  /**
+   * Each event's successor in its chunk (prepare()), so that handle() knows which segment comes
+   * next; by event, not one chunk at a time: partitions' chunks may be handled at once.
+   */
+  const successors = new WeakMap<RecordsEvent, RecordsEvent>();
+  const nextAfter = (event: RecordsEvent): RecordsEvent | undefined => successors.get(event);
   return {
     name: "indexer",
     input: deps.input,
     output: deps.output,
     pressure: () => Date.now() < saturatedUntil,
+    ...(deps.partitionsAtOnce !== undefined ? { partitionsAtOnce: deps.partitionsAtOnce } : {}),
     async prepare(inputs) {
-      chunk = inputs.flatMap(({ input }) => (input.kind === "event" ? [input.value] : []));
+      const events = inputs.flatMap(({ input }) => (input.kind === "event" ? [input.value] : []));
+      events.forEach((event, i) => {
+        const next = events[i + 1];
+        if (next) successors.set(event, next);
+      });
     },
     async handle(key, input) {
       if (input.kind === "control") return { outputs: await eraseControl(deps, key, input), state: undefined };

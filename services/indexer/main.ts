@@ -93,6 +93,7 @@ await runStageProcess({
         ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
         onErased,
+        partitionsAtOnce: config.kafka.recordsPartitionsAtOnce,
       }),
       companions: config.kafka.rawTurnsAtOnce
         ? [

@@ -50,17 +50,21 @@ describe("EmbeddingPrefetch", () => {
     assert.deepEqual(model.calls.at(-1), ["alpha"]);
   });
 
-  it("a failed prefetch is asked again; an untaken prefetch is dropped by the next", async () => {
+  it("a failed prefetch is asked again; prefetches of several segments wait, the oldest past four is dropped", async () => {
     const model = new FakeModel();
     const p = new EmbeddingPrefetch(model);
     model.failNext = true;
     p.prefetch(["alpha"]);
     assert.deepEqual(await p.embed(["alpha"]), [vec("alpha")]);
     assert.deepEqual(model.calls, [["alpha"], ["alpha"]]);
+    // Two partitions' next segments asked ahead: both are taken without a model call.
     p.prefetch(["beta"]);
     p.prefetch(["gamma"]);
     assert.deepEqual(await p.embed(["beta", "gamma"]), [vec("beta"), vec("gamma")]);
-    assert.deepEqual(model.calls.slice(2), [["beta"], ["gamma"], ["beta"]]);
+    assert.deepEqual(model.calls.slice(2), [["beta"], ["gamma"]]);
+    for (const t of ["d1", "d2", "d3", "d4", "d5"]) p.prefetch([t]);
+    assert.deepEqual(await p.embed(["d1", "d5"]), [vec("d1"), vec("d5")]);
+    assert.deepEqual(model.calls.slice(4), [["d1"], ["d2"], ["d3"], ["d4"], ["d5"], ["d1"]], "d1 was dropped");
   });
 });
 

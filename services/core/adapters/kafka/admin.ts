@@ -158,3 +158,22 @@ export const partitionCount = async (admin: Admin, topic: string): Promise<numbe
   if (n === 0) throw new Error(`topic ${topic} has no partitions`);
   return n;
 };
+
+/**
+ * The data topics' partition counts, which must be one: a key's partition is then the same on every
+ * topic, which a stage's keyed state and erasure rely on (a tenant's erase control goes to each
+ * partition and erases that partition's share: topics.ts eraseTenantShare). A topic created by hand
+ * with another count would leave part of an erased tenant behind, so the process refuses to start.
+ */
+export const checkSharedPartitionCount = async (admin: Admin, topics: readonly string[]): Promise<number> => {
+  const meta = await admin.fetchTopicMetadata({ topics: [...topics] });
+  const counts = new Map(meta.topics.map((t) => [t.name, t.partitions.length]));
+  const distinct = new Set(topics.map((t) => counts.get(t) ?? 0));
+  if (distinct.size !== 1 || distinct.has(0))
+    throw new Error(
+      `the pipeline's topics must have one partition count (a key's partition must be the same on each): ${topics
+        .map((t) => `${t} ${counts.get(t) ?? 0}`)
+        .join(", ")}`,
+    );
+  return [...distinct][0] as number;
+};

@@ -13,7 +13,7 @@ import { Metrics } from "../../../platform/metrics.ts";
 import { startOpsServer } from "../../../platform/ops-server.ts";
 import { onShutdownSignals } from "../../../platform/shutdown.ts";
 import type { Config } from "../../config.ts";
-import { ensureTopics, partitionCount, type Replication } from "./admin.ts";
+import { checkSharedPartitionCount, ensureTopics, partitionCount, type Replication } from "./admin.ts";
 import {
   openPipelineCodecs,
   type PipelineCodecs,
@@ -60,6 +60,7 @@ export const ensurePipelineTopics = async (kafka: Kafka, config: Config): Promis
       ],
       replicationOf(config),
     );
+    await checkSharedPartitionCount(admin, [topics.turns, topics.sensory, topics.segments, topics.records]);
   } finally {
     await admin.disconnect();
   }

@@ -76,7 +76,7 @@ const eraseTenantShare = async (
   deps: EraseDeps,
   tenant: string,
   share: { partition: number; partitions: number },
-): Promise<{ records: string[]; turns: number }> => {
+): Promise<{ records: string[]; turns: number; emptied: boolean }> => {
   const records: string[] = [];
   let turns = 0;
   for (const conversation of await deps.graph.tenantConversations(tenant)) {
@@ -89,9 +89,10 @@ const eraseTenantShare = async (
   }
   // The vectors too once the graph holds nothing of the tenant: raw turns' of every partition
   // (the raw-turn consumer erases them as well) and any left without a row.
-  if (await deps.graph.deleteTenantIfEmpty(tenant)) await deps.vectors.deleteTenant(tenant);
+  const emptied = await deps.graph.deleteTenantIfEmpty(tenant);
+  if (emptied) await deps.vectors.deleteTenant(tenant);
   await purgeAfterErasure(deps, tenant, true);
-  return { records, turns };
+  return { records, turns, emptied };
 };
 
 type ControlInput = Extract<StageInput<unknown>, { kind: "control" }>;
@@ -120,7 +121,9 @@ export const eraseControl = async (
   if (!scope) return [];
   const { tenant, conversation } = scope;
   const share = input.control === "erase-tenant" ? eraseTenantShareOf(key) : undefined;
-  const erased = share ? await eraseTenantShare(deps, tenant, share) : await eraseInStores(deps, tenant, conversation);
+  const erased = share
+    ? await eraseTenantShare(deps, tenant, share)
+    : { ...(await eraseInStores(deps, tenant, conversation)), emptied: conversation === undefined };
   deps.onErased?.({
     tenant,
     ...(conversation !== undefined ? { conversation } : {}),
@@ -128,9 +131,9 @@ export const eraseControl = async (
     turns: erased.turns,
   });
   const ids = [...new Set([...erased.records, ...(input.erasedIds ?? [])])];
-  // A tenant's share leaves the candidates of a record erased before the control (and written
-  // after that erasure) when the tenant is not yet empty; deleteTenantIfEmpty takes them otherwise.
-  if (conversation !== undefined || share) await deleteLateCandidates(deps.graph, tenant, ids, erased.records);
+  // Candidates of a record erased before the control and written after that erasure: a tenant
+  // emptied here has none left (deleteTenantIfEmpty, deleteTenant); otherwise they go now.
+  if (!erased.emptied) await deleteLateCandidates(deps.graph, tenant, ids, erased.records);
   return ids.map((recordId) => ({ key: recordId, control: "erase" }));
 };
 

@@ -29,7 +29,8 @@ export class EmbeddingPrefetch extends DelegatingEmbedder {
     const wanted = [...new Set(texts)];
     if (wanted.length === 0) return;
     this.prefetches.push(wanted);
-    while (this.prefetches.length > PREFETCHES_KEPT) for (const t of this.prefetches.shift() ?? []) this.ahead.delete(t);
+    while (this.prefetches.length > PREFETCHES_KEPT)
+      for (const t of this.prefetches.shift() ?? []) this.ahead.delete(t);
     // A failed prefetch is not an error of anyone's yet: the embed() that wants the texts asks again.
     const call = this.inner.embed(wanted).catch(() => undefined);
     wanted.forEach((text, i) => {

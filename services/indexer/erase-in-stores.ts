@@ -9,7 +9,7 @@
  */
 import type { UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageInput, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
-import { eraseTenantShare as eraseTenantShareOf, isErasure, partitionOfKey } from "../core/adapters/kafka/topics.ts";
+import { eraseTenantShare, isErasure, partitionOfKey } from "../core/adapters/kafka/topics.ts";
 import { eraseConversation } from "../core/erasure.ts";
 import { conversationKey, parseConversationKey } from "../core/keys.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
@@ -37,18 +37,26 @@ export const eraseInStores = async (
   let records: string[];
   let turns = 0;
   if (conversation !== undefined) {
-    const erased = await eraseConversation(deps.graph, tenant, conversation);
-    records = erased.records;
-    turns = erased.turns.length;
-    await deps.vectors.delete(tenant, [...erased.records, ...erased.turns]);
-    // By payload too: vectors of turns whose rows the immediate erasure had already removed.
-    await deps.vectors.deleteConversation?.(tenant, conversation);
+    ({ records, turns } = await eraseConversationInStores(deps, tenant, conversation));
   } else {
     records = await deps.graph.deleteTenant(tenant);
     await deps.vectors.deleteTenant(tenant);
   }
   await purgeAfterErasure(deps, tenant, records.length > 0 || turns > 0 || conversation === undefined);
   return { records, turns };
+};
+
+/** One conversation from both stores (the purge is the caller's, once for all it erases). */
+const eraseConversationInStores = async (
+  deps: EraseDeps,
+  tenant: string,
+  conversation: string,
+): Promise<{ records: string[]; turns: number }> => {
+  const erased = await eraseConversation(deps.graph, tenant, conversation);
+  await deps.vectors.delete(tenant, [...erased.records, ...erased.turns]);
+  // By payload too: vectors of turns whose rows the immediate erasure had already removed.
+  await deps.vectors.deleteConversation?.(tenant, conversation);
+  return { records: erased.records, turns: erased.turns.length };
 };
 
 /**
@@ -72,7 +80,7 @@ const purgeAfterErasure = async (deps: EraseDeps, tenant: string, deleted: boole
  * Deleting them here could tombstone a record before its candidate set lands, which then stays
  * live. Returns the erased record ids.
  */
-const eraseTenantShare = async (
+const eraseShareInStores = async (
   deps: EraseDeps,
   tenant: string,
   share: { partition: number; partitions: number },
@@ -81,11 +89,9 @@ const eraseTenantShare = async (
   let turns = 0;
   for (const conversation of await deps.graph.tenantConversations(tenant)) {
     if (partitionOfKey(conversationKey(tenant, conversation), share.partitions) !== share.partition) continue;
-    const erased = await eraseConversation(deps.graph, tenant, conversation);
+    const erased = await eraseConversationInStores(deps, tenant, conversation);
     records.push(...erased.records);
-    turns += erased.turns.length;
-    await deps.vectors.delete(tenant, [...erased.records, ...erased.turns]);
-    await deps.vectors.deleteConversation?.(tenant, conversation);
+    turns += erased.turns;
   }
   // The vectors too once the graph holds nothing of the tenant: raw turns' of every partition
   // (the raw-turn consumer erases them as well) and any left without a row.
@@ -120,9 +126,9 @@ export const eraseControl = async (
   const scope = erasureScope(key, input);
   if (!scope) return [];
   const { tenant, conversation } = scope;
-  const share = input.control === "erase-tenant" ? eraseTenantShareOf(key) : undefined;
+  const share = input.control === "erase-tenant" ? eraseTenantShare(key) : undefined;
   const erased = share
-    ? await eraseTenantShare(deps, tenant, share)
+    ? await eraseShareInStores(deps, tenant, share)
     : { ...(await eraseInStores(deps, tenant, conversation)), emptied: conversation === undefined };
   deps.onErased?.({
     tenant,

@@ -10,7 +10,8 @@
  * in-flight turns wrote since is erased here again with the same rule (services/core/erasure.ts),
  * and each erased record's update candidates get a tombstone on the compacted update queue (an
  * "erase" control, null value, key: record id). An "erase-tenant" (one per partition) erases that
- * partition's share of the tenant. Both are idempotent: a replay after a crash erases nothing more and repeats the tombstones.
+ * partition's share of the tenant. Both are idempotent: a replay after a crash erases nothing more
+ * and repeats the tombstones.
  */
 import type { TopicCodec, UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import type { StageHandler } from "../core/adapters/kafka/stage-runtime.ts";

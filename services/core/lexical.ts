@@ -517,19 +517,20 @@ export type LexicalFind =
 
 /**
  * The lexical search every graph store runs, so all of them rank alike: the query's terms, the
- * store's hits for `anyTermQuery(terms)` and its scope counts, then `rankBm25` (or `rankBm25Posted`). No terms (empty
+ * store's hits for `anyTermQuery(terms)` (the store is given the terms too, to write its own query)
+ * and its scope counts, then `rankBm25` (or `rankBm25Posted`). No terms (empty
  * text, stop words only) or k < 1: no hits, and the store is not asked.
  */
 export const searchLexical = async (
   text: string,
   k: number,
-  find: (match: string) => Promise<LexicalFind>,
+  find: (match: string, terms: readonly string[]) => Promise<LexicalFind>,
 ): Promise<ScoredHit[]> => {
   const terms = queryTerms(text);
   const match = anyTermQuery(terms);
   const limit = Math.floor(k);
   if (!match || !(limit > 0)) return [];
-  const found = await find(match);
+  const found = await find(match, terms);
   return "posted" in found
     ? rankBm25Posted(terms, found.posted, found.scope, limit, found.identify)
     : rankBm25(terms, found.hits, found.scope, limit);

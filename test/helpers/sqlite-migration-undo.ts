@@ -40,3 +40,12 @@ export const UNDO_MIGRATION_11 = `
 export const UNDO_MIGRATION_12 = `
   DROP INDEX records_validity;
 `;
+
+/**
+ * Rolls back migration 13 (the full-text terms under their tenant's prefix): the FTS5 rows hold the
+ * stored terms as they are again. Runs before UNDO_MIGRATION_11, which drops the stored terms.
+ */
+export const UNDO_MIGRATION_13 = `
+  UPDATE records_fts SET lex = (SELECT s.lex FROM records_terms s WHERE s.seq = records_fts.rowid);
+  UPDATE turns_fts SET lex = (SELECT s.lex FROM turns_terms s WHERE s.seq = turns_fts.rowid);
+`;

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
+import { ftsTermsText, scopedMatch } from "../../services/core/adapters/sqlite/fts-scope.ts";
 import { SqliteGraphStore, validIdsSql, validity } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import {
@@ -26,6 +27,7 @@ import {
   UNDO_MIGRATION_10,
   UNDO_MIGRATION_11,
   UNDO_MIGRATION_12,
+  UNDO_MIGRATION_13,
 } from "../helpers/sqlite-migration-undo.ts";
 
 const R1 = (t: string) => recordId(t, "Caroline moved to Paris in May 2023.");
@@ -156,18 +158,29 @@ describe("SqliteGraphStore kept counts and erasure", () => {
   });
 
   /** Each full-text row's (rowid, tenant, conversation, terms) and each stored-terms row's, side by side. */
+  type FullTextRow = { seq: number; tenant: string; conversation: string; lex: string };
   const fullTextRows = (s: SqliteGraphStore) =>
     (["records", "turns"] as const).map((kind) => ({
-      fts: s.db.prepare(`SELECT rowid AS seq, tenant, conversation, lex FROM ${kind}_fts ORDER BY rowid`).all(),
-      terms: s.db.prepare(`SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`).all(),
+      fts: s.db
+        .prepare<[], FullTextRow>(`SELECT rowid AS seq, tenant, conversation, lex FROM ${kind}_fts ORDER BY rowid`)
+        .all(),
+      terms: s.db
+        .prepare<[], FullTextRow>(`SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`)
+        .all(),
     }));
 
   it("keeps the stored terms (migration 11) row for row with the full-text rows through writes and deletes", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-terms-"));
     try {
       const s = SqliteGraphStore.open(dir);
+      // The FTS5 row indexes the stored terms under the tenant's prefix (migration 13).
       const same = (when: string) => {
-        for (const { fts, terms } of fullTextRows(s)) assert.deepEqual(terms, fts, when);
+        for (const { fts, terms } of fullTextRows(s))
+          assert.deepEqual(
+            terms.map((t) => ({ ...t, lex: ftsTermsText(t.tenant, t.lex) })),
+            fts,
+            when,
+          );
       };
       for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
       assert.ok(fullTextRows(s).every((k) => k.fts.length > 0));
@@ -210,7 +223,9 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       const expected = await read(a);
       assert.ok(expected.some((hits) => (hits as unknown[]).length > 0));
       const written = fullTextRows(a);
-      a.db.exec(`${UNDO_MIGRATION_11} DELETE FROM migrations WHERE component = 'graph' AND version >= 11;`);
+      a.db.exec(
+        `${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} DELETE FROM migrations WHERE component = 'graph' AND version >= 11;`,
+      );
       await a.close();
       const b = SqliteGraphStore.open(dir);
       assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
@@ -221,6 +236,85 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it("indexes a term once per tenant: a tenant's match reads no other tenant's full-text rows (migration 13)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-tenant-terms-"));
+    try {
+      const s = SqliteGraphStore.open(dir);
+      // Names with separators, and one that is the other's prefix: the prefixes are hashes.
+      const tenants = ["acme", "acme/eu", "B"];
+      for (const t of tenants) for (const b of batchesFor(t)) await s.writeBatch(b);
+      for (const kind of ["records", "turns"] as const) {
+        const rowsOf = (tenant: string, term: string) =>
+          s.db.prepare(`SELECT tenant FROM ${kind}_fts WHERE ${kind}_fts MATCH ?`).all(scopedMatch([term], tenant)) as {
+            tenant: string;
+          }[];
+        // The index's own term list (fts5vocab): no term shared by the tenants, one list each.
+        s.db.exec(`CREATE VIRTUAL TABLE temp.vocab_${kind} USING fts5vocab(main, ${kind}_fts, 'row')`);
+        const listed = (term: string) =>
+          (s.db.prepare(`SELECT doc FROM temp.vocab_${kind} WHERE term = ?`).get(term) as { doc: number } | undefined)
+            ?.doc ?? 0;
+        assert.equal(listed("pari"), 0, `${kind}: no list across tenants`);
+        for (const t of tenants) {
+          const rows = rowsOf(t, "pari");
+          assert.ok(rows.length > 0, `${kind}: ${t} holds "pari"`);
+          assert.deepEqual(new Set(rows.map((r) => r.tenant)), new Set([t]), `${kind}: ${t}'s list is its own`);
+          assert.equal(listed(ftsTermsText(t, "pari")), rows.length, `${kind}: ${t}'s list holds its rows only`);
+        }
+        // The conversation scope narrows the tenant's list.
+        const c1 = s.db
+          .prepare(`SELECT DISTINCT tenant, conversation FROM ${kind}_fts WHERE ${kind}_fts MATCH ?`)
+          .all(scopedMatch(["pari", "tea", "sunris"], "acme/eu", "c1"));
+        assert.deepEqual(c1, [{ tenant: "acme/eu", conversation: "c1" }]);
+      }
+      // Every tenant finds its own records for the same question, none of another's.
+      for (const t of tenants) {
+        const own = new Set((await s.listRecords(t, { limit: 100 })).records.map((r) => r.id));
+        const hits = await s.searchRecordsLexical(t, "Caroline Paris tea", 10);
+        assert.ok(hits.length > 0 && hits.every((h) => own.has(h.id)), t);
+      }
+      await s.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("migrates a version-12 store (terms indexed across tenants): the rebuilt full-text rows equal the writes', reads the same", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-v12-"));
+    try {
+      const a = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t)) await a.writeBatch(b);
+      const read = async (s: SqliteGraphStore) => {
+        const out: unknown[] = [];
+        for (const conversation of [undefined, "c1", "c2"])
+          for (const q of ["Caroline painting Paris tea", "coffee plans trip sunrise", "Melanie Paris"]) {
+            out.push(await s.searchRecordsLexical("A", q, 5, conversation));
+            out.push(await s.searchTurnsLexical("A", q, 5, conversation));
+          }
+        // A misspelling's correction is checked in the scope by a MATCH (vocabulary.ts).
+        out.push(await s.lexicalNeighbours("A", "carolyne", 2));
+        return out;
+      };
+      const expected = await read(a);
+      assert.ok(expected.some((hits) => Array.isArray(hits) && hits.length > 0));
+      const written = fullTextRows(a);
+      a.db.exec(`${UNDO_MIGRATION_13} DELETE FROM migrations WHERE component = 'graph' AND version >= 13;`);
+      const unprefixed = fullTextRows(a);
+      assert.deepEqual(
+        unprefixed.map((k) => k.fts),
+        unprefixed.map((k) => k.terms),
+        "version 12 indexed the stored terms as they are",
+      );
+      await a.close();
+      const b = SqliteGraphStore.open(dir);
+      assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
+      assert.deepEqual(fullTextRows(b), written);
+      assert.deepEqual(await read(b), expected);
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("answers which record ids are valid from the records_validity index, after migrating a version-11 store", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-v11-"));
     try {
@@ -247,7 +341,9 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       };
       // The tenant's own records only, never B's, and every one of the three (none is superseded).
       assert.deepEqual(expected.current, [R1("A"), R3("A"), R4("A")].sort());
-      a.db.exec(`${UNDO_MIGRATION_12} DELETE FROM migrations WHERE component = 'graph' AND version >= 12;`);
+      a.db.exec(
+        `${UNDO_MIGRATION_13} ${UNDO_MIGRATION_12} DELETE FROM migrations WHERE component = 'graph' AND version >= 12;`,
+      );
       assert.throws(() => plan(a), /no such index: records_validity/);
       await a.close();
       const b = SqliteGraphStore.open(dir);
@@ -389,7 +485,7 @@ describe("SqliteGraphStore persistence", () => {
       const expected = await read(a);
       // Back to what version 6 wrote.
       a.db.exec(`
-        ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
+        ${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
@@ -448,7 +544,7 @@ describe("SqliteGraphStore persistence", () => {
       assert.ok((keptByWrites[0] as unknown[]).length > 0 && (keptByWrites[2] as unknown[]).length > 0);
       // Back to what version 8 wrote.
       a.db.exec(
-        `${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
+        `${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
       );
       await a.close();
       const b = SqliteGraphStore.open(dir);
@@ -473,7 +569,7 @@ describe("SqliteGraphStore persistence", () => {
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
       a.db.exec(`
-        ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
+        ${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;

@@ -1,7 +1,8 @@
 /**
  * The full-text rows of records and raw turns: each item's FTS5 row (records_fts, turns_fts: its
- * terms, tenant, conversation and scope tokens) and, with the same rowid, its stored terms again in
- * a plain table (records_terms, turns_terms; migration 11), written and deleted together.
+ * terms under its tenant's prefix, fts-scope.ts, tenant, conversation and scope tokens) and, with
+ * the same rowid, its stored terms in a plain table (records_terms, turns_terms; migration 11),
+ * written and deleted together. Whatever reads an item's terms reads the plain table.
  *
  * Why the second copy: the lexical routes score every posted item from its stored terms (core/
  * lexical.ts: exact BM25 needs each item's term counts and length), and FTS5 reads a column of a
@@ -10,6 +11,8 @@
  * the same terms cost a rowid seek (issue 18). FTS5 still decides which items match; the plain
  * table only gives their terms, tenant and conversation, the same values the FTS5 row holds.
  */
+
+import { ftsTermsText } from "./fts-scope.ts";
 
 type Param = string | number | bigint | null;
 
@@ -20,7 +23,10 @@ interface SqlRunner {
 
 export type FullTextKind = "records" | "turns";
 
-/** Writes an item's FTS5 row and its stored-terms row (a leftover terms row of a reused rowid is replaced). */
+/**
+ * Writes an item's FTS5 row (its terms under the tenant's prefix) and its stored-terms row (the
+ * terms as they are; a leftover terms row of a reused rowid is replaced).
+ */
 export const insertFullTextRow = (
   sql: SqlRunner,
   kind: FullTextKind,
@@ -33,7 +39,7 @@ export const insertFullTextRow = (
   sql.run(
     `INSERT INTO ${kind}_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)`,
     seq,
-    lex,
+    ftsTermsText(tenant, lex),
     tenant,
     conversation,
     scope,

@@ -4,7 +4,6 @@ import type { ConversationSummary, SegmentKey } from "../../explorer.ts";
 import { turnRowId } from "../../ids.ts";
 import { parseConversationKey } from "../../keys.ts";
 import {
-  anyTermQuery,
   type ItemIdentity,
   LEXICAL_POOL_LIMIT,
   type LexicalFind,
@@ -36,7 +35,7 @@ import type { Neighbour } from "../../text/fuzzy-terms.ts";
 import { inAskedOrder } from "../../turn-order.ts";
 import type { DeadLetter, MemoryRecord, Segment, SegmentTurn, UpdateCandidate } from "../../types.ts";
 import { migrate, openSqlite, type SqliteDatabase, truncateWal } from "../sqlite-db.ts";
-import { ftsScopeText, lexRank, scopedMatch } from "./fts-scope.ts";
+import { ftsScopeText, lexRank, scopedMatch, tenantTermsQuery } from "./fts-scope.ts";
 import { FTS_TABLES, mergeSegmentsStep, prepareSegmentMerge } from "./fts-segments.ts";
 import { deleteFullTextRowsIn, deleteFullTextRowsOf, insertFullTextRow, postingsSql } from "./full-text-rows.ts";
 import { applyWrites, deleteRawTurnRows, type Param, readView, type SqlRunner } from "./graph-transaction.ts";
@@ -162,11 +161,10 @@ const termMatch = (
   tenant: string,
   along: readonly (readonly string[])[] | undefined,
 ): string => {
-  const scoped = scopedMatch(anyTermQuery(terms) as string, tenant);
-  const all = along?.length === 1 ? (along[0] as readonly string[]).map((t) => anyTermQuery([t]) as string) : [];
-  const companions = all.length === 0 ? scoped : `(${scoped}) AND lex : (${all.join(" AND ")})`;
-  const read = anyTermQuery(without);
-  return read === undefined ? companions : `(${companions}) NOT lex : (${read})`;
+  const scoped = scopedMatch(terms, tenant);
+  const all = along?.length === 1 ? (along[0] as readonly string[]) : [];
+  const companions = all.length === 0 ? scoped : `(${scoped}) AND lex : (${tenantTermsQuery(tenant, all, true)})`;
+  return without.length === 0 ? companions : `(${companions}) NOT lex : (${tenantTermsQuery(tenant, without)})`;
 };
 
 /** Tenant of a dead letter from its partition key (keys.conversationKey; null when the key names no tenant). */
@@ -838,8 +836,8 @@ export class SqliteGraphStore implements GraphStore {
     ];
     const read = (match: string, ordered: boolean, limit: number): LexicalHit[] =>
       this.all<LexicalHit>(
-        `SELECT r.id AS id, records_fts.lex AS lex, r.said_at AS time
-         FROM records_fts JOIN records r ON r.seq = records_fts.rowid
+        `SELECT r.id AS id, s.lex AS lex, r.said_at AS time
+         FROM records_fts JOIN records r ON r.seq = records_fts.rowid JOIN records_terms s ON s.seq = r.seq
          WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
          ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
         ...scoped(match, tenant, tenant),
@@ -873,17 +871,18 @@ export class SqliteGraphStore implements GraphStore {
          FROM records r WHERE r.tenant = ?${conv}`,
         ...scoped(tenant),
       )[0] as LexicalScope;
-    const exhaustive = (match: string): LexicalFind => ({
-      hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
+    const exhaustive = (terms: readonly string[]): LexicalFind => ({
+      hits: poolOf((ordered, limit) => read(scopedMatch(terms, tenant, conversation), ordered, limit)),
       scope: scope(),
     });
-    if (conversation === undefined || validAt !== undefined) return searchLexical(text, k, async (m) => exhaustive(m));
+    if (conversation === undefined || validAt !== undefined)
+      return searchLexical(text, k, async (_, terms) => exhaustive(terms));
     // Current records of one conversation: the full-text rows alone (terms, tenant and
     // conversation, which are the record's: the row is written and deleted with it), less the
     // conversation's superseded records (a covering index, records_lex_scope); every hit is scored
     // and only the few that may enter the top k are read from `records` (rankBm25Posted). Joining
     // every hit to its record was most of the search.
-    return searchLexical(text, k, async (match) => {
+    return searchLexical(text, k, async (_, terms) => {
       const superseded = new Set(
         this.all<{ seq: number }>(
           "SELECT seq FROM records WHERE tenant = ? AND conversation = ? AND superseded_by IS NOT NULL",
@@ -893,13 +892,13 @@ export class SqliteGraphStore implements GraphStore {
       );
       const posted = this.all<PostedItem>(
         postingsSql("records", true),
-        scopedMatch(match, tenant, conversation),
+        scopedMatch(terms, tenant, conversation),
         tenant,
         conversation,
         LEXICAL_POOL_LIMIT + 1 + superseded.size,
       ).filter((p) => !superseded.has(p.key));
       // Over the pool: the index's best hits, as before.
-      return posted.length > LEXICAL_POOL_LIMIT ? exhaustive(match) : { posted, scope: scope(), identify };
+      return posted.length > LEXICAL_POOL_LIMIT ? exhaustive(terms) : { posted, scope: scope(), identify };
     });
   }
 
@@ -913,8 +912,8 @@ export class SqliteGraphStore implements GraphStore {
     const scoped = (...head: Param[]): Param[] => (conversation === undefined ? head : [...head, conversation]);
     const read = (match: string, ordered: boolean, limit: number): LexicalHit[] =>
       this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
-        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, turns_fts.lex AS lex, t.timestamp AS timestamp
-         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid
+        `SELECT t.conversation AS conversation, t.turn_id AS turn_id, s.lex AS lex, t.timestamp AS timestamp
+         FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid JOIN turns_terms s ON s.seq = t.seq
          WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
          ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
         ...scoped(match, tenant, tenant),
@@ -945,14 +944,14 @@ export class SqliteGraphStore implements GraphStore {
     }
     // As searchRecordsLexical in one conversation: the full-text rows alone (a turn's tenant and
     // conversation are its row's), every hit scored, the few that may enter the top k identified.
-    return searchLexical(text, k, async (match) => {
+    return searchLexical(text, k, async (_, terms) => {
       const scope = this.all<LexicalScope>(
         `SELECT COUNT(*) AS items, COALESCE(SUM(t.lex_len), 0) AS totalLength FROM turns t WHERE t.tenant = ?${conv}`,
         ...scoped(tenant),
       )[0] as LexicalScope;
       const posted = this.all<PostedItem>(
         postingsSql("turns", true),
-        scopedMatch(match, tenant, conversation),
+        scopedMatch(terms, tenant, conversation),
         tenant,
         conversation,
         LEXICAL_POOL_LIMIT + 1,
@@ -960,7 +959,7 @@ export class SqliteGraphStore implements GraphStore {
       // Over the pool: the index's best hits, as before.
       if (posted.length > LEXICAL_POOL_LIMIT)
         return {
-          hits: poolOf((ordered, limit) => read(scopedMatch(match, tenant, conversation), ordered, limit)),
+          hits: poolOf((ordered, limit) => read(scopedMatch(terms, tenant, conversation), ordered, limit)),
           scope,
         };
       return { posted, scope, identify };

@@ -155,7 +155,7 @@ const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): 
 const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: string): void => {
   // The kept lexical counts lose every full-text row deleted here (records normally went first).
   for (const r of sql.all<{ lex: string; lex_len: number }>(
-    `SELECT f.lex AS lex, r.lex_len AS lex_len FROM records r JOIN records_fts f ON f.rowid = r.seq
+    `SELECT f.lex AS lex, r.lex_len AS lex_len FROM records r JOIN records_terms f ON f.seq = r.seq
      WHERE r.tenant = ? AND r.conversation = ? AND r.superseded_by IS NULL`,
     tenant,
     conversation,
@@ -178,7 +178,7 @@ export const deleteRawTurnRows = (sql: SqlRunner, tenant: string, conversation: 
     conversation === undefined ? `${t}tenant = ?` : `${t}tenant = ? AND ${t}conversation = ?`;
   const params = conversation === undefined ? [tenant] : [tenant, conversation];
   for (const t of sql.all<{ lex: string; lex_len: number }>(
-    `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_fts f ON f.rowid = t.seq
+    `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_terms f ON f.seq = t.seq
      WHERE ${scope("t.")}`,
     ...params,
   )) {

@@ -1,6 +1,6 @@
 import { lexicalText } from "../../lexical.ts";
 import type { Migration, SqliteDatabase } from "../sqlite-db.ts";
-import { ftsScopeText } from "./fts-scope.ts";
+import { ftsScopeText, ftsTermsText } from "./fts-scope.ts";
 import { rekeyDeadLetters, rekeyStageState } from "./rekey.ts";
 import { backfillScopeCounts, SCOPE_COUNTS_SQL } from "./scope-counts.ts";
 
@@ -51,6 +51,46 @@ INSERT INTO ${next} (${next}, rank) VALUES ('secure-delete', 1);
       )
       .all();
     for (const r of rows) insert.run(r.rowid, r.lex, r.tenant, r.conversation, ftsScopeText(r.tenant, r.conversation));
+    db.exec(`DROP TABLE ${fts}; ALTER TABLE ${next} RENAME TO ${fts};`);
+  }
+};
+
+/**
+ * Migration 13: rebuilds both FTS5 tables with every row's terms under its tenant's prefix
+ * (fts-scope.ts ftsTermsText), from the stored terms (migration 11), in rowid order and in pages
+ * (better-sqlite3 runs no other statement while an iterator is open, and a whole table in memory
+ * is large at a million rows). As addLexicalScope: a new table, the old one dropped, the new renamed.
+ */
+const prefixTenantTerms = (db: SqliteDatabase): void => {
+  const PAGE = 10_000;
+  for (const kind of ["records", "turns"] as const) {
+    const fts = `${kind}_fts`;
+    const next = `${fts}_next`;
+    db.exec(`
+CREATE VIRTUAL TABLE ${next} USING fts5(
+  lex, tenant UNINDEXED, conversation UNINDEXED, scope, tokenize = 'unicode61 remove_diacritics 0'
+);
+INSERT INTO ${next} (${next}, rank) VALUES ('secure-delete', 1);
+`);
+    const insert = db.prepare<[number, string, string, string, string]>(
+      `INSERT INTO ${next} (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)`,
+    );
+    const page = db.prepare<[number, number], { seq: number; tenant: string; conversation: string; lex: string }>(
+      `SELECT seq, tenant, conversation, lex FROM ${kind}_terms WHERE seq > ? ORDER BY seq LIMIT ?`,
+    );
+    for (let after = -1; ; ) {
+      const rows = page.all(after, PAGE);
+      for (const r of rows)
+        insert.run(
+          r.seq,
+          ftsTermsText(r.tenant, r.lex),
+          r.tenant,
+          r.conversation,
+          ftsScopeText(r.tenant, r.conversation),
+        );
+      if (rows.length < PAGE) break;
+      after = (rows[rows.length - 1] as { seq: number }).seq;
+    }
     db.exec(`DROP TABLE ${fts}; ALTER TABLE ${next} RENAME TO ${fts};`);
   }
 };
@@ -344,6 +384,15 @@ INSERT INTO turns_terms (seq, tenant, conversation, lex) SELECT rowid, tenant, c
     sql: `
 CREATE INDEX IF NOT EXISTS records_validity ON records (tenant, id, superseded_by, valid_from, valid_to, said_at);
 `,
+  },
+  {
+    version: 13,
+    // Issue 18: a common term's full-text list held every tenant's rows, and a tenant-wide search
+    // read all of them to keep its tenant's (the tail of tenant-wide queries at 100K records).
+    // Indexed under a per-tenant prefix, a term's list is one tenant's (fts-scope.ts).
+    name: "full-text terms indexed per tenant",
+    sql: "",
+    backfill: prefixTenantTerms,
   },
 ];
 

@@ -230,7 +230,7 @@ export const adjustCurrentRecord = (
 ): void => {
   const row = sql.all<{ conversation: string; lex: string | null; lex_len: number }>(
     `SELECT r.conversation AS conversation, f.lex AS lex, r.lex_len AS lex_len
-     FROM records r LEFT JOIN records_fts f ON f.rowid = r.seq WHERE r.tenant = ? AND r.id = ?`,
+     FROM records r LEFT JOIN records_terms f ON f.seq = r.seq WHERE r.tenant = ? AND r.id = ?`,
     tenant,
     recordId,
   )[0];

@@ -14,7 +14,6 @@
  * documents as it lists it: it read the doclists of every term in a bucket, ~16 ms a read and up to
  * 110 ms a query at ~1M records.
  */
-import { anyTermQuery } from "../../lexical.ts";
 import {
   candidatePrefixes,
   FUZZY_MAX_LENGTH,
@@ -40,11 +39,14 @@ export class SqliteVocabulary {
     const found: string[] = [];
     for (const term of new Set(terms)) {
       if (!/^[\p{L}\p{N}]+$/u.test(term)) continue;
-      const match = scopedMatch(anyTermQuery([term]) as string, tenant, conversation);
+      const match = scopedMatch([term], tenant, conversation);
       const hit = TABLES.some(
         (table) =>
-          this.sql.all<{ one: number }>(`SELECT 1 AS one FROM ${table} WHERE ${table} MATCH ? LIMIT 1`, match).length >
-          0,
+          this.sql.all<{ one: number }>(
+            `SELECT 1 AS one FROM ${table} WHERE ${table} MATCH ? AND tenant = ? LIMIT 1`,
+            match,
+            tenant,
+          ).length > 0,
       );
       if (hit) found.push(term);
     }

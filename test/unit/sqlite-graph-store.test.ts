@@ -404,6 +404,38 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it("walks a tenant's entity and topic key lists from their indexes alone (migration 14)", async () => {
+    // The walk (keys-walk.ts) pages through each key's list with the row's name; before the name was
+    // in record_entities_entity, every row read its table row as well.
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-walk-"));
+    try {
+      const s = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
+      const prepared = new Set<string>();
+      const prepare = s.db.prepare.bind(s.db);
+      s.db.prepare = ((sql: string) => {
+        prepared.add(sql);
+        return prepare(sql);
+      }) as typeof s.db.prepare;
+      assert.ok((await s.recordsByEntities("A", ["Caroline", "Melanie", "Paris"], 2)).length > 0);
+      assert.ok((await s.recordsByTopics("A", ["travel", "painting", "moving"], 2)).length > 0);
+      const walks = [...prepared].filter((sql) => /AS saidAt FROM record_(entities|topics) e/.test(sql));
+      assert.ok(walks.length >= 2, `${walks.length} walk statements`);
+      for (const sql of walks) {
+        const params = Array((sql.match(/\?/g) ?? []).length).fill(null);
+        const plan = (s.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map(
+          (r) => r.detail,
+        );
+        assert.ok(
+          plan.some((step) => /COVERING INDEX record_(entities_entity|topics_topic)/.test(step)),
+          plan.join("; "),
+        );
+      }
+      await s.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
   it("proposes a tenant's own terms for a misspelling, however many terms other tenants hold", async () => {
     // Candidates come from the tenant's kept terms: read from the whole store's term list (FTS5's,
     // every tenant's), a bucket's first VOCABULARY_SCAN_LIMIT terms could all be another tenant's.

@@ -1086,10 +1086,13 @@ export class SqliteGraphStore implements GraphStore {
     if (candidates.size === 0) return [];
     // From each candidate to its rows of the keys (primary key (tenant, record_id, key)): CROSS JOIN
     // keeps the planner from reading the keys' lists again.
-    return rank(`json_each(?) c CROSS JOIN ${table} e ON e.tenant = ? AND e.record_id = c.value`, [
-      JSON.stringify([...candidates]),
-      tenant,
-    ]);
+    // INDEXED BY the primary key (tenant, record_id, key): record_entities_entity covers the name
+    // too (migration 14), and without statistics the planner took it, reading every row of the
+    // keys once per candidate (5 → 80 ms at 100K records).
+    return rank(
+      `json_each(?) c CROSS JOIN ${table} e INDEXED BY sqlite_autoindex_${table}_1 ON e.tenant = ? AND e.record_id = c.value`,
+      [JSON.stringify([...candidates]), tenant],
+    );
   }
 
   /**

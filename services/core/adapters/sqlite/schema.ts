@@ -394,6 +394,19 @@ CREATE INDEX IF NOT EXISTS records_validity ON records (tenant, id, superseded_b
     sql: "",
     backfill: prefixTenantTerms,
   },
+  {
+    version: 14,
+    // Issue 18: the tenant-wide entity walk (keys-walk.ts) reads each key's list in (said_at DESC,
+    // record_id) order with the row's display name, which the index did not hold: every row read
+    // its table row too. With the name in the index the walk reads index pages only (about a third
+    // less time a row on a 100K-record store; docs/benchmarks.md). record_topics needs no such
+    // change: the name it reads is its key.
+    name: "entity key index covering the walk's name",
+    sql: `
+DROP INDEX record_entities_entity;
+CREATE INDEX record_entities_entity ON record_entities (tenant, entity, said_at DESC, record_id, name);
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

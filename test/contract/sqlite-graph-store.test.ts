@@ -4,11 +4,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { scopeMatch } from "../../services/core/adapters/sqlite/fts-scope.ts";
 import { SqliteGraphStore } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import { runGraphStoreContract } from "./graph-store.contract.ts";
 
-/** Every table keyed by tenant (FTS tables keep the tenant as an UNINDEXED column). */
+/** Every table keyed by tenant; the FTS5 tables (no content, migration 13) below, by the tenant's scope token. */
 const TABLES = [
   "records",
   "record_entities",
@@ -17,8 +18,6 @@ const TABLES = [
   "event_frames",
   "segments",
   "turns",
-  "records_fts",
-  "turns_fts",
   "records_terms",
   "turns_terms",
   "update_candidates",
@@ -30,12 +29,16 @@ const TABLES = [
 ];
 
 const tableCounts = (db: SqliteDatabase, tenant: string): Record<string, number> =>
-  Object.fromEntries(
-    TABLES.map((t) => [
+  Object.fromEntries([
+    ...TABLES.map((t) => [
       t,
       (db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE tenant = ?`).get(tenant) as { n: number }).n,
     ]),
-  );
+    ...["records_fts", "turns_fts"].map((t) => [
+      t,
+      (db.prepare(`SELECT COUNT(*) AS n FROM ${t} WHERE ${t} MATCH ?`).get(scopeMatch(tenant)) as { n: number }).n,
+    ]),
+  ]);
 
 runGraphStoreContract("SqliteGraphStore", async () => {
   const dir = mkdtempSync(join(tmpdir(), "graph-store-"));

@@ -1,3 +1,6 @@
+import { ftsScopeText } from "../../services/core/adapters/sqlite/fts-scope.ts";
+import type { SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
+
 /**
  * SQL that rolls a SQLite graph store back past one migration, so a test can build an older store
  * and check that migrating it reads the same (test/unit/sqlite-graph-store.test.ts,
@@ -42,10 +45,25 @@ export const UNDO_MIGRATION_12 = `
 `;
 
 /**
- * Rolls back migration 13 (the full-text terms under their tenant's prefix): the FTS5 rows hold the
- * stored terms as they are again. Runs before UNDO_MIGRATION_11, which drops the stored terms.
+ * Rolls back migration 13 (the full-text terms under their tenant's prefix, FTS5 tables without
+ * content): FTS5 tables of the version-12 form (content kept) again, filled from the stored terms
+ * as they are. Runs before UNDO_MIGRATION_11, which drops the stored terms.
  */
-export const UNDO_MIGRATION_13 = `
-  UPDATE records_fts SET lex = (SELECT s.lex FROM records_terms s WHERE s.seq = records_fts.rowid);
-  UPDATE turns_fts SET lex = (SELECT s.lex FROM turns_terms s WHERE s.seq = turns_fts.rowid);
-`;
+export const undoMigration13 = (db: SqliteDatabase): void => {
+  for (const kind of ["records", "turns"] as const) {
+    db.exec(`DROP TABLE ${kind}_fts;
+      CREATE VIRTUAL TABLE ${kind}_fts USING fts5(
+        lex, tenant UNINDEXED, conversation UNINDEXED, scope, tokenize = 'unicode61 remove_diacritics 0'
+      );
+      INSERT INTO ${kind}_fts (${kind}_fts, rank) VALUES ('secure-delete', 1);`);
+    const insert = db.prepare(
+      `INSERT INTO ${kind}_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)`,
+    );
+    const rows = db
+      .prepare<[], { seq: number; tenant: string; conversation: string; lex: string }>(
+        `SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`,
+      )
+      .all();
+    for (const r of rows) insert.run(r.seq, r.lex, r.tenant, r.conversation, ftsScopeText(r.tenant, r.conversation));
+  }
+};

@@ -16,7 +16,7 @@ import { normaliseKey } from "../../services/core/record-index.ts";
 import { seededRandom } from "../../services/core/seeded-random.ts";
 import type { Entity } from "../../services/core/types.ts";
 import { makeRecord, makeSegment, makeTurn } from "../contract/graph-store.contract.ts";
-import { UNDO_MIGRATION_10, UNDO_MIGRATION_11, UNDO_MIGRATION_13 } from "../helpers/sqlite-migration-undo.ts";
+import { UNDO_MIGRATION_10, UNDO_MIGRATION_11, undoMigration13 } from "../helpers/sqlite-migration-undo.ts";
 
 const ENTITIES: Entity[] = [
   { name: "Caroline", kind: "person", aliases: ["Caro"] },
@@ -176,7 +176,8 @@ describe("SqliteGraphStore entity / topic lookups: bounded read = full read + cu
         asOf: await s.recordsByTopics("A", ["food", "music"], 6, undefined, TIMES[6]),
       });
       const expected = await read(a);
-      a.db.exec(`${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
+      undoMigration13(a.db);
+      a.db.exec(`${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         DELETE FROM migrations WHERE component = 'graph' AND version >= 10;
       `);
       await a.close();

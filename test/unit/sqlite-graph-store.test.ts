@@ -7,7 +7,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { eraseConversation } from "../../services/consolidator/erasure.ts";
-import { ftsTermsText, scopedMatch } from "../../services/core/adapters/sqlite/fts-scope.ts";
+import {
+  ftsTermsText,
+  scopedMatch,
+  scopeMatch,
+  tenantTermsQuery,
+} from "../../services/core/adapters/sqlite/fts-scope.ts";
 import { SqliteGraphStore, validIdsSql, validity } from "../../services/core/adapters/sqlite/graph-store.ts";
 import { GRAPH_MIGRATIONS } from "../../services/core/adapters/sqlite/schema.ts";
 import {
@@ -27,7 +32,7 @@ import {
   UNDO_MIGRATION_10,
   UNDO_MIGRATION_11,
   UNDO_MIGRATION_12,
-  UNDO_MIGRATION_13,
+  undoMigration13,
 } from "../helpers/sqlite-migration-undo.ts";
 
 const R1 = (t: string) => recordId(t, "Caroline moved to Paris in May 2023.");
@@ -157,17 +162,36 @@ describe("SqliteGraphStore kept counts and erasure", () => {
     }
   });
 
-  /** Each full-text row's (rowid, tenant, conversation, terms) and each stored-terms row's, side by side. */
-  type FullTextRow = { seq: number; tenant: string; conversation: string; lex: string };
+  /**
+   * Each full-text row's rowid and each stored-terms row, side by side, and whether FTS5 finds every
+   * stored-terms row by its conversation's scope token and all its terms under its tenant's prefix
+   * (the FTS5 tables keep no content since migration 13: the index is all there is to read).
+   */
+  type TermsRow = { seq: number; tenant: string; conversation: string; lex: string };
   const fullTextRows = (s: SqliteGraphStore) =>
-    (["records", "turns"] as const).map((kind) => ({
-      fts: s.db
-        .prepare<[], FullTextRow>(`SELECT rowid AS seq, tenant, conversation, lex FROM ${kind}_fts ORDER BY rowid`)
-        .all(),
-      terms: s.db
-        .prepare<[], FullTextRow>(`SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`)
-        .all(),
-    }));
+    (["records", "turns"] as const).map((kind) => {
+      const terms = s.db
+        .prepare<[], TermsRow>(`SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`)
+        .all();
+      const finds = s.db.prepare<[string, number], { seq: number }>(
+        `SELECT rowid AS seq FROM ${kind}_fts WHERE ${kind}_fts MATCH ? AND rowid = ?`,
+      );
+      return {
+        fts: s.db
+          .prepare<[], { seq: number }>(`SELECT rowid AS seq FROM ${kind}_fts ORDER BY rowid`)
+          .all()
+          .map((r) => r.seq),
+        terms,
+        indexed: terms.every((t) => {
+          const all = [...new Set(t.lex.split(" ").filter(Boolean))];
+          const match =
+            all.length === 0
+              ? scopeMatch(t.tenant, t.conversation)
+              : `${scopeMatch(t.tenant, t.conversation)} AND lex : (${tenantTermsQuery(t.tenant, all, true)})`;
+          return finds.all(match, t.seq).length === 1;
+        }),
+      };
+    });
 
   it("keeps the stored terms (migration 11) row for row with the full-text rows through writes and deletes", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-terms-"));
@@ -175,12 +199,14 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       const s = SqliteGraphStore.open(dir);
       // The FTS5 row indexes the stored terms under the tenant's prefix (migration 13).
       const same = (when: string) => {
-        for (const { fts, terms } of fullTextRows(s))
+        for (const { fts, terms, indexed } of fullTextRows(s)) {
           assert.deepEqual(
-            terms.map((t) => ({ ...t, lex: ftsTermsText(t.tenant, t.lex) })),
+            terms.map((t) => t.seq),
             fts,
             when,
           );
+          assert.ok(indexed, when);
+        }
       };
       for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
       assert.ok(fullTextRows(s).every((k) => k.fts.length > 0));
@@ -223,9 +249,8 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       const expected = await read(a);
       assert.ok(expected.some((hits) => (hits as unknown[]).length > 0));
       const written = fullTextRows(a);
-      a.db.exec(
-        `${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} DELETE FROM migrations WHERE component = 'graph' AND version >= 11;`,
-      );
+      undoMigration13(a.db);
+      a.db.exec(`${UNDO_MIGRATION_11} DELETE FROM migrations WHERE component = 'graph' AND version >= 11;`);
       await a.close();
       const b = SqliteGraphStore.open(dir);
       assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
@@ -244,10 +269,13 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       const tenants = ["acme", "acme/eu", "B"];
       for (const t of tenants) for (const b of batchesFor(t)) await s.writeBatch(b);
       for (const kind of ["records", "turns"] as const) {
+        // The matched rows' tenants from their stored-terms rows (the FTS5 rows keep no columns).
         const rowsOf = (tenant: string, term: string) =>
-          s.db.prepare(`SELECT tenant FROM ${kind}_fts WHERE ${kind}_fts MATCH ?`).all(scopedMatch([term], tenant)) as {
-            tenant: string;
-          }[];
+          s.db
+            .prepare(
+              `SELECT s.tenant FROM ${kind}_fts f JOIN ${kind}_terms s ON s.seq = f.rowid WHERE ${kind}_fts MATCH ?`,
+            )
+            .all(scopedMatch([term], tenant)) as { tenant: string }[];
         // The index's own term list (fts5vocab): no term shared by the tenants, one list each.
         s.db.exec(`CREATE VIRTUAL TABLE temp.vocab_${kind} USING fts5vocab(main, ${kind}_fts, 'row')`);
         const listed = (term: string) =>
@@ -262,7 +290,9 @@ describe("SqliteGraphStore kept counts and erasure", () => {
         }
         // The conversation scope narrows the tenant's list.
         const c1 = s.db
-          .prepare(`SELECT DISTINCT tenant, conversation FROM ${kind}_fts WHERE ${kind}_fts MATCH ?`)
+          .prepare(
+            `SELECT DISTINCT s.tenant, s.conversation FROM ${kind}_fts f JOIN ${kind}_terms s ON s.seq = f.rowid WHERE ${kind}_fts MATCH ?`,
+          )
           .all(scopedMatch(["pari", "tea", "sunris"], "acme/eu", "c1"));
         assert.deepEqual(c1, [{ tenant: "acme/eu", conversation: "c1" }]);
       }
@@ -297,13 +327,14 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       const expected = await read(a);
       assert.ok(expected.some((hits) => Array.isArray(hits) && hits.length > 0));
       const written = fullTextRows(a);
-      a.db.exec(`${UNDO_MIGRATION_13} DELETE FROM migrations WHERE component = 'graph' AND version >= 13;`);
-      const unprefixed = fullTextRows(a);
-      assert.deepEqual(
-        unprefixed.map((k) => k.fts),
-        unprefixed.map((k) => k.terms),
-        "version 12 indexed the stored terms as they are",
-      );
+      undoMigration13(a.db);
+      a.db.exec(`DELETE FROM migrations WHERE component = 'graph' AND version >= 13;`);
+      for (const kind of ["records", "turns"] as const)
+        assert.deepEqual(
+          a.db.prepare(`SELECT rowid AS seq, tenant, conversation, lex FROM ${kind}_fts ORDER BY rowid`).all(),
+          a.db.prepare(`SELECT seq, tenant, conversation, lex FROM ${kind}_terms ORDER BY seq`).all(),
+          "version 12 indexed (and kept) the stored terms as they are",
+        );
       await a.close();
       const b = SqliteGraphStore.open(dir);
       assert.equal(schemaVersion(b.db, "graph"), GRAPH_MIGRATIONS.length);
@@ -341,9 +372,8 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       };
       // The tenant's own records only, never B's, and every one of the three (none is superseded).
       assert.deepEqual(expected.current, [R1("A"), R3("A"), R4("A")].sort());
-      a.db.exec(
-        `${UNDO_MIGRATION_13} ${UNDO_MIGRATION_12} DELETE FROM migrations WHERE component = 'graph' AND version >= 12;`,
-      );
+      undoMigration13(a.db);
+      a.db.exec(`${UNDO_MIGRATION_12} DELETE FROM migrations WHERE component = 'graph' AND version >= 12;`);
       assert.throws(() => plan(a), /no such index: records_validity/);
       await a.close();
       const b = SqliteGraphStore.open(dir);
@@ -516,8 +546,9 @@ describe("SqliteGraphStore persistence", () => {
       });
       const expected = await read(a);
       // Back to what version 6 wrote.
+      undoMigration13(a.db);
       a.db.exec(`
-        ${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
+        ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         CREATE VIRTUAL TABLE r6 USING fts5(lex, tenant UNINDEXED, conversation UNINDEXED, tokenize = 'unicode61 remove_diacritics 0');
@@ -575,8 +606,9 @@ describe("SqliteGraphStore persistence", () => {
       const keptByWrites = kept(a);
       assert.ok((keptByWrites[0] as unknown[]).length > 0 && (keptByWrites[2] as unknown[]).length > 0);
       // Back to what version 8 wrote.
+      undoMigration13(a.db);
       a.db.exec(
-        `${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
+        `${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10} ${UNDO_MIGRATION_9} DELETE FROM migrations WHERE component = 'graph' AND version >= 9;`,
       );
       await a.close();
       const b = SqliteGraphStore.open(dir);
@@ -600,8 +632,9 @@ describe("SqliteGraphStore persistence", () => {
       };
       // Back to what version 2 wrote: no term counts, FTS5 (porter) over the raw text, no
       // conversation on the entity and topic rows (version 7).
+      undoMigration13(a.db);
       a.db.exec(`
-        ${UNDO_MIGRATION_13} ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
+        ${UNDO_MIGRATION_11} ${UNDO_MIGRATION_10}
         ${UNDO_MIGRATION_9}
         ${UNDO_MIGRATION_7}
         DROP INDEX records_lex_scope;

@@ -77,8 +77,15 @@ export const scopedMatch = (terms: readonly string[], tenant: string, conversati
     : `scope : "${token("c", tenant, conversation)}" AND lex : (${tenantTermsQuery(tenant, terms)})`;
 
 /**
- * The ORDER BY of a scoped search: FTS5's BM25 over the `lex` column only (weights per column in
- * declaration order: lex, tenant, conversation, scope), i.e. the rank the search ordered by before
- * the scope column existed.
+ * The MATCH of every full-text row of the tenant, or of one of its conversations (their scope
+ * tokens): how rows are found by tenant or conversation in a table that keeps no content.
  */
-export const lexRank = (table: "records_fts" | "turns_fts"): string => `bm25(${table}, 1.0, 0.0, 0.0, 0.0)`;
+export const scopeMatch = (tenant: string, conversation?: string): string =>
+  `scope : "${conversation === undefined ? token("t", tenant) : token("c", tenant, conversation)}"`;
+
+/**
+ * The ORDER BY of a scoped search: FTS5's BM25 over the `lex` column only (weights per column in
+ * declaration order: lex, scope; migration 13), i.e. the rank the search ordered by before the
+ * scope column existed.
+ */
+export const lexRank = (table: "records_fts" | "turns_fts"): string => `bm25(${table}, 1.0, 0.0)`;

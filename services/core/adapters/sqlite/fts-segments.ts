@@ -53,15 +53,17 @@ const varint = (b: Uint8Array, at: { i: number }): number => {
 
 /**
  * Segments per level of a table's index, from its structure record (rowid 10 of `<table>_data`:
- * a 4-byte cookie, an optional "FLG2" marker, then varints: levels, segments, write counter, and
+ * a 4-byte cookie, an optional 4-byte version-2 marker, then varints: levels, segments, write counter, and
  * per level the segments being merged, the segment count and each segment's id and first and last
- * page, with five more values per segment after FLG2). For tests, benches and diagnostics.
+ * page, with five more values per segment after the marker). For tests, benches and diagnostics.
  */
 export const segmentsPerLevel = (db: SqliteDatabase, table: FtsTable): number[] => {
   const row = db.prepare<[], { block: Uint8Array }>(`SELECT block FROM ${table}_data WHERE id = 10`).get();
   if (!row) return [];
   const b = row.block;
-  const v2 = Buffer.from(b.subarray(4, 8)).toString("latin1") === "FLG2";
+  // FTS5_STRUCTURE_V2, the marker of a table whose segments carry origins and tombstones
+  // (contentless_delete, migration 13): bytes FF 00 00 01, not text.
+  const v2 = b[4] === 0xff && b[5] === 0 && b[6] === 0 && b[7] === 1;
   const at = { i: v2 ? 8 : 4 };
   const levels = varint(b, at);
   varint(b, at); // segments in all

@@ -1,8 +1,9 @@
 /**
  * The full-text rows of records and raw turns: each item's FTS5 row (records_fts, turns_fts: its
- * terms under its tenant's prefix, fts-scope.ts, tenant, conversation and scope tokens) and, with
- * the same rowid, its stored terms in a plain table (records_terms, turns_terms; migration 11),
- * written and deleted together. Whatever reads an item's terms reads the plain table.
+ * terms under its tenant's prefix and its scope tokens, fts-scope.ts; indexed only, no content
+ * kept since migration 13) and, with the same rowid, its stored terms, tenant and conversation in
+ * a plain table (records_terms, turns_terms; migration 11), written and deleted together.
+ * Whatever reads an item's terms reads the plain table.
  *
  * Why the second copy: the lexical routes score every posted item from its stored terms (core/
  * lexical.ts: exact BM25 needs each item's term counts and length), and FTS5 reads a column of a
@@ -12,7 +13,7 @@
  * table only gives their terms, tenant and conversation, the same values the FTS5 row holds.
  */
 
-import { ftsTermsText } from "./fts-scope.ts";
+import { ftsTermsText, scopeMatch } from "./fts-scope.ts";
 
 type Param = string | number | bigint | null;
 
@@ -36,14 +37,7 @@ export const insertFullTextRow = (
   lex: string,
   scope: string,
 ): void => {
-  sql.run(
-    `INSERT INTO ${kind}_fts (rowid, lex, tenant, conversation, scope) VALUES (?, ?, ?, ?, ?)`,
-    seq,
-    ftsTermsText(tenant, lex),
-    tenant,
-    conversation,
-    scope,
-  );
+  sql.run(`INSERT INTO ${kind}_fts (rowid, lex, scope) VALUES (?, ?, ?)`, seq, ftsTermsText(tenant, lex), scope);
   sql.run(
     `INSERT OR REPLACE INTO ${kind}_terms (seq, tenant, conversation, lex) VALUES (?, ?, ?, ?)`,
     seq,
@@ -68,7 +62,12 @@ export const deleteFullTextRowsIn = (
 ): void => {
   const where = conversation === undefined ? "tenant = ?" : "tenant = ? AND conversation = ?";
   const params = conversation === undefined ? [tenant] : [tenant, conversation];
-  sql.run(`DELETE FROM ${kind}_fts WHERE ${where}`, ...params);
+  // The FTS5 table keeps no content (migration 13): its rows of the scope are found by their scope
+  // token, so a row whose stored-terms row is gone goes too.
+  sql.run(
+    `DELETE FROM ${kind}_fts WHERE rowid IN (SELECT rowid FROM ${kind}_fts WHERE ${kind}_fts MATCH ?)`,
+    scopeMatch(tenant, conversation),
+  );
   sql.run(`DELETE FROM ${kind}_terms WHERE ${where}`, ...params);
 };
 

@@ -838,9 +838,9 @@ export class SqliteGraphStore implements GraphStore {
       this.all<LexicalHit>(
         `SELECT r.id AS id, s.lex AS lex, r.said_at AS time
          FROM records_fts JOIN records r ON r.seq = records_fts.rowid JOIN records_terms s ON s.seq = r.seq
-         WHERE records_fts MATCH ? AND records_fts.tenant = ? AND r.tenant = ?${conv}
+         WHERE records_fts MATCH ? AND r.tenant = ?${conv}
          ${ordered ? `ORDER BY ${lexRank("records_fts")} ` : ""}LIMIT ?`,
-        ...scoped(match, tenant, tenant),
+        ...scoped(match, tenant),
         limit,
       );
     // A record's id and time, by full-text rowid, if it is in the scope searched.
@@ -914,9 +914,9 @@ export class SqliteGraphStore implements GraphStore {
       this.all<{ conversation: string; turn_id: string; lex: string; timestamp: string }>(
         `SELECT t.conversation AS conversation, t.turn_id AS turn_id, s.lex AS lex, t.timestamp AS timestamp
          FROM turns_fts JOIN turns t ON t.seq = turns_fts.rowid JOIN turns_terms s ON s.seq = t.seq
-         WHERE turns_fts MATCH ? AND turns_fts.tenant = ? AND t.tenant = ?${conv}
+         WHERE turns_fts MATCH ? AND t.tenant = ?${conv}
          ${ordered ? `ORDER BY ${lexRank("turns_fts")} ` : ""}LIMIT ?`,
-        ...scoped(match, tenant, tenant),
+        ...scoped(match, tenant),
         limit,
       ).map((r) => ({ id: turnRowId(r.conversation, r.turn_id), lex: r.lex, time: Date.parse(r.timestamp) }));
     // A turn's id and time, by full-text rowid, if it is in the scope searched.

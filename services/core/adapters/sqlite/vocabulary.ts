@@ -28,7 +28,7 @@ import { scopedMatch } from "./fts-scope.ts";
 import type { SqlRunner } from "./graph-transaction.ts";
 import { type LexicalKind, readLexicalTermsInRange } from "./scope-counts.ts";
 
-const TABLES = ["records_fts", "turns_fts"] as const;
+const TABLES = ["records", "turns"] as const;
 const KINDS: readonly LexicalKind[] = ["record", "turn"];
 
 export class SqliteVocabulary {
@@ -43,7 +43,8 @@ export class SqliteVocabulary {
       const hit = TABLES.some(
         (table) =>
           this.sql.all<{ one: number }>(
-            `SELECT 1 AS one FROM ${table} WHERE ${table} MATCH ? AND tenant = ? LIMIT 1`,
+            `SELECT 1 AS one FROM ${table}_fts f JOIN ${table}_terms s ON s.seq = f.rowid
+             WHERE ${table}_fts MATCH ? AND s.tenant = ? LIMIT 1`,
             match,
             tenant,
           ).length > 0,

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import { scopeMatch } from "../../services/core/adapters/sqlite/fts-scope.ts";
 import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { turnRowId } from "../../services/core/ids.ts";
@@ -292,6 +293,10 @@ describe("sleep-time consolidation through the embedded engine (real embedder)",
           if (cols.has(c)) n += count(`tenant = ? AND ${c} IN (SELECT value FROM json_each(?))`, tenant, idList);
         }
         if (cols.has("key")) n += count("tenant = ? AND key = ?", tenant, `${tenant}/${conversation}`);
+        checked.add(table);
+      } else if (table === "records_fts" || table === "turns_fts") {
+        // No content kept (migration 13): a row is found by its tenant's or conversation's scope token.
+        n = count(`${table} MATCH ?`, scopeMatch(tenant, conversation));
         checked.add(table);
       } else if (table === "stage_state") {
         n =

@@ -466,6 +466,37 @@ describe("SqliteGraphStore kept counts and erasure", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it("keeps a tenant's superseded ids for the key walks only while nothing changes, on this connection or another", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "graph-store-superseded-"));
+    try {
+      const s = SqliteGraphStore.open(dir);
+      const other = SqliteGraphStore.open(dir);
+      for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
+      const keys = ["Caroline", "Melanie", "Paris"];
+      const walk = async (tenant = "A", validAt?: number) =>
+        (await s.recordsByEntities(tenant, keys, 10, undefined, validAt)).map((h) => h.id);
+      const [first, second] = await walk();
+      assert.ok(first !== undefined && second !== undefined);
+      const by = (await s.listRecords("A", { limit: 100 })).records.find((r) => r.id !== first && r.id !== second);
+      assert.ok(by);
+      // Superseded on this connection: the next walk leaves it out.
+      assert.equal(await s.supersede("A", first, by.id, "2030-01-01T00:00:00.000Z"), true);
+      assert.ok(!(await walk()).includes(first));
+      // Superseded through another connection (another process, in production): the same.
+      assert.equal(await other.supersede("A", second, by.id, "2030-01-02T00:00:00.000Z"), true);
+      const after = await walk();
+      assert.ok(!after.includes(first) && !after.includes(second), after.join());
+      // As of a moment before, both are valid (the as-of check reads the index, not the memo).
+      const asOf = await walk("A", Date.parse("2029-12-31T00:00:00.000Z"));
+      assert.ok(asOf.includes(first) && asOf.includes(second), asOf.join());
+      // Another tenant's walk is its own: its copies of the records stay current.
+      assert.ok((await walk("B")).length >= 2);
+      await other.close();
+      await s.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
   it("proposes a tenant's own terms for a misspelling, however many terms other tenants hold", async () => {
     // Candidates come from the tenant's kept terms: read from the whole store's term list (FTS5's,
     // every tenant's), a bucket's first VOCABULARY_SCAN_LIMIT terms could all be another tenant's.

@@ -403,6 +403,16 @@ DROP INDEX record_entities_entity;
 CREATE INDEX record_entities_entity ON record_entities (tenant, entity, said_at DESC, record_id, name);
 `,
   },
+  {
+    version: 15,
+    // Issue 18: the tenant-wide key walks keep a tenant's superseded ids in memory while the data
+    // is unchanged (graph-store.ts supersededOf); this partial index reads them without a walk over
+    // the tenant's records. Empty where nothing was superseded.
+    name: "index of superseded records",
+    sql: `
+CREATE INDEX IF NOT EXISTS records_superseded ON records (tenant, id) WHERE superseded_by IS NOT NULL;
+`,
+  },
 ];
 
 export const STATE_MIGRATIONS: readonly Migration[] = [

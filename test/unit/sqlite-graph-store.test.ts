@@ -126,6 +126,23 @@ describe("SqliteGraphStore (SQLite only)", () => {
   });
 });
 
+/** Every statement the store prepares from now on, as its SQL text. */
+const recordPrepared = (s: SqliteGraphStore): Set<string> => {
+  const prepared = new Set<string>();
+  const prepare = s.db.prepare.bind(s.db);
+  s.db.prepare = ((sql: string) => {
+    prepared.add(sql);
+    return prepare(sql);
+  }) as typeof s.db.prepare;
+  return prepared;
+};
+
+/** The steps of a statement's query plan (its parameters bound to NULL). */
+const queryPlan = (s: SqliteGraphStore, sql: string): string[] => {
+  const params = Array((sql.match(/\?/g) ?? []).length).fill(null);
+  return (s.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail);
+};
+
 describe("SqliteGraphStore kept counts and erasure", () => {
   it("an erased conversation leaves no term of its own and no score bound derived from it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "graph-store-erase-"));
@@ -402,12 +419,7 @@ describe("SqliteGraphStore kept counts and erasure", () => {
     try {
       const s = SqliteGraphStore.open(dir);
       for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
-      const prepared = new Set<string>();
-      const prepare = s.db.prepare.bind(s.db);
-      s.db.prepare = ((sql: string) => {
-        prepared.add(sql);
-        return prepare(sql);
-      }) as typeof s.db.prepare;
+      const prepared = recordPrepared(s);
       const later = Date.parse("2030-01-01T00:00:00Z");
       for (const conversation of [undefined, "c1"])
         for (const validAt of [undefined, later]) {
@@ -418,14 +430,7 @@ describe("SqliteGraphStore kept counts and erasure", () => {
             (await s.recordsByTopics("A", ["travel", "painting", "moving"], 5, conversation, validAt)).length > 0,
           );
         }
-      const plans = [...prepared]
-        .filter((sql) => /\brecords r\b/.test(sql))
-        .map((sql) => {
-          const params = Array((sql.match(/\?/g) ?? []).length).fill(null);
-          return (s.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map(
-            (r) => r.detail,
-          );
-        });
+      const plans = [...prepared].filter((sql) => /\brecords r\b/.test(sql)).map((sql) => queryPlan(s, sql));
       assert.ok(plans.length >= 4, `${plans.length} statements joined records`);
       for (const plan of plans)
         assert.ok(!plan.some((step) => /records_validity \(tenant=\?\)/.test(step)), plan.join("; "));
@@ -441,21 +446,13 @@ describe("SqliteGraphStore kept counts and erasure", () => {
     try {
       const s = SqliteGraphStore.open(dir);
       for (const t of ["A", "B"]) for (const b of batchesFor(t)) await s.writeBatch(b);
-      const prepared = new Set<string>();
-      const prepare = s.db.prepare.bind(s.db);
-      s.db.prepare = ((sql: string) => {
-        prepared.add(sql);
-        return prepare(sql);
-      }) as typeof s.db.prepare;
+      const prepared = recordPrepared(s);
       assert.ok((await s.recordsByEntities("A", ["Caroline", "Melanie", "Paris"], 2)).length > 0);
       assert.ok((await s.recordsByTopics("A", ["travel", "painting", "moving"], 2)).length > 0);
       const walks = [...prepared].filter((sql) => /AS saidAt FROM record_(entities|topics) e/.test(sql));
       assert.ok(walks.length >= 2, `${walks.length} walk statements`);
       for (const sql of walks) {
-        const params = Array((sql.match(/\?/g) ?? []).length).fill(null);
-        const plan = (s.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map(
-          (r) => r.detail,
-        );
+        const plan = queryPlan(s, sql);
         assert.ok(
           plan.some((step) => /COVERING INDEX record_(entities_entity|topics_topic)/.test(step)),
           plan.join("; "),

@@ -9,7 +9,7 @@
  *
  * Tokens are hashes (letters and digits only, which the FTS5 tokenizer keeps whole, and no tenant
  * name in the index); a collision would only widen the candidates: the searches still check the
- * tenant and conversation columns of the rows they return.
+ * tenant and conversation of each item they return (its stored-terms or record row).
  */
 import { createHash } from "node:crypto";
 import { GenerationalMemo } from "../../generational-memo.ts";
@@ -43,7 +43,7 @@ export const ftsScopeText = (tenant: string, conversation: string): string =>
  * intersection with the tenant's scope token): the tail of tenant-wide queries at 100K records
  * (issue 18). Fixed length (`p` and 12 hex digits), so a prefixed term never reads as another
  * prefix's; a collision of two tenants' prefixes only widens the candidates, which every search
- * checks against the tenant column.
+ * checks against the tenant of the item's stored-terms or record row.
  */
 const termPrefix = (tenant: string): string => token("p", tenant).slice(0, 13);
 
@@ -63,18 +63,10 @@ export const ftsTermsText = (tenant: string, lex: string): string => {
  * them.
  */
 export const tenantTermsQuery = (tenant: string, terms: readonly string[], all = false): string => {
-  const prefixed = terms.map((t) => termPrefix(tenant) + t);
+  const prefix = termPrefix(tenant);
+  const prefixed = terms.map((t) => prefix + t);
   return (all ? prefixed.map((t) => anyTermQuery([t])).join(" AND ") : anyTermQuery(prefixed)) ?? "";
 };
-
-/**
- * The MATCH expression of a lexical search: any of the terms in the tenant, or in one of its
- * conversations (the conversation's scope token and the tenant's terms).
- */
-export const scopedMatch = (terms: readonly string[], tenant: string, conversation?: string): string =>
-  conversation === undefined
-    ? `lex : (${tenantTermsQuery(tenant, terms)})`
-    : `scope : "${token("c", tenant, conversation)}" AND lex : (${tenantTermsQuery(tenant, terms)})`;
 
 /**
  * The MATCH of every full-text row of the tenant, or of one of its conversations (their scope
@@ -82,6 +74,15 @@ export const scopedMatch = (terms: readonly string[], tenant: string, conversati
  */
 export const scopeMatch = (tenant: string, conversation?: string): string =>
   `scope : "${conversation === undefined ? token("t", tenant) : token("c", tenant, conversation)}"`;
+
+/**
+ * The MATCH expression of a lexical search: any of the terms in the tenant (its terms' lists are its
+ * own), or in one of its conversations (the conversation's scope token too).
+ */
+export const scopedMatch = (terms: readonly string[], tenant: string, conversation?: string): string =>
+  conversation === undefined
+    ? `lex : (${tenantTermsQuery(tenant, terms)})`
+    : `${scopeMatch(tenant, conversation)} AND lex : (${tenantTermsQuery(tenant, terms)})`;
 
 /**
  * The ORDER BY of a scoped search: FTS5's BM25 over the `lex` column only (weights per column in

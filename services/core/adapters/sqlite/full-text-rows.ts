@@ -5,12 +5,12 @@
  * a plain table (records_terms, turns_terms; migration 11), written and deleted together.
  * Whatever reads an item's terms reads the plain table.
  *
- * Why the second copy: the lexical routes score every posted item from its stored terms (core/
- * lexical.ts: exact BM25 needs each item's term counts and length), and FTS5 reads a column of a
+ * Why a plain table: the lexical routes score every posted item from its stored terms (core/
+ * lexical.ts: exact BM25 needs each item's term counts and length), and FTS5 read a column of a
  * matched row through a statement of its own on its content table, once per row: about half of a
  * postings read's cost on a tenant of 20,000 records. Joined to a plain table in the same statement,
- * the same terms cost a rowid seek (issue 18). FTS5 still decides which items match; the plain
- * table only gives their terms, tenant and conversation, the same values the FTS5 row holds.
+ * the same terms cost a rowid seek (issue 18), and FTS5 no longer keeps a copy (migration 13). FTS5
+ * still decides which items match; the plain table gives their terms, tenant and conversation.
  */
 
 import { ftsTermsText, scopeMatch } from "./fts-scope.ts";

@@ -93,7 +93,8 @@ INSERT INTO ${fts} (${fts}, rank) VALUES ('secure-delete', 1);
 
 /**
  * Graph/record store schema. Every table is keyed by tenant first. Times are epoch milliseconds.
- * FTS tables keep the tenant as an UNINDEXED column; their rowid is the `seq` of the row they index.
+ * The FTS5 tables' rowid is the `seq` of the row they index; since migration 13 they hold only the
+ * indexed terms and scope tokens, the tenant and conversation being the stored-terms rows'.
  */
 export const GRAPH_MIGRATIONS: readonly Migration[] = [
   {

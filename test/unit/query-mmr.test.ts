@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { dot } from "../../services/core/vector-math.ts";
-import { type MmrCandidate, maximalMarginalRelevance } from "../../services/query/mmr.ts";
+import { type MmrCandidate, maximalMarginalRelevance, VectorRows } from "../../services/query/mmr.ts";
 import { near, seededRandom } from "../helpers/seeded.ts";
 
 /** MMR as first written (objects per candidate, vector-math's dot): the order the fast one must keep. */
@@ -48,6 +48,25 @@ describe("maximal marginal relevance (contiguous similarities)", () => {
       const lambda = [0.7, 0.5, 1, 0][round % 4] as number;
       const limit = round % 5 === 0 ? 10 : 80;
       assert.deepEqual(maximalMarginalRelevance(cands, lambda, limit), reference(cands, lambda, limit));
+    }
+  });
+
+  it("scores candidates against the one taken four at a time, each value bit-equal to dot's", () => {
+    const rnd = seededRandom(11);
+    for (const dim of [1, 3, 4, 5, 384]) {
+      const vectors = Array.from({ length: 23 }, () => near(new Float32Array(dim), 1, rnd));
+      const rows = VectorRows.of(vectors) as VectorRows;
+      const out = new Float64Array(vectors.length);
+      for (const count of [0, 1, 3, 4, 7, 22]) {
+        // Rows in no particular order, as the pool leaves them.
+        const picked = Int32Array.from({ length: count }, (_, j) => (j * 5 + 2) % 22);
+        rows.toTaken(22, picked, count, out);
+        for (let j = 0; j < count; j++) {
+          const expected = dot(vectors[picked[j] as number] as Float32Array, vectors[22] as Float32Array);
+          assert.ok(Object.is(out[j], expected), `dim ${dim}, row ${picked[j]}: ${out[j]} against ${expected}`);
+          assert.ok(Object.is(rows.similarity(picked[j] as number, 22), expected));
+        }
+      }
     }
   });
 

@@ -62,6 +62,7 @@ export const openSqliteStores = (config: Config): OpenedSqliteStores => {
       ? qdrantVectorStore(config)
       : new HnswVectorStore(db, config.dataDir, {
           compactDeletedRatio: config.vectors.compactDeletedRatio,
+          splitKindsAt: config.vectors.splitKindsAt,
           maxResidentVectors: config.cache.hnswResidentVectors,
           maxResidentTenants: config.cache.hnswResidentTenants,
         });

@@ -15,6 +15,8 @@ export const SQLITE_DEFAULTS = { pageCacheMiB: 64, mmapMiB: 2047 } as const;
  * the reasons for these sizes are at DEFAULT_MAX_RESIDENT_VECTORS in the HNSW adapter).
  */
 export const HNSW_RESIDENCY_DEFAULTS = { vectors: 1_000_000, tenants: 1_000 } as const;
+/** Default of config vectors.splitKindsAt (HnswVectorStore's DEFAULT_SPLIT_KINDS_AT says why). */
+export const HNSW_SPLIT_KINDS_AT = 8192;
 
 const num = z.coerce.number();
 const port = num.int("must be a whole number").min(0, "must be 0 to 65535").max(65535, "must be 0 to 65535");
@@ -355,9 +357,16 @@ export const ConfigSchema = z.object({
     }),
   /**
    * The embedded HNSW vector index: a tenant's index is rebuilt without deleted points once they
-   * are this share of its points (erasure always rebuilds it; see docs/erasure.md).
+   * are this share of its points (erasure always rebuilds it; see docs/erasure.md); a tenant of at
+   * least splitKindsAt points when its index is built has one graph per kind, records and raw
+   * turns, so that a kind's search walks its own points only (vector-store.ts IndexParts).
    */
-  vectors: z.object({ compactDeletedRatio: num.gt(0).max(1).default(0.2) }).default({ compactDeletedRatio: 0.2 }),
+  vectors: z
+    .object({
+      compactDeletedRatio: num.gt(0).max(1).default(0.2),
+      splitKindsAt: num.int("must be a whole number").min(1).default(HNSW_SPLIT_KINDS_AT),
+    })
+    .default({ compactDeletedRatio: 0.2, splitKindsAt: HNSW_SPLIT_KINDS_AT }),
   /** Sleep-time consolidation: when it runs on its own, and how update candidates are chosen. */
   consolidation: z
     .object({
@@ -519,6 +528,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_HNSW_RESIDENT_VECTORS: ["cache", "hnswResidentVectors"],
   MEMORY_HNSW_RESIDENT_TENANTS: ["cache", "hnswResidentTenants"],
   MEMORY_HNSW_COMPACT_RATIO: ["vectors", "compactDeletedRatio"],
+  MEMORY_HNSW_SPLIT_KINDS_AT: ["vectors", "splitKindsAt"],
   MEMORY_CONSOLIDATION_WINDOW: ["consolidation", "window"],
   MEMORY_CONSOLIDATION_IDLE_MINUTES: ["consolidation", "idleMinutes"],
   MEMORY_CONSOLIDATION_MAX_LAG: ["consolidation", "maxInboxLag"],

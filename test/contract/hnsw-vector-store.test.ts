@@ -8,6 +8,7 @@ import {
   HnswVectorStore,
   type HnswVectorStoreOptions,
   hnswFileOf,
+  hnswKindFileOf,
 } from "../../services/core/adapters/hnsw/vector-store.ts";
 import { openSqlite, type SqliteDatabase } from "../../services/core/adapters/sqlite-db.ts";
 import type { VectorItem } from "../../services/core/ports.ts";
@@ -44,6 +45,14 @@ runVectorStoreContract("HnswVectorStore", hnswFixture());
 runVectorStoreContract(
   "HnswVectorStore, one resident tenant and a 1-vector cap",
   hnswFixture({ maxResidentVectors: 1, maxResidentTenants: 1 }),
+);
+
+// Every tenant split by kind from its first write, and every filtered search through the HNSW
+// graphs (no exact path): the same contract over one graph per kind.
+runVectorStoreContract("HnswVectorStore, a graph per kind", hnswFixture({ splitKindsAt: 1, bruteForceLimit: 1 }));
+runVectorStoreContract(
+  "HnswVectorStore, a graph per kind, one resident tenant and a 1-vector cap",
+  hnswFixture({ splitKindsAt: 1, bruteForceLimit: 1, maxResidentVectors: 1, maxResidentTenants: 1 }),
 );
 
 const items = (tenant: string, n: number, seed: number, offset = 0): VectorItem[] => {
@@ -298,6 +307,161 @@ describe("HnswVectorStore: deleted points leave the index file", () => {
       await store.purgeDeleted("t1");
       assert.ok(!existsSync(file));
       assert.throws(() => new HnswVectorStore(store.db, dir, { compactDeletedRatio: 0 }), /compactDeletedRatio/);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** Records and raw turns alternating: v0 a record, v1 a turn, … */
+const mixed = (tenant: string, n: number, seed: number): VectorItem[] =>
+  items(tenant, n, seed).map((item, i) => ({
+    ...item,
+    payload: { ...item.payload, kind: i % 2 === 0 ? ("record" as const) : ("turn" as const) },
+  }));
+
+const withSplit = (dir: string, splitKindsAt: number) => {
+  const db = openSqlite(dir);
+  // bruteForceLimit 1: every filtered search walks the graphs (no exact path).
+  const store = new HnswVectorStore(db, dir, { splitKindsAt, bruteForceLimit: 1 });
+  return {
+    db,
+    store,
+    close: async () => {
+      await store.close();
+      db.close();
+    },
+  };
+};
+
+describe("HnswVectorStore: one graph per kind for a large tenant", () => {
+  it("splits a tenant by the write that brings it to splitKindsAt, writes a file per kind and reads them back", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const data = mixed("t1", 60, 31);
+    const nearest = async (store: HnswVectorStore, i: number, kind?: "record" | "turn") =>
+      (await store.search("t1", (data[i] as VectorItem).vector, 3, kind ? { kind } : undefined)).map((h) => h.id);
+    try {
+      const a = withSplit(dir, 40);
+      await a.store.upsert("t1", data.slice(0, 30));
+      assert.equal(a.store.rebuilds, 0, "30 points: one graph");
+      await a.store.upsert("t1", data.slice(30));
+      assert.equal(a.store.rebuilds, 1, "60 points: a graph per kind, built once");
+      assert.equal((await nearest(a.store, 4, "record"))[0], "v4");
+      assert.equal((await nearest(a.store, 7, "turn"))[0], "v7");
+      assert.ok(
+        (await a.store.search("t1", (data[4] as VectorItem).vector, 30, { kind: "turn" })).every(
+          (h) => h.payload.kind === "turn",
+        ),
+      );
+      // A record's own vector, searched among turns, does not find the record.
+      assert.ok(!(await nearest(a.store, 4, "turn")).includes("v4"));
+      // Unfiltered: both graphs, merged by score.
+      assert.equal((await nearest(a.store, 9))[0], "v9");
+      assert.equal((await nearest(a.store, 10))[0], "v10");
+      await a.close();
+      assert.ok(existsSync(hnswKindFileOf(vectors, "t1", "record")));
+      assert.ok(existsSync(hnswKindFileOf(vectors, "t1", "turn")));
+      assert.ok(!existsSync(hnswFileOf(vectors, "t1")));
+
+      const b = withSplit(dir, 40);
+      assert.equal((await nearest(b.store, 13, "turn"))[0], "v13");
+      assert.equal(b.store.rebuilds, 0, "the kind files were current");
+      await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("reads a store's current one-graph files without a rebuild, splits at the tenant's next write, and goes back to one graph at a rebuild below the threshold", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const data = mixed("t1", 60, 34);
+    const first = async (store: HnswVectorStore, i: number, kind: "record" | "turn") =>
+      (await store.search("t1", (data[i] as VectorItem).vector, 1, { kind }))[0]?.id;
+    try {
+      const old = withSplit(dir, 1000);
+      await old.store.upsert("t1", data.slice(0, 59));
+      await old.close();
+      assert.ok(existsSync(hnswFileOf(vectors, "t1")));
+
+      const upgraded = withSplit(dir, 40);
+      assert.equal(await first(upgraded.store, 4, "record"), "v4");
+      assert.equal(upgraded.store.rebuilds, 0, "no rebuild on a read's path");
+      await upgraded.store.upsert("t1", data.slice(59));
+      assert.equal(upgraded.store.rebuilds, 1, "split at the write");
+      assert.equal(await first(upgraded.store, 59, "turn"), "v59");
+      await upgraded.close();
+      assert.ok(existsSync(hnswKindFileOf(vectors, "t1", "turn")));
+      assert.ok(!existsSync(hnswFileOf(vectors, "t1")), "the one-graph file is replaced");
+
+      // A write, then a crash: the files are stale and the rebuild goes by size (below 1000: one graph).
+      const crashed = withSplit(dir, 1000);
+      await crashed.store.upsert("t1", [{ ...(data[0] as VectorItem), id: "extra" }]);
+      crashed.db.close();
+      const rebuilt = withSplit(dir, 1000);
+      assert.equal(await first(rebuilt.store, 7, "turn"), "v7");
+      assert.equal(rebuilt.store.rebuilds, 1);
+      await rebuilt.close();
+      assert.ok(existsSync(hnswFileOf(vectors, "t1")));
+      assert.ok(!existsSync(hnswKindFileOf(vectors, "t1", "record")));
+      assert.ok(!existsSync(hnswKindFileOf(vectors, "t1", "turn")));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("zeroes deleted points in the kind files on purgeDeleted, and removes both files when no point is left", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const { db, store, close } = withSplit(dir, 1);
+    try {
+      const data = mixed("t1", 100, 32);
+      await store.upsert("t1", data);
+      await store.flush();
+      const gone = ["v3", "v50", "v97"];
+      const kept = ["v0", "v51"];
+      const fileOf = (id: string) => hnswKindFileOf(vectors, "t1", Number(id.slice(1)) % 2 === 0 ? "record" : "turn");
+      const bytesOf = (ids: string[]) =>
+        ids.map((id) => pointsInFile(fileOf(id), labelsOf(db, "t1", [id]))[0] as Buffer);
+      const goneBytes = bytesOf(gone);
+      const keptBytes = bytesOf(kept);
+      await store.delete("t1", gone);
+      await store.purgeDeleted("t1");
+      for (const [i, id] of gone.entries())
+        assert.ok(!readFileSync(fileOf(id)).includes(goneBytes[i] as Buffer), `${id} is gone`);
+      for (const [i, id] of kept.entries())
+        assert.ok(readFileSync(fileOf(id)).includes(keptBytes[i] as Buffer), `${id} is kept`);
+      for (const item of data.filter((i) => !gone.includes(i.id))) {
+        const [hit] = await store.search("t1", item.vector, 1, { kind: item.payload.kind });
+        assert.equal(hit?.id, item.id);
+      }
+      await store.deleteConversation("t1", "c");
+      await store.purgeDeleted("t1");
+      assert.deepEqual(
+        readdirSync(vectors).filter((f) => f.endsWith(".hnsw")),
+        [],
+      );
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("searches a point under its new kind after an upsert changes it", async () => {
+    const dir = tempDir();
+    const { store, close } = withSplit(dir, 1);
+    try {
+      const data = mixed("t1", 20, 33);
+      await store.upsert("t1", data);
+      const v2 = data[2] as VectorItem;
+      await store.upsert("t1", [{ ...v2, payload: { ...v2.payload, kind: "turn" } }]);
+      const asTurn = await store.search("t1", v2.vector, 1, { kind: "turn" });
+      assert.equal(asTurn[0]?.id, "v2");
+      assert.equal(asTurn[0]?.payload.kind, "turn");
+      assert.ok(!(await store.search("t1", v2.vector, 20, { kind: "record" })).some((h) => h.id === "v2"));
+      assert.equal(await store.count("t1"), 20);
     } finally {
       await close();
       rmSync(dir, { recursive: true, force: true });

@@ -17,3 +17,16 @@ describe("config: HNSW compaction ratio", () => {
     }
   });
 });
+
+describe("config: HNSW graph per kind", () => {
+  it("defaults to 8192 points and reads MEMORY_HNSW_SPLIT_KINDS_AT", () => {
+    assert.equal(loadConfig({}, env({})).vectors.splitKindsAt, 8192);
+    assert.equal(loadConfig({}, env({ MEMORY_HNSW_SPLIT_KINDS_AT: "100" })).vectors.splitKindsAt, 100);
+  });
+
+  it("rejects a size below 1 or not whole, naming the field", () => {
+    for (const bad of ["0", "2.5", "x"]) {
+      assert.throws(() => loadConfig({}, env({ MEMORY_HNSW_SPLIT_KINDS_AT: bad })), /vectors\.splitKindsAt/);
+    }
+  });
+});

@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import hnswlib, { type HierarchicalNSW } from "hnswlib-node";
-import { HNSW_RESIDENCY_DEFAULTS } from "../../config.ts";
-import type { VectorFilter, VectorHit, VectorItem, VectorPayload, VectorStore } from "../../ports.ts";
+import { HNSW_RESIDENCY_DEFAULTS, HNSW_SPLIT_KINDS_AT } from "../../config.ts";
+import type { VectorFilter, VectorHit, VectorItem, VectorKind, VectorPayload, VectorStore } from "../../ports.ts";
 import { compileFilter } from "../../vector-filter.ts";
 import { migrate, openSqlite, type SqliteDatabase } from "../sqlite-db.ts";
 import { VECTOR_MIGRATIONS } from "./schema.ts";
@@ -44,7 +44,33 @@ export interface HnswVectorStoreOptions {
   maxResidentVectors?: number;
   /** At most this many tenant indexes in memory (default DEFAULT_MAX_RESIDENT_TENANTS), as above. */
   maxResidentTenants?: number;
+  /**
+   * A tenant holding at least this many points when its index is built (loaded, rebuilt or
+   * compacted) gets one HNSW graph per kind, records and raw turns, instead of one for both
+   * (default DEFAULT_SPLIT_KINDS_AT). See IndexParts.
+   */
+  splitKindsAt?: number;
 }
+
+/**
+ * Default of HnswVectorStoreOptions.splitKindsAt. Every tenant-wide query searches records and raw
+ * turns apart; in one graph of both, a kind's search walks past the other kind's points until it
+ * has enough of its own: on a 100K-record store (tenants of ~19K points, half of each kind) 0.51 ms
+ * a search against 0.13 ms in a graph of the kind alone (docs/benchmarks.md). A graph costs ~2.5 MiB
+ * however small (hnswlib's label locks, see DEFAULT_MAX_RESIDENT_VECTORS), so small tenants keep
+ * one: below ~4K points a kind's search is exact anyway (bruteForceLimit), and at 8K a second
+ * graph adds about 8% to the tenant's memory.
+ */
+export const DEFAULT_SPLIT_KINDS_AT: number = HNSW_SPLIT_KINDS_AT;
+
+/**
+ * ef of a search of one kind in its own graph, times k. The filtered walk in one graph of both
+ * kinds (ef 2k) goes on past the other kind's points until it holds 2k of its own, so it explores
+ * more than its ef says; in the kind's graph ef 2k gave recall@40 0.960-0.976 against that walk's
+ * 0.972-0.991, 3k 0.977-0.988, 4k 0.992-0.997 at 0.31-0.38 ms a search against ~0.5 ms (the
+ * 100K-record scale store, two tenants, both kinds; docs/benchmarks.md). 4k: never below before.
+ */
+const KIND_GRAPH_EF_FACTOR = 4;
 
 /**
  * A filter whose candidate list (VectorBlock.source) holds at most this many times bruteForceLimit
@@ -81,8 +107,28 @@ interface Entry {
   payload: VectorPayload;
 }
 
+const KINDS: readonly VectorKind[] = ["record", "turn"];
+
+/**
+ * A tenant's HNSW graphs: one of every point, or (a tenant of at least splitKindsAt points) one per
+ * kind, each holding the labels of its kind only. A tenant is split by the write that brings it to
+ * splitKindsAt (its graphs built again from SQLite, once), and its layout is chosen by its size
+ * whenever its graphs are built anyway (a rebuild, a compaction). A load reads the files of
+ * either layout when they are current, so a store written before the split keeps one graph per
+ * tenant until that tenant's next write: no rebuild on a query's path.
+ */
+type IndexParts = { split: false; all: HierarchicalNSW } | { split: true; byKind: Record<VectorKind, HierarchicalNSW> };
+
+const graphsOf = (p: IndexParts): HierarchicalNSW[] => (p.split ? KINDS.map((k) => p.byKind[k]) : [p.all]);
+
+/** The graph that holds (or would hold) points of a kind. */
+const graphOf = (p: IndexParts, kind: VectorKind): HierarchicalNSW => (p.split ? p.byKind[kind] : p.all);
+
+/** Points the graphs hold, deleted ones included (they hold memory until their slot is reused). */
+const heldPoints = (p: IndexParts): number => graphsOf(p).reduce((n, g) => n + g.getCurrentCount(), 0);
+
 interface TenantIndex {
-  index: HierarchicalNSW;
+  parts: IndexParts;
   /** Live labels -> id and payload (the filter callback's lookup). */
   entries: Map<number, Entry>;
   labels: Map<string, number>;
@@ -107,7 +153,13 @@ interface TenantRow {
 
 /** The index file of a tenant in a store's `vectors` folder (the tenant name never appears on disk). */
 export const hnswFileOf = (vectorsDir: string, tenant: string): string =>
-  join(vectorsDir, `${createHash("sha256").update(tenant).digest("hex").slice(0, 32)}.hnsw`);
+  join(vectorsDir, `${tenantFileStem(tenant)}.hnsw`);
+
+/** The index file of one kind's graph of a tenant whose points are split by kind (IndexParts). */
+export const hnswKindFileOf = (vectorsDir: string, tenant: string, kind: VectorKind): string =>
+  join(vectorsDir, `${tenantFileStem(tenant)}.${kind}.hnsw`);
+
+const tenantFileStem = (tenant: string): string => createHash("sha256").update(tenant).digest("hex").slice(0, 32);
 
 const toBlob = (v: Float32Array): Buffer => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 
@@ -146,7 +198,7 @@ const copyPayload = (payload: VectorPayload): VectorPayload => copyData(payload)
 
 /** Share of an index's points that are marked deleted (hnswlib counts them until a slot is reused). */
 const deletedShare = (t: TenantIndex): number => {
-  const held = t.index.getCurrentCount();
+  const held = heldPoints(t.parts);
   return held === 0 ? 0 : (held - t.entries.size) / held;
 };
 
@@ -172,10 +224,12 @@ const unitQuery = (v: Float32Array): Float64Array => {
 
 /**
  * VectorStore over hnswlib-node: one HNSW index (cosine space; score = cosine similarity) per
- * tenant, so a search can only ever touch that tenant's index.
+ * tenant, so a search can only ever touch that tenant's index; a large tenant's index is one graph
+ * per kind (IndexParts).
  *
  * Durability: the `vectors` table in SQLite (shared `memory.db`) is the source of truth (id, label,
- * payload, vector). Index files `<dataDir>/vectors/<sha256(tenant)[:32]>.hnsw` are a cache written
+ * payload, vector). Index files `<dataDir>/vectors/<sha256(tenant)[:32]>.hnsw` (a tenant split by
+ * kind: `….record.hnsw` and `….turn.hnsw`) are a cache written
  * on flush()/close() (write to a temp file, then rename). On first use of a tenant after a start the
  * file is read only if it was written at the tenant's current write version and it holds every label
  * of the table; otherwise (missing, stale after a crash, count mismatch, unreadable) the index is
@@ -227,11 +281,12 @@ export class HnswVectorStore implements VectorStore {
       compactDeletedRatio: options.compactDeletedRatio ?? DEFAULT_COMPACT_DELETED_RATIO,
       maxResidentVectors: options.maxResidentVectors ?? DEFAULT_MAX_RESIDENT_VECTORS,
       maxResidentTenants: options.maxResidentTenants ?? DEFAULT_MAX_RESIDENT_TENANTS,
+      splitKindsAt: options.splitKindsAt ?? DEFAULT_SPLIT_KINDS_AT,
     };
     if (!(this.opts.compactDeletedRatio > 0 && this.opts.compactDeletedRatio <= 1)) {
       throw new Error(`HnswVectorStore: compactDeletedRatio must be in (0, 1], got ${this.opts.compactDeletedRatio}`);
     }
-    for (const cap of ["maxResidentVectors", "maxResidentTenants"] as const) {
+    for (const cap of ["maxResidentVectors", "maxResidentTenants", "splitKindsAt"] as const) {
       const v = this.opts[cap];
       if (!(Number.isInteger(v) && v >= 1))
         throw new Error(`HnswVectorStore: ${cap} must be a whole number >= 1, got ${v}`);
@@ -270,6 +325,18 @@ export class HnswVectorStore implements VectorStore {
     return hnswFileOf(this.dir, tenant);
   }
 
+  /** The files of a layout's graphs, by kind ("all": the one graph of every point). */
+  private filesOf(tenant: string, split: boolean): Map<VectorKind | "all", string> {
+    return split
+      ? new Map(KINDS.map((k) => [k, hnswKindFileOf(this.dir, tenant, k)]))
+      : new Map([["all", this.fileOf(tenant)]]);
+  }
+
+  /** Every index file a tenant may have, of either layout. */
+  private allFilesOf(tenant: string): string[] {
+    return [...this.filesOf(tenant, false).values(), ...this.filesOf(tenant, true).values()];
+  }
+
   private ensureDimension(n: number): number {
     if (this.dim === n) return n;
     if (this.dim !== undefined) {
@@ -281,7 +348,7 @@ export class HnswVectorStore implements VectorStore {
         );
       }
       for (const t of this.indexes.values()) {
-        t.index = this.newIndex(n, this.opts.initialCapacity);
+        t.parts = { split: false, all: this.newIndex(n, this.opts.initialCapacity) };
         t.block = new VectorBlock(n);
         this.weigh(t);
       }
@@ -335,7 +402,7 @@ export class HnswVectorStore implements VectorStore {
 
   /** Brings residentVectors up to date with the points the tenant's index holds now. */
   private weigh(t: TenantIndex): void {
-    const now = t.index.getCurrentCount();
+    const now = heldPoints(t.parts);
     this.residentVectors += now - t.weight;
     t.weight = now;
   }
@@ -372,7 +439,7 @@ export class HnswVectorStore implements VectorStore {
           } catch {
             // Not written: its file stays behind the tenant's write version, so the next load
             // rebuilds the index from SQLite (the truth) instead of reading the file.
-            rmSync(`${this.fileOf(tenant)}.tmp`, { force: true });
+            for (const file of this.allFilesOf(tenant)) rmSync(`${file}.tmp`, { force: true });
           }
         }
       }
@@ -424,12 +491,18 @@ export class HnswVectorStore implements VectorStore {
       fill.put(r.label, v, payload);
     }
     fill.done();
-    const index = this.readFile(tenant, entries) ?? this.rebuildFromTable(tenant, entries.size);
+    // The files of either layout when current: a tenant whose size now calls for the other layout
+    // changes at its next write or rebuild, not on a read's path (see IndexParts).
+    const split = entries.size >= this.opts.splitKindsAt;
+    const built =
+      this.readFiles(tenant, entries, split) ??
+      this.readFiles(tenant, entries, !split) ??
+      this.rebuildFromTable(tenant, entries, split);
     const t: TenantIndex = {
-      index: index.index,
+      parts: built.parts,
       entries,
       labels,
-      dirty: index.dirty,
+      dirty: built.dirty,
       scrubbed: new Set(),
       block,
       weight: 0,
@@ -442,23 +515,54 @@ export class HnswVectorStore implements VectorStore {
     return t;
   }
 
-  private readFile(
+  /** The layout's graphs from their files when they reflect the tenant's current write version and hold every live point. */
+  private readFiles(
     tenant: string,
-    entries: Map<number, Entry>,
-  ): { index: HierarchicalNSW; dirty: boolean } | undefined {
-    const file = this.fileOf(tenant);
+    entries: ReadonlyMap<number, Entry>,
+    split: boolean,
+  ): { parts: IndexParts; dirty: boolean } | undefined {
     const meta = this.tenantRow(tenant);
-    if (!meta || meta.version !== meta.flushed_version || !existsSync(file) || this.dim === undefined) return undefined;
+    if (!meta || meta.version !== meta.flushed_version || this.dim === undefined) return undefined;
+    const files = this.filesOf(tenant, split);
+    if (!split) {
+      const all = this.readGraph(files.get("all") as string, entries, undefined);
+      return all ? { parts: { split: false, all }, dirty: false } : undefined;
+    }
+    const record = this.readGraph(files.get("record") as string, entries, "record");
+    const turn = record && this.readGraph(files.get("turn") as string, entries, "turn");
+    return record && turn ? { parts: { split: true, byKind: { record, turn } }, dirty: false } : undefined;
+  }
+
+  /**
+   * One graph from its file, holding exactly the live points of `kind` (every kind: undefined);
+   * points the file holds that are no longer live are marked deleted. Undefined when missing,
+   * unreadable or short of a live point.
+   */
+  private readGraph(
+    file: string,
+    entries: ReadonlyMap<number, Entry>,
+    kind: VectorKind | undefined,
+  ): HierarchicalNSW | undefined {
+    if (!existsSync(file) || this.dim === undefined) return undefined;
     try {
       const index = new hnswlib.HierarchicalNSW("cosine", this.dim);
       index.readIndexSync(file, true);
       if (index.getNumDimensions() !== this.dim) return undefined;
       const ids = index.getIdsList();
       const inFile = new Set(ids);
-      for (const label of entries.keys()) if (!inFile.has(label)) return undefined;
+      const live = (label: number): boolean => {
+        const e = entries.get(label);
+        return e !== undefined && (kind === undefined || e.payload.kind === kind);
+      };
+      let expected = 0;
+      for (const [label, e] of entries) {
+        if (kind !== undefined && e.payload.kind !== kind) continue;
+        if (!inFile.has(label)) return undefined;
+        expected++;
+      }
       let stale = 0;
       for (const label of ids) {
-        if (entries.has(label)) continue;
+        if (live(label)) continue;
         stale++;
         try {
           index.markDelete(label);
@@ -466,25 +570,50 @@ export class HnswVectorStore implements VectorStore {
           // already marked deleted in the file
         }
       }
-      if (ids.length - stale !== entries.size) return undefined;
-      return { index, dirty: false };
+      if (ids.length - stale !== expected) return undefined;
+      return index;
     } catch {
       return undefined;
     }
   }
 
-  private rebuildFromTable(tenant: string, count: number): { index: HierarchicalNSW; dirty: boolean } {
+  private rebuildFromTable(
+    tenant: string,
+    entries: ReadonlyMap<number, Entry>,
+    split: boolean,
+  ): { parts: IndexParts; dirty: boolean } {
     this.rebuilds++;
-    return { index: this.buildFromTable(tenant, count), dirty: true };
+    return { parts: this.buildParts(tenant, entries, split), dirty: true };
   }
 
-  /** A fresh index holding the tenant's rows of the `vectors` table. */
-  private buildFromTable(tenant: string, count: number): HierarchicalNSW {
+  /** Fresh graphs of the tenant's rows of the `vectors` table, in the layout asked. */
+  private buildParts(tenant: string, entries: ReadonlyMap<number, Entry>, split: boolean): IndexParts {
+    if (!split) return { split: false, all: this.buildFromTable(tenant, entries.size) };
+    const counts: Record<VectorKind, number> = { record: 0, turn: 0 };
+    for (const e of entries.values()) counts[e.payload.kind]++;
+    return {
+      split: true,
+      byKind: {
+        record: this.buildFromTable(tenant, counts.record, "record"),
+        turn: this.buildFromTable(tenant, counts.turn, "turn"),
+      },
+    };
+  }
+
+  /** A fresh graph holding the tenant's rows of the `vectors` table (of one kind, when given). */
+  private buildFromTable(tenant: string, count: number, kind?: VectorKind): HierarchicalNSW {
     const dim = this.dim as number;
     const index = this.newIndex(dim, Math.max(this.opts.initialCapacity, Math.ceil(count * 1.25)));
-    const rows = this.db
-      .prepare<[string], { label: number; vector: Buffer }>("SELECT label, vector FROM vectors WHERE tenant = ?")
-      .iterate(tenant);
+    const rows =
+      kind === undefined
+        ? this.db
+            .prepare<[string], { label: number; vector: Buffer }>("SELECT label, vector FROM vectors WHERE tenant = ?")
+            .iterate(tenant)
+        : this.db
+            .prepare<[string, string], { label: number; vector: Buffer }>(
+              "SELECT label, vector FROM vectors WHERE tenant = ? AND kind = ?",
+            )
+            .iterate(tenant, kind);
     for (const r of rows) {
       const v = vectorOfBlob(r.vector);
       if (v.length !== dim)
@@ -562,8 +691,31 @@ export class HnswVectorStore implements VectorStore {
     // SQLite holds the truth now; bring the in-memory index up to date (or drop it, so that it is rebuilt).
     // The growth may push other tenants out (never this one: it is held).
     this.makeRoom(tenant, planned.length);
+    // A point that changes kind in a tenant split by kind would move between graphs: rare (ids of
+    // records and of raw turns differ), so the tenant's graphs are rebuilt from SQLite, which has
+    // the truth, at their next use.
+    if (
+      existing?.parts.split &&
+      planned.some(({ label, item }) => {
+        const kind = existing.entries.get(label)?.payload.kind;
+        return kind !== undefined && kind !== item.payload.kind;
+      })
+    ) {
+      this.forget(tenant);
+      return;
+    }
     const t: TenantIndex = existing ?? {
-      index: this.newIndex(dim, this.opts.initialCapacity),
+      // A new tenant's layout by what its first write brings.
+      parts:
+        planned.length >= this.opts.splitKindsAt
+          ? {
+              split: true,
+              byKind: {
+                record: this.newIndex(dim, this.opts.initialCapacity),
+                turn: this.newIndex(dim, this.opts.initialCapacity),
+              },
+            }
+          : { split: false, all: this.newIndex(dim, this.opts.initialCapacity) },
       entries: new Map(),
       labels: new Map(),
       dirty: true,
@@ -573,15 +725,26 @@ export class HnswVectorStore implements VectorStore {
     };
     this.indexes.set(tenant, t);
     try {
-      const needed = t.index.getCurrentCount() + planned.length;
-      if (needed > t.index.getMaxElements()) t.index.resizeIndex(Math.max(needed, t.index.getMaxElements() * 2));
+      for (const graph of graphsOf(t.parts)) {
+        const incoming = planned.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length;
+        const needed = graph.getCurrentCount() + incoming;
+        if (needed > graph.getMaxElements()) graph.resizeIndex(Math.max(needed, graph.getMaxElements() * 2));
+      }
       for (const { label, item } of planned) {
-        if (t.entries.has(label)) t.index.addPoint(Array.from(item.vector), label);
-        else t.index.addPoint(Array.from(item.vector), label, true);
+        const graph = graphOf(t.parts, item.payload.kind);
+        if (t.entries.has(label)) graph.addPoint(Array.from(item.vector), label);
+        else graph.addPoint(Array.from(item.vector), label, true);
         const payload = structuredClone(item.payload);
         t.entries.set(label, { id: item.id, payload });
         t.labels.set(item.id, label);
         t.block.put(label, item.vector, payload);
+      }
+      // Grown to splitKindsAt: the graph per kind from now on, built once from SQLite (as a
+      // compaction is), on this write's path rather than a later read's.
+      if (!t.parts.split && t.entries.size >= this.opts.splitKindsAt) {
+        t.parts = this.buildParts(tenant, t.entries, true);
+        t.scrubbed.clear();
+        this.rebuilds++;
       }
       t.dirty = true;
       this.weigh(t);
@@ -611,10 +774,7 @@ export class HnswVectorStore implements VectorStore {
     const predicate = compileFilter(filter);
     let found: { label: number; score: number }[];
     if (!predicate) {
-      const kk = Math.min(limit, t.entries.size);
-      t.index.setEf(Math.max(this.opts.efSearch, kk));
-      const r = t.index.searchKnn(Array.from(query), kk);
-      found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
+      found = this.searchGraphs(t, undefined, query, limit, undefined, 1);
     } else {
       // The filter's candidates (VectorBlock.source: its smallest posting list) bound what it
       // admits without visiting the rest of the tenant; past the exact limit the HNSW walk checks
@@ -635,9 +795,12 @@ export class HnswVectorStore implements VectorStore {
               return p !== undefined && predicate(p);
             };
         const kk = Math.min(limit, slots ? slots.length : source.bound);
-        t.index.setEf(Math.max(this.opts.efSearch, kk * 2));
-        const r = t.index.searchKnn(Array.from(query), kk, allowed);
-        found = r.neighbors.map((label, i) => ({ label, score: 1 - (r.distances[i] as number) }));
+        // In a kind's own graph a filter of the kind alone needs no check per visited point.
+        const kindOnly = filter?.kind !== undefined && compileFilter({ ...filter, kind: undefined }) === undefined;
+        found =
+          t.parts.split && filter?.kind !== undefined && kindOnly
+            ? this.searchGraphs(t, filter.kind, query, kk, undefined, KIND_GRAPH_EF_FACTOR)
+            : this.searchGraphs(t, filter?.kind, query, kk, allowed, 2);
       }
     }
     const hits: VectorHit[] = [];
@@ -647,6 +810,36 @@ export class HnswVectorStore implements VectorStore {
     }
     hits.sort((a, b) => b.score - a.score);
     return hits;
+  }
+
+  /**
+   * The best `limit` points of the graphs holding `kind` (every graph: undefined), each searched
+   * with ef = max(efSearch, efFactor × its k), `allowed` checked per visited point when given; the
+   * lists of two graphs merged by score. A graph is asked for no more points than it holds live.
+   */
+  private searchGraphs(
+    t: TenantIndex,
+    kind: VectorKind | undefined,
+    query: Float64Array,
+    limit: number,
+    allowed: ((label: number) => boolean) | undefined,
+    efFactor: number,
+  ): { label: number; score: number }[] {
+    const graphs = kind === undefined || !t.parts.split ? graphsOf(t.parts) : [graphOf(t.parts, kind)];
+    const point = Array.from(query);
+    const found: { label: number; score: number }[] = [];
+    for (const graph of graphs) {
+      const live = !t.parts.split
+        ? t.entries.size
+        : t.block.source({ kind: kind ?? (graph === t.parts.byKind.record ? "record" : "turn") }).bound;
+      const kk = Math.min(limit, live);
+      if (kk <= 0) continue;
+      graph.setEf(Math.max(this.opts.efSearch, kk * efFactor));
+      const r = allowed ? graph.searchKnn(point, kk, allowed) : graph.searchKnn(point, kk);
+      for (const [i, label] of r.neighbors.entries()) found.push({ label, score: 1 - (r.distances[i] as number) });
+    }
+    if (graphs.length === 1) return found;
+    return found.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, limit);
   }
 
   /** Items in the order asked (first occurrence), from SQLite; unknown ids are skipped. */
@@ -741,7 +934,7 @@ export class HnswVectorStore implements VectorStore {
       for (const label of removed) {
         const e = t.entries.get(label);
         if (!e) continue;
-        t.index.markDelete(label);
+        graphOf(t.parts, e.payload.kind).markDelete(label);
         t.entries.delete(label);
         t.labels.delete(e.id);
         t.block.remove(label);
@@ -760,7 +953,7 @@ export class HnswVectorStore implements VectorStore {
    */
   private compact(tenant: string, t: TenantIndex): void {
     const started = performance.now();
-    t.index = this.buildFromTable(tenant, t.entries.size);
+    t.parts = this.buildParts(tenant, t.entries, t.entries.size >= this.opts.splitKindsAt);
     t.scrubbed.clear();
     t.dirty = true;
     this.weigh(t);
@@ -777,14 +970,15 @@ export class HnswVectorStore implements VectorStore {
   private scrubDeleted(t: TenantIndex): void {
     const started = performance.now();
     const zeros = new Array<number>(this.dim as number).fill(0);
-    for (const label of t.index.getIdsList()) {
-      if (t.entries.has(label) || t.scrubbed.has(label)) continue;
-      t.index.unmarkDelete(label);
-      t.index.addPoint(zeros, label);
-      t.index.markDelete(label);
-      t.scrubbed.add(label);
-      t.dirty = true;
-    }
+    for (const graph of graphsOf(t.parts))
+      for (const label of graph.getIdsList()) {
+        if (t.entries.has(label) || t.scrubbed.has(label)) continue;
+        graph.unmarkDelete(label);
+        graph.addPoint(zeros, label);
+        graph.markDelete(label);
+        t.scrubbed.add(label);
+        t.dirty = true;
+      }
     this.scrubs.count++;
     this.scrubs.ms += performance.now() - started;
   }
@@ -804,7 +998,7 @@ export class HnswVectorStore implements VectorStore {
     const t = this.load(tenant);
     if (!t || t.entries.size === 0) {
       this.forget(tenant);
-      rmSync(this.fileOf(tenant), { force: true });
+      for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
       return;
     }
     try {
@@ -848,7 +1042,7 @@ export class HnswVectorStore implements VectorStore {
       this.db.prepare("DELETE FROM vector_tenants WHERE tenant = ?").run(tenant);
     })();
     this.forget(tenant);
-    rmSync(this.fileOf(tenant), { force: true });
+    for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
   }
 
   async count(tenant: string): Promise<number> {
@@ -879,11 +1073,15 @@ export class HnswVectorStore implements VectorStore {
    */
   private writeIndex(tenant: string, t: TenantIndex, version: number): void {
     mkdirSync(this.dir, { recursive: true });
-    const file = this.fileOf(tenant);
-    const tmp = `${file}.tmp`;
+    const files = this.filesOf(tenant, t.parts.split);
     // Synchronous: nothing can change the index while it is written.
-    t.index.writeIndexSync(tmp);
-    renameSync(tmp, file);
+    for (const [kind, file] of files) {
+      const graph = kind === "all" ? graphsOf(t.parts)[0] : graphOf(t.parts, kind);
+      (graph as HierarchicalNSW).writeIndexSync(`${file}.tmp`);
+    }
+    for (const file of files.values()) renameSync(`${file}.tmp`, file);
+    // The other layout's files are left from before the tenant's graphs were built again.
+    for (const file of this.allFilesOf(tenant)) if (![...files.values()].includes(file)) rmSync(file, { force: true });
     this.db.prepare("UPDATE vector_tenants SET flushed_version = ? WHERE tenant = ?").run(version, tenant);
     t.dirty = false;
   }

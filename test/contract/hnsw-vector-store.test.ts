@@ -449,6 +449,85 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     }
   });
 
+  it("keeps an id given twice in one write, with two kinds, in the last kind's graph only", async () => {
+    const dir = tempDir();
+    const { store, close } = withSplit(dir, 1);
+    try {
+      const data = mixed("t1", 10, 35);
+      const dup = data[0] as VectorItem;
+      await store.upsert("t1", [...data, { ...dup, payload: { ...dup.payload, kind: "turn" } }]);
+      assert.ok(!(await store.search("t1", dup.vector, 10, { kind: "record" })).some((h) => h.id === dup.id));
+      assert.equal((await store.search("t1", dup.vector, 1, { kind: "turn" }))[0]?.id, dup.id);
+      await store.delete("t1", [dup.id]);
+      await store.flush();
+      await store.purgeDeleted("t1");
+      // v2, v4, v6 and v8: the records left once v0 became a turn.
+      assert.equal((await store.search("t1", dup.vector, 20, { kind: "record" })).length, 4);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("compacts a split tenant into a graph per kind until it is below half the threshold", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const db = openSqlite(dir);
+    const store = new HnswVectorStore(db, dir, { splitKindsAt: 40, bruteForceLimit: 1, compactDeletedRatio: 0.2 });
+    const layout = () => [existsSync(hnswFileOf(vectors, "t1")), existsSync(hnswKindFileOf(vectors, "t1", "record"))];
+    try {
+      const data = mixed("t1", 60, 36);
+      await store.upsert("t1", data);
+      await store.delete(
+        "t1",
+        data.slice(0, 15).map((i) => i.id),
+      );
+      assert.equal(store.compactions.count, 1);
+      await store.flush();
+      assert.deepEqual(layout(), [false, true], "45 points, at least 20: still a graph per kind");
+      await store.delete(
+        "t1",
+        data.slice(15, 30).map((i) => i.id),
+      );
+      assert.equal(store.compactions.count, 2);
+      await store.flush();
+      assert.deepEqual(layout(), [false, true], "30 points, below 40 but not below 20: still a graph per kind");
+      await store.delete(
+        "t1",
+        data.slice(30, 42).map((i) => i.id),
+      );
+      assert.equal(store.compactions.count, 3);
+      await store.flush();
+      assert.deepEqual(layout(), [true, false], "18 points: one graph");
+      const kept = data[50] as VectorItem;
+      assert.equal((await store.search("t1", kept.vector, 1, { kind: kept.payload.kind }))[0]?.id, kept.id);
+    } finally {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("removes a leftover file of the other layout on purgeDeleted", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const { store, close } = withSplit(dir, 1);
+    try {
+      const data = mixed("t1", 20, 37);
+      await store.upsert("t1", data);
+      await store.flush();
+      // As a crash between writing one layout and removing the other would leave it.
+      writeFileSync(hnswFileOf(vectors, "t1"), "left over");
+      // Nothing changed since the flush: the purge writes no file, and still removes that one.
+      await store.purgeDeleted("t1");
+      assert.ok(!existsSync(hnswFileOf(vectors, "t1")));
+      assert.ok(existsSync(hnswKindFileOf(vectors, "t1", "turn")));
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("searches a point under its new kind after an upsert changes it", async () => {
     const dir = tempDir();
     const { store, close } = withSplit(dir, 1);

@@ -691,12 +691,15 @@ export class HnswVectorStore implements VectorStore {
     // SQLite holds the truth now; bring the in-memory index up to date (or drop it, so that it is rebuilt).
     // The growth may push other tenants out (never this one: it is held).
     this.makeRoom(tenant, planned.length);
+    // One entry per label, the last written (SQLite holds the last too): an id given twice in a
+    // batch with two kinds would otherwise be added to both graphs of a split tenant.
+    const applied = [...new Map(planned.map((p) => [p.label, p])).values()];
     // A point that changes kind in a tenant split by kind would move between graphs: rare (ids of
     // records and of raw turns differ), so the tenant's graphs are rebuilt from SQLite, which has
     // the truth, at their next use.
     if (
       existing?.parts.split &&
-      planned.some(({ label, item }) => {
+      applied.some(({ label, item }) => {
         const kind = existing.entries.get(label)?.payload.kind;
         return kind !== undefined && kind !== item.payload.kind;
       })
@@ -707,7 +710,7 @@ export class HnswVectorStore implements VectorStore {
     const t: TenantIndex = existing ?? {
       // A new tenant's layout by what its first write brings.
       parts:
-        planned.length >= this.opts.splitKindsAt
+        applied.length >= this.opts.splitKindsAt
           ? {
               split: true,
               byKind: {
@@ -725,23 +728,28 @@ export class HnswVectorStore implements VectorStore {
     };
     this.indexes.set(tenant, t);
     try {
-      for (const graph of graphsOf(t.parts)) {
-        const incoming = planned.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length;
-        const needed = graph.getCurrentCount() + incoming;
-        if (needed > graph.getMaxElements()) graph.resizeIndex(Math.max(needed, graph.getMaxElements() * 2));
-      }
-      for (const { label, item } of planned) {
-        const graph = graphOf(t.parts, item.payload.kind);
-        if (t.entries.has(label)) graph.addPoint(Array.from(item.vector), label);
-        else graph.addPoint(Array.from(item.vector), label, true);
+      // Grown to splitKindsAt by this write: the graph per kind from now on, built once from SQLite
+      // (as a compaction is) after the batch, which the one graph is not given first.
+      const fresh = applied.filter(({ label }) => !t.entries.has(label)).length;
+      const splitting = !t.parts.split && t.entries.size + fresh >= this.opts.splitKindsAt;
+      if (!splitting)
+        for (const graph of graphsOf(t.parts)) {
+          const incoming = applied.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length;
+          const needed = graph.getCurrentCount() + incoming;
+          if (needed > graph.getMaxElements()) graph.resizeIndex(Math.max(needed, graph.getMaxElements() * 2));
+        }
+      for (const { label, item } of applied) {
+        if (!splitting) {
+          const graph = graphOf(t.parts, item.payload.kind);
+          if (t.entries.has(label)) graph.addPoint(Array.from(item.vector), label);
+          else graph.addPoint(Array.from(item.vector), label, true);
+        }
         const payload = structuredClone(item.payload);
         t.entries.set(label, { id: item.id, payload });
         t.labels.set(item.id, label);
         t.block.put(label, item.vector, payload);
       }
-      // Grown to splitKindsAt: the graph per kind from now on, built once from SQLite (as a
-      // compaction is), on this write's path rather than a later read's.
-      if (!t.parts.split && t.entries.size >= this.opts.splitKindsAt) {
+      if (splitting) {
         t.parts = this.buildParts(tenant, t.entries, true);
         t.scrubbed.clear();
         this.rebuilds++;
@@ -800,7 +808,7 @@ export class HnswVectorStore implements VectorStore {
         found =
           t.parts.split && filter?.kind !== undefined && kindOnly
             ? this.searchGraphs(t, filter.kind, query, kk, undefined, KIND_GRAPH_EF_FACTOR)
-            : this.searchGraphs(t, filter?.kind, query, kk, allowed, 2);
+            : this.searchGraphs(t, filter?.kind, query, kk, allowed, 2, slots && this.kindCounts(t, slots));
       }
     }
     const hits: VectorHit[] = [];
@@ -824,15 +832,17 @@ export class HnswVectorStore implements VectorStore {
     limit: number,
     allowed: ((label: number) => boolean) | undefined,
     efFactor: number,
+    admitted?: Readonly<Record<VectorKind, number>>,
   ): { label: number; score: number }[] {
     const graphs = kind === undefined || !t.parts.split ? graphsOf(t.parts) : [graphOf(t.parts, kind)];
     const point = Array.from(query);
     const found: { label: number; score: number }[] = [];
     for (const graph of graphs) {
-      const live = !t.parts.split
-        ? t.entries.size
-        : t.block.source({ kind: kind ?? (graph === t.parts.byKind.record ? "record" : "turn") }).bound;
-      const kk = Math.min(limit, live);
+      const graphKind = t.parts.split ? (kind ?? (graph === t.parts.byKind.record ? "record" : "turn")) : undefined;
+      const live = graphKind === undefined ? t.entries.size : t.block.source({ kind: graphKind }).bound;
+      // A graph asked for more than its filter admits is walked whole (hnswlib's filtered walk ends
+      // when it holds k): where the admitted items are known, their count per kind bounds k.
+      const kk = Math.min(limit, live, graphKind !== undefined && admitted ? admitted[graphKind] : limit);
       if (kk <= 0) continue;
       graph.setEf(Math.max(this.opts.efSearch, kk * efFactor));
       const r = allowed ? graph.searchKnn(point, kk, allowed) : graph.searchKnn(point, kk);
@@ -840,6 +850,17 @@ export class HnswVectorStore implements VectorStore {
     }
     if (graphs.length === 1) return found;
     return found.sort((a, b) => b.score - a.score || a.label - b.label).slice(0, limit);
+  }
+
+  /** How many of these block slots hold each kind (for searchGraphs' bound per graph). */
+  private kindCounts(t: TenantIndex, slots: Int32Array): Record<VectorKind, number> {
+    const counts: Record<VectorKind, number> = { record: 0, turn: 0 };
+    if (!t.parts.split) return counts;
+    for (const slot of slots) {
+      const kind = t.block.payloadOf(t.block.labelAt(slot))?.kind;
+      if (kind !== undefined) counts[kind]++;
+    }
+    return counts;
   }
 
   /** Items in the order asked (first occurrence), from SQLite; unknown ids are skipped. */
@@ -953,7 +974,10 @@ export class HnswVectorStore implements VectorStore {
    */
   private compact(tenant: string, t: TenantIndex): void {
     const started = performance.now();
-    t.parts = this.buildParts(tenant, t.entries, t.entries.size >= this.opts.splitKindsAt);
+    // Back to one graph only well below the size that splits, so that a tenant near it is not
+    // rebuilt in the other layout at every compaction and the next write.
+    const split = t.entries.size >= (t.parts.split ? this.opts.splitKindsAt / 2 : this.opts.splitKindsAt);
+    t.parts = this.buildParts(tenant, t.entries, split);
     t.scrubbed.clear();
     t.dirty = true;
     this.weigh(t);
@@ -1010,6 +1034,9 @@ export class HnswVectorStore implements VectorStore {
       throw err;
     }
     this.flushSync();
+    // No file of the other layout may keep an erased vector, written or not this time.
+    const current = [...this.filesOf(tenant, t.parts.split).values()];
+    for (const file of this.allFilesOf(tenant)) if (!current.includes(file)) rmSync(file, { force: true });
   }
 
   /** Erasure of a conversation: every item (record or raw turn) whose payload names it. */
@@ -1074,15 +1101,20 @@ export class HnswVectorStore implements VectorStore {
   private writeIndex(tenant: string, t: TenantIndex, version: number): void {
     mkdirSync(this.dir, { recursive: true });
     const files = this.filesOf(tenant, t.parts.split);
+    const setFlushed = this.db.prepare("UPDATE vector_tenants SET flushed_version = ? WHERE tenant = ?");
     // Synchronous: nothing can change the index while it is written.
     for (const [kind, file] of files) {
       const graph = kind === "all" ? graphsOf(t.parts)[0] : graphOf(t.parts, kind);
       (graph as HierarchicalNSW).writeIndexSync(`${file}.tmp`);
     }
-    for (const file of files.values()) renameSync(`${file}.tmp`, file);
-    // The other layout's files are left from before the tenant's graphs were built again.
+    // The files are replaced one by one: until all are, none counts as current (a crash in between
+    // leads to a rebuild, never to one new file read with an old one, which could still hold an
+    // erased point's vector at an unchanged version: a purge rewrites files at their version).
+    setFlushed.run(-1, tenant);
+    // The other layout's files first (left from before the tenant's graphs were built again).
     for (const file of this.allFilesOf(tenant)) if (![...files.values()].includes(file)) rmSync(file, { force: true });
-    this.db.prepare("UPDATE vector_tenants SET flushed_version = ? WHERE tenant = ?").run(version, tenant);
+    for (const file of files.values()) renameSync(`${file}.tmp`, file);
+    setFlushed.run(version, tenant);
     t.dirty = false;
   }
 

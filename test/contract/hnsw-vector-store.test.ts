@@ -478,27 +478,19 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     try {
       const data = mixed("t1", 60, 36);
       await store.upsert("t1", data);
-      await store.delete(
-        "t1",
-        data.slice(0, 15).map((i) => i.id),
-      );
-      assert.equal(store.compactions.count, 1);
-      await store.flush();
-      assert.deepEqual(layout(), [false, true], "45 points, at least 20: still a graph per kind");
-      await store.delete(
-        "t1",
-        data.slice(15, 30).map((i) => i.id),
-      );
-      assert.equal(store.compactions.count, 2);
-      await store.flush();
-      assert.deepEqual(layout(), [false, true], "30 points, below 40 but not below 20: still a graph per kind");
-      await store.delete(
-        "t1",
-        data.slice(30, 42).map((i) => i.id),
-      );
-      assert.equal(store.compactions.count, 3);
-      await store.flush();
-      assert.deepEqual(layout(), [true, false], "18 points: one graph");
+      /** Deletes data[from, to), which compacts, and checks the layout flushed after it. */
+      const erase = async (from: number, to: number, compactions: number, files: boolean[], why: string) => {
+        await store.delete(
+          "t1",
+          data.slice(from, to).map((i) => i.id),
+        );
+        assert.equal(store.compactions.count, compactions);
+        await store.flush();
+        assert.deepEqual(layout(), files, why);
+      };
+      await erase(0, 15, 1, [false, true], "45 points, at least 20: still a graph per kind");
+      await erase(15, 30, 2, [false, true], "30 points, below 40 but not below 20: still a graph per kind");
+      await erase(30, 42, 3, [true, false], "18 points: one graph");
       const kept = data[50] as VectorItem;
       assert.equal((await store.search("t1", kept.vector, 1, { kind: kept.payload.kind }))[0]?.id, kept.id);
     } finally {

@@ -45,9 +45,9 @@ export interface HnswVectorStoreOptions {
   /** At most this many tenant indexes in memory (default DEFAULT_MAX_RESIDENT_TENANTS), as above. */
   maxResidentTenants?: number;
   /**
-   * A tenant holding at least this many points when its index is built (loaded, rebuilt or
-   * compacted) gets one HNSW graph per kind, records and raw turns, instead of one for both
-   * (default DEFAULT_SPLIT_KINDS_AT). See IndexParts.
+   * A tenant of at least this many points gets one HNSW graph per kind, records and raw turns,
+   * instead of one for both (default DEFAULT_SPLIT_KINDS_AT): from the write that brings it there,
+   * or when its graphs are built anyway. See IndexParts.
    */
   splitKindsAt?: number;
 }
@@ -337,6 +337,11 @@ export class HnswVectorStore implements VectorStore {
     return [...this.filesOf(tenant, false).values(), ...this.filesOf(tenant, true).values()];
   }
 
+  /** Removes the tenant's files of the layout it does not have (left from before its graphs were built again). */
+  private removeOtherLayout(tenant: string, split: boolean): void {
+    for (const file of this.filesOf(tenant, !split).values()) rmSync(file, { force: true });
+  }
+
   private ensureDimension(n: number): number {
     if (this.dim === n) return n;
     if (this.dim !== undefined) {
@@ -494,10 +499,7 @@ export class HnswVectorStore implements VectorStore {
     // The files of either layout when current: a tenant whose size now calls for the other layout
     // changes at its next write or rebuild, not on a read's path (see IndexParts).
     const split = entries.size >= this.opts.splitKindsAt;
-    const built =
-      this.readFiles(tenant, entries, split) ??
-      this.readFiles(tenant, entries, !split) ??
-      this.rebuildFromTable(tenant, entries, split);
+    const built = this.readFiles(tenant, entries, [split, !split]) ?? this.rebuildFromTable(tenant, entries, split);
     const t: TenantIndex = {
       parts: built.parts,
       entries,
@@ -515,22 +517,29 @@ export class HnswVectorStore implements VectorStore {
     return t;
   }
 
-  /** The layout's graphs from their files when they reflect the tenant's current write version and hold every live point. */
+  /**
+   * The graphs of the first of these layouts (split or not) whose files hold every live point,
+   * when the files reflect the tenant's current write version.
+   */
   private readFiles(
     tenant: string,
     entries: ReadonlyMap<number, Entry>,
-    split: boolean,
+    layouts: readonly boolean[],
   ): { parts: IndexParts; dirty: boolean } | undefined {
     const meta = this.tenantRow(tenant);
     if (!meta || meta.version !== meta.flushed_version || this.dim === undefined) return undefined;
-    const files = this.filesOf(tenant, split);
-    if (!split) {
-      const all = this.readGraph(files.get("all") as string, entries, undefined);
-      return all ? { parts: { split: false, all }, dirty: false } : undefined;
+    for (const split of layouts) {
+      const files = this.filesOf(tenant, split);
+      if (!split) {
+        const all = this.readGraph(files.get("all") as string, entries, undefined);
+        if (all) return { parts: { split: false, all }, dirty: false };
+        continue;
+      }
+      const record = this.readGraph(files.get("record") as string, entries, "record");
+      const turn = record && this.readGraph(files.get("turn") as string, entries, "turn");
+      if (record && turn) return { parts: { split: true, byKind: { record, turn } }, dirty: false };
     }
-    const record = this.readGraph(files.get("record") as string, entries, "record");
-    const turn = record && this.readGraph(files.get("turn") as string, entries, "turn");
-    return record && turn ? { parts: { split: true, byKind: { record, turn } }, dirty: false } : undefined;
+    return undefined;
   }
 
   /**
@@ -834,11 +843,14 @@ export class HnswVectorStore implements VectorStore {
     efFactor: number,
     admitted?: Readonly<Record<VectorKind, number>>,
   ): { label: number; score: number }[] {
-    const graphs = kind === undefined || !t.parts.split ? graphsOf(t.parts) : [graphOf(t.parts, kind)];
+    const parts = t.parts;
+    // Each graph searched with the kind it holds (undefined: every kind).
+    const graphs: [HierarchicalNSW, VectorKind | undefined][] = !parts.split
+      ? [[parts.all, undefined]]
+      : (kind === undefined ? KINDS : [kind]).map((k) => [parts.byKind[k], k]);
     const point = Array.from(query);
     const found: { label: number; score: number }[] = [];
-    for (const graph of graphs) {
-      const graphKind = t.parts.split ? (kind ?? (graph === t.parts.byKind.record ? "record" : "turn")) : undefined;
+    for (const [graph, graphKind] of graphs) {
       const live = graphKind === undefined ? t.entries.size : t.block.source({ kind: graphKind }).bound;
       // A graph asked for more than its filter admits is walked whole (hnswlib's filtered walk ends
       // when it holds k): where the admitted items are known, their count per kind bounds k.
@@ -1035,8 +1047,7 @@ export class HnswVectorStore implements VectorStore {
     }
     this.flushSync();
     // No file of the other layout may keep an erased vector, written or not this time.
-    const current = [...this.filesOf(tenant, t.parts.split).values()];
-    for (const file of this.allFilesOf(tenant)) if (!current.includes(file)) rmSync(file, { force: true });
+    this.removeOtherLayout(tenant, t.parts.split);
   }
 
   /** Erasure of a conversation: every item (record or raw turn) whose payload names it. */
@@ -1111,8 +1122,7 @@ export class HnswVectorStore implements VectorStore {
     // leads to a rebuild, never to one new file read with an old one, which could still hold an
     // erased point's vector at an unchanged version: a purge rewrites files at their version).
     setFlushed.run(-1, tenant);
-    // The other layout's files first (left from before the tenant's graphs were built again).
-    for (const file of this.allFilesOf(tenant)) if (![...files.values()].includes(file)) rmSync(file, { force: true });
+    this.removeOtherLayout(tenant, t.parts.split);
     for (const file of files.values()) renameSync(`${file}.tmp`, file);
     setFlushed.run(version, tenant);
     t.dirty = false;

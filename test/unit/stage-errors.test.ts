@@ -85,6 +85,21 @@ describe("classifyError", () => {
     assert.deepEqual(classifyError(new Error("boom")), { kind: "unknown" });
     assert.deepEqual(classifyError("a string"), { kind: "unknown" });
     assert.deepEqual(classifyError(undefined), { kind: "unknown" });
+    // An entity another transaction deleted under this one (an erasure racing a write): a few
+    // retries, not a dead letter on the first attempt; a statement's own deleted entity stays permanent.
+    const raced = withProps(
+      "Unable to load NODE 4:1393e0c3-8150-46e8-a9da-4be4418c78d8:942.",
+      { code: "Neo.ClientError.Statement.EntityNotFound" },
+      "Neo4jError",
+    );
+    assert.deepEqual(classifyError(raced), { kind: "unknown" });
+    assert.deepEqual(classifyError(new Error("indexer: write failed", { cause: raced })), { kind: "unknown" });
+    const ownDelete = withProps(
+      "Node with id 11 has been deleted in this transaction",
+      { code: "Neo.ClientError.Statement.EntityNotFound" },
+      "Neo4jError",
+    );
+    assert.deepEqual(classifyError(ownDelete), { kind: "permanent" });
     const cyclic: Error & { cause?: unknown } = new Error("loop");
     cyclic.cause = cyclic;
     assert.deepEqual(classifyError(cyclic), { kind: "unknown" });

@@ -90,6 +90,12 @@ const classifyOne = (e: Shape, hint: Dependency | undefined): ErrorClass | undef
     (name === "Neo4jError" && e.retriable === true)
   )
     return { kind: "transient", dependency: "neo4j" };
+  // "Unable to load NODE …": another transaction (an erasure, a consolidation) deleted an entity
+  // this one had matched. A race, not the value's fault: after a few attempts the read sees the
+  // committed state. Bounded, because the same code also names a statement's own mistake ("…has
+  // been deleted in this transaction"), which no retry fixes.
+  if (code === "Neo.ClientError.Statement.EntityNotFound" && /unable to load/i.test(str(e.message)))
+    return { kind: "unknown" };
   if (name === "Neo4jError" && code.startsWith("Neo.ClientError.")) return { kind: "permanent" };
   if (NETWORK_CODES.has(code)) return { kind: "transient", dependency: dependencyOf(e, hint) };
   if (name === "TimeoutError" || KAFKA_TRANSIENT_NAMES.has(name))

@@ -26,6 +26,7 @@ const result = (over: Partial<FreshnessResult> = {}): FreshnessResult => ({
 
 /** 419 turns in 100 s distributed against 80 s embedded: a ratio of 0.80. */
 const throughput = {
+  conversations: ["conv-26"],
   turns: 419,
   distributedSeconds: 100,
   embeddedSeconds: 80,
@@ -45,9 +46,26 @@ describe("bench freshness report", () => {
     assert.match(md, /\| produce → raw turn queryable \(row \+ vector\) \| 80 \| 1234 \| 1891 \| 2100 \|/);
     assert.match(md, /\| produce → a record citing the turn queryable \| 77 \| 21000 \| 31000 \| 33000 \|/);
     assert.match(md, /\| distributed \(4 stage processes, Neo4j\) \| 419 \| 100\.0 \| 4\.19 \|/);
-    assert.match(md, /distributed \/ embedded throughput: 0\.80/);
+    assert.match(md, /distributed \/ embedded throughput: 0\.80 \(conv-26, cold: no warm-up pass\)/);
+    assert.doesNotMatch(md, /Warm-up pass/);
     assert.doesNotMatch(md, /never seen/);
     assert.doesNotMatch(md, /CPU seconds/, "no CPU line without the figures");
+  });
+
+  it("names the warm-up pass the measured one came after, with its own figures", () => {
+    const md = freshnessMarkdown(
+      result({
+        throughput: {
+          ...throughput,
+          warmUp: { conversations: ["conv-30"], turns: 329, distributedSeconds: 50, embeddedSeconds: 30, ratio: 0.6 },
+        },
+      }),
+    );
+    assert.match(md, /distributed \/ embedded throughput: 0\.80 \(conv-26, after the warm-up pass\)/);
+    assert.match(
+      md,
+      /Warm-up pass before it \(conv-30, 329 turns, another tenant kept meanwhile\): distributed 50\.0 s, embedded 30\.0 s, ratio 0\.60/,
+    );
   });
 
   it("splits the raw-turn latency by step and states the CPU each runtime used", () => {

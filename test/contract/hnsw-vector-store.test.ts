@@ -54,6 +54,12 @@ runVectorStoreContract(
   "HnswVectorStore, a graph per kind, one resident tenant and a 1-vector cap",
   hnswFixture({ splitKindsAt: 1, bruteForceLimit: 1, maxResidentVectors: 1, maxResidentTenants: 1 }),
 );
+// Every tenant that grows past 3 points split in the background: the contract's calls land before,
+// during and after a split, whichever graphs answer them.
+runVectorStoreContract(
+  "HnswVectorStore, splits in the background",
+  hnswFixture({ splitKindsAt: 3, splitInBackgroundAt: 1, bruteForceLimit: 1 }),
+);
 
 const items = (tenant: string, n: number, seed: number, offset = 0): VectorItem[] => {
   const rand = mulberry32(seed);
@@ -321,10 +327,15 @@ const mixed = (tenant: string, n: number, seed: number): VectorItem[] =>
     payload: { ...item.payload, kind: i % 2 === 0 ? ("record" as const) : ("turn" as const) },
   }));
 
-const withSplit = (dir: string, splitKindsAt: number) => {
+const withSplit = (dir: string, splitKindsAt: number, background?: { at: number; sliceMs?: number }) => {
   const db = openSqlite(dir);
   // bruteForceLimit 1: every filtered search walks the graphs (no exact path).
-  const store = new HnswVectorStore(db, dir, { splitKindsAt, bruteForceLimit: 1 });
+  const store = new HnswVectorStore(db, dir, {
+    splitKindsAt,
+    bruteForceLimit: 1,
+    ...(background ? { splitInBackgroundAt: background.at } : {}),
+    ...(background?.sliceMs !== undefined ? { splitSliceMs: background.sliceMs } : {}),
+  });
   return {
     db,
     store,
@@ -535,6 +546,95 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       assert.equal(await store.count("t1"), 20);
     } finally {
       await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+  it("builds a large tenant's split in the background: the one graph answers meanwhile, a write lands in both, and the graphs per kind take over", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const data = mixed("t1", 60, 35);
+    const { store, close } = withSplit(dir, 40, { at: 1 });
+    try {
+      await store.upsert("t1", data.slice(0, 30));
+      await store.upsert("t1", data.slice(30, 40));
+      // The write returned before the split: no setImmediate has run since it started.
+      assert.equal(store.rebuilds, 0, "still one graph");
+      assert.equal((await store.search("t1", (data[4] as VectorItem).vector, 1, { kind: "record" }))[0]?.id, "v4");
+      // Written while the split is under way: a new point of each kind, and a moved one.
+      const moved = { ...(data[6] as VectorItem), vector: (data[45] as VectorItem).vector };
+      await store.upsert("t1", [...data.slice(40, 44), moved]);
+      await store.settled();
+      assert.equal(store.rebuilds, 1, "a graph per kind, built once");
+      const nearest = async (i: number, kind: "record" | "turn") =>
+        (await store.search("t1", (data[i] as VectorItem).vector, 2, { kind })).map((h) => h.id);
+      assert.equal((await nearest(4, "record"))[0], "v4");
+      assert.equal((await nearest(41, "turn"))[0], "v41");
+      assert.equal((await nearest(42, "record"))[0], "v42");
+      // v6 now has v45's vector (v45 itself is not written): found there, among records.
+      assert.equal((await nearest(45, "record"))[0], "v6");
+      assert.ok(
+        !(await store.search("t1", (data[4] as VectorItem).vector, 30, { kind: "turn" })).some((h) => h.id === "v4"),
+      );
+      assert.equal(await store.count("t1"), 44);
+      await store.flush();
+      assert.ok(existsSync(hnswKindFileOf(vectors, "t1", "record")));
+      assert.ok(existsSync(hnswKindFileOf(vectors, "t1", "turn")));
+      assert.ok(!existsSync(hnswFileOf(vectors, "t1")));
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("drops a background split when a delete, a close or a change of kind comes first, and starts it again at the next write", async () => {
+    const dir = tempDir();
+    const vectors = join(dir, "vectors");
+    const data = mixed("t1", 50, 36);
+    try {
+      const a = withSplit(dir, 40, { at: 1 });
+      await a.store.upsert("t1", data.slice(0, 30));
+      await a.store.upsert("t1", data.slice(30, 40));
+      await a.store.delete("t1", ["v3"]);
+      await a.store.settled();
+      assert.equal(a.store.rebuilds, 0, "dropped by the delete: still one graph");
+      await a.store.upsert("t1", data.slice(40, 42));
+      await a.store.settled();
+      assert.equal(a.store.rebuilds, 1, "started again by the next write");
+      assert.ok(!(await a.store.search("t1", (data[3] as VectorItem).vector, 41)).some((h) => h.id === "v3"));
+      await a.close();
+
+      rmSync(dir, { recursive: true, force: true });
+      const b = withSplit(dir, 40, { at: 1 });
+      await b.store.upsert("t1", data.slice(0, 30));
+      await b.store.upsert("t1", data.slice(30, 45));
+      await b.close();
+      assert.ok(existsSync(hnswFileOf(vectors, "t1")), "closed before the split ended: one graph written");
+      const c = withSplit(dir, 40, { at: 1 });
+      assert.equal((await c.store.search("t1", (data[44] as VectorItem).vector, 1))[0]?.id, "v44");
+      assert.equal(c.store.rebuilds, 0, "the one-graph file was current");
+      await c.store.upsert("t1", data.slice(45));
+      await c.store.settled();
+      assert.equal(c.store.rebuilds, 1);
+      assert.equal((await c.store.search("t1", (data[47] as VectorItem).vector, 1, { kind: "turn" }))[0]?.id, "v47");
+      await c.close();
+
+      // A point changing kind while the split is under way: the split starts over, and the point
+      // ends in its new kind's graph only.
+      rmSync(dir, { recursive: true, force: true });
+      // One point a turn of the event loop: after three turns v0-v2 are in the split's graphs.
+      const d = withSplit(dir, 40, { at: 1, sliceMs: 0 });
+      await d.store.upsert("t1", data.slice(0, 30));
+      await d.store.upsert("t1", data.slice(30, 40));
+      for (let turn = 0; turn < 3; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
+      assert.equal(d.store.rebuilds, 0, "under way");
+      const v2 = data[2] as VectorItem;
+      await d.store.upsert("t1", [{ ...v2, payload: { ...v2.payload, kind: "turn" } }]);
+      await d.store.settled();
+      assert.equal(d.store.rebuilds, 1);
+      assert.equal((await d.store.search("t1", v2.vector, 1, { kind: "turn" }))[0]?.id, "v2");
+      assert.ok(!(await d.store.search("t1", v2.vector, 40, { kind: "record" })).some((h) => h.id === "v2"));
+      await d.close();
+    } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });

@@ -50,6 +50,15 @@ export interface HnswVectorStoreOptions {
    * or when its graphs are built anyway. See IndexParts.
    */
   splitKindsAt?: number;
+  /**
+   * A split of a tenant holding at least this many points is built in the background, a slice of
+   * SPLIT_SLICE_MS at a time between turns of the event loop, while the one graph keeps serving
+   * (default DEFAULT_SPLIT_IN_BACKGROUND_AT); a smaller one is built by the write that reaches
+   * splitKindsAt, as before. See startSplit.
+   */
+  splitInBackgroundAt?: number;
+  /** Longest a background split holds the event loop at a time, ms (default SPLIT_SLICE_MS; 0: one point per turn). */
+  splitSliceMs?: number;
 }
 
 /**
@@ -62,6 +71,17 @@ export interface HnswVectorStoreOptions {
  * graph adds about 8% to the tenant's memory.
  */
 export const DEFAULT_SPLIT_KINDS_AT: number = HNSW_SPLIT_KINDS_AT;
+
+/**
+ * Default of HnswVectorStoreOptions.splitInBackgroundAt. Built by the write itself, the split of an
+ * 8,192-point tenant held the event loop for 1.2-2.4 s (every tenant's queries waited); in the
+ * background it costs the same CPU in slices. Below ~2K points the build takes a few hundred
+ * milliseconds at most and is done at once.
+ */
+export const DEFAULT_SPLIT_IN_BACKGROUND_AT = 2048;
+
+/** Longest a background split holds the event loop at a time (about 30-150 points per slice). */
+export const SPLIT_SLICE_MS = 10;
 
 /**
  * ef of a search of one kind in its own graph, times k. The filtered walk in one graph of both
@@ -124,6 +144,13 @@ const graphsOf = (p: IndexParts): HierarchicalNSW[] => (p.split ? KINDS.map((k) 
 /** The graph that holds (or would hold) points of a kind. */
 const graphOf = (p: IndexParts, kind: VectorKind): HierarchicalNSW => (p.split ? p.byKind[kind] : p.all);
 
+/** Whether a write gives a point the tenant holds another kind than it has. */
+const changesKind = (t: TenantIndex, applied: readonly { label: number; item: VectorItem }[]): boolean =>
+  applied.some(({ label, item }) => {
+    const kind = t.entries.get(label)?.payload.kind;
+    return kind !== undefined && kind !== item.payload.kind;
+  });
+
 /** Points the graphs hold, deleted ones included (they hold memory until their slot is reused). */
 const heldPoints = (p: IndexParts): number => graphsOf(p).reduce((n, g) => n + g.getCurrentCount(), 0);
 
@@ -143,6 +170,14 @@ interface TenantIndex {
   block: VectorBlock;
   /** Points this index counted for in residentVectors when last weighed (see weigh). */
   weight: number;
+  /** A split into a graph per kind being built in the background (startSplit); the one graph serves until it is done. */
+  splitting?: SplitJob;
+}
+
+/** The graphs of a background split, and the labels already in them. */
+interface SplitJob {
+  byKind: Record<VectorKind, HierarchicalNSW>;
+  added: Set<number>;
 }
 
 interface TenantRow {
@@ -264,6 +299,8 @@ export class HnswVectorStore implements VectorStore {
   private residentVectors = 0;
   /** Tenants an operation is using: never evicted until it ends (see hold). */
   private readonly held = new Map<string, number>();
+  /** Background splits under way (startSplit). */
+  private readonly splits = new Set<Promise<void>>();
   private dim: number | undefined;
   private closed = false;
 
@@ -282,11 +319,16 @@ export class HnswVectorStore implements VectorStore {
       maxResidentVectors: options.maxResidentVectors ?? DEFAULT_MAX_RESIDENT_VECTORS,
       maxResidentTenants: options.maxResidentTenants ?? DEFAULT_MAX_RESIDENT_TENANTS,
       splitKindsAt: options.splitKindsAt ?? DEFAULT_SPLIT_KINDS_AT,
+      splitInBackgroundAt: options.splitInBackgroundAt ?? DEFAULT_SPLIT_IN_BACKGROUND_AT,
+      splitSliceMs: options.splitSliceMs ?? SPLIT_SLICE_MS,
     };
+    if (!(this.opts.splitSliceMs >= 0)) {
+      throw new Error(`HnswVectorStore: splitSliceMs must be >= 0, got ${this.opts.splitSliceMs}`);
+    }
     if (!(this.opts.compactDeletedRatio > 0 && this.opts.compactDeletedRatio <= 1)) {
       throw new Error(`HnswVectorStore: compactDeletedRatio must be in (0, 1], got ${this.opts.compactDeletedRatio}`);
     }
-    for (const cap of ["maxResidentVectors", "maxResidentTenants", "splitKindsAt"] as const) {
+    for (const cap of ["maxResidentVectors", "maxResidentTenants", "splitKindsAt", "splitInBackgroundAt"] as const) {
       const v = this.opts[cap];
       if (!(Number.isInteger(v) && v >= 1))
         throw new Error(`HnswVectorStore: ${cap} must be a whole number >= 1, got ${v}`);
@@ -353,6 +395,7 @@ export class HnswVectorStore implements VectorStore {
         );
       }
       for (const t of this.indexes.values()) {
+        t.splitting = undefined;
         t.parts = { split: false, all: this.newIndex(n, this.opts.initialCapacity) };
         t.block = new VectorBlock(n);
         this.weigh(t);
@@ -706,13 +749,7 @@ export class HnswVectorStore implements VectorStore {
     // A point that changes kind in a tenant split by kind would move between graphs: rare (ids of
     // records and of raw turns differ), so the tenant's graphs are rebuilt from SQLite, which has
     // the truth, at their next use.
-    if (
-      existing?.parts.split &&
-      applied.some(({ label, item }) => {
-        const kind = existing.entries.get(label)?.payload.kind;
-        return kind !== undefined && kind !== item.payload.kind;
-      })
-    ) {
+    if (existing?.parts.split && changesKind(existing, applied)) {
       this.forget(tenant);
       return;
     }
@@ -737,10 +774,14 @@ export class HnswVectorStore implements VectorStore {
     };
     this.indexes.set(tenant, t);
     try {
-      // Grown to splitKindsAt by this write: the graph per kind from now on, built once from SQLite
-      // (as a compaction is) after the batch, which the one graph is not given first.
+      // Grown to splitKindsAt by this write: the graph per kind from now on. A small tenant's are
+      // built here from SQLite (as a compaction is) after the batch, which the one graph is not
+      // given first; a larger one's in the background (startSplit), the one graph serving meanwhile.
       const fresh = applied.filter(({ label }) => !t.entries.has(label)).length;
-      const splitting = !t.parts.split && t.entries.size + fresh >= this.opts.splitKindsAt;
+      const reached = !t.parts.split && t.entries.size + fresh >= this.opts.splitKindsAt;
+      const splitting = reached && t.entries.size + fresh < this.opts.splitInBackgroundAt;
+      // A point changing kind would sit in both of the split's graphs: the split starts over.
+      if (t.splitting && changesKind(t, applied)) t.splitting = undefined;
       if (!splitting)
         for (const graph of graphsOf(t.parts)) {
           const incoming = applied.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length;
@@ -758,11 +799,12 @@ export class HnswVectorStore implements VectorStore {
         t.labels.set(item.id, label);
         t.block.put(label, item.vector, payload);
       }
+      if (t.splitting) this.mirrorIntoSplit(t.splitting, applied);
       if (splitting) {
         t.parts = this.buildParts(tenant, t.entries, true);
         t.scrubbed.clear();
         this.rebuilds++;
-      }
+      } else if (reached && !t.splitting) this.startSplit(tenant, t);
       t.dirty = true;
       this.weigh(t);
     } catch (err) {
@@ -963,6 +1005,8 @@ export class HnswVectorStore implements VectorStore {
       return labels;
     })();
     if (!t || removed.length === 0) return;
+    // A split under way would have to delete them too: it starts again at the next write instead.
+    t.splitting = undefined;
     try {
       for (const label of removed) {
         const e = t.entries.get(label);
@@ -981,6 +1025,84 @@ export class HnswVectorStore implements VectorStore {
   }
 
   /**
+   * Splits a tenant that has reached splitKindsAt into a graph per kind in the background: the
+   * graphs are filled from SQLite a slice at a time between turns of the event loop, while the one
+   * graph keeps answering and writes go to both (mirrorIntoSplit); the last slice swaps them in.
+   * Anything else that changes the tenant's graphs (a delete, a compaction, a purge, an eviction, a
+   * point changing kind) drops the split, and the next write starts it again.
+   */
+  private startSplit(tenant: string, t: TenantIndex): void {
+    const dim = this.dim as number;
+    const counts: Record<VectorKind, number> = { record: 0, turn: 0 };
+    for (const e of t.entries.values()) counts[e.payload.kind]++;
+    const capacity = (n: number): number => Math.max(this.opts.initialCapacity, Math.ceil(n * 1.25));
+    const job: SplitJob = {
+      byKind: { record: this.newIndex(dim, capacity(counts.record)), turn: this.newIndex(dim, capacity(counts.turn)) },
+      added: new Set(),
+    };
+    t.splitting = job;
+    const run = this.runSplit(tenant, t, job).catch(() => {
+      // Not swapped in: the one graph stays, and the next write tries again.
+      if (t.splitting === job) t.splitting = undefined;
+    });
+    this.splits.add(run);
+    void run.finally(() => this.splits.delete(run));
+  }
+
+  /** A write's points, in the graphs of the split under way too (the one graph has them already). */
+  private mirrorIntoSplit(job: SplitJob, applied: readonly { label: number; item: VectorItem }[]): void {
+    for (const { label, item } of applied) {
+      const graph = job.byKind[item.payload.kind];
+      if (!job.added.has(label) && graph.getCurrentCount() >= graph.getMaxElements())
+        graph.resizeIndex(graph.getMaxElements() * 2);
+      // A label already there gets its new vector.
+      graph.addPoint(Array.from(item.vector), label);
+      job.added.add(label);
+    }
+  }
+
+  private async runSplit(tenant: string, t: TenantIndex, job: SplitJob): Promise<void> {
+    const current = (): boolean => !this.closed && this.indexes.get(tenant) === t && t.splitting === job;
+    const page = this.db.prepare<[string, number, number], { label: number; kind: VectorKind; vector: Buffer }>(
+      "SELECT label, kind, vector FROM vectors WHERE tenant = ? AND label > ? ORDER BY label LIMIT ?",
+    );
+    const PAGE = 64;
+    let after = -1;
+    for (let done = false; !done; ) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (!current()) return;
+      const until = performance.now() + this.opts.splitSliceMs;
+      slice: for (;;) {
+        const rows = page.all(tenant, after, PAGE);
+        for (const r of rows) {
+          // Written since the split started: mirrored already, with its latest vector.
+          if (!job.added.has(r.label)) {
+            const graph = job.byKind[r.kind];
+            if (graph.getCurrentCount() >= graph.getMaxElements()) graph.resizeIndex(graph.getMaxElements() * 2);
+            graph.addPoint(Array.from(vectorOfBlob(r.vector)), r.label);
+            job.added.add(r.label);
+          }
+          after = r.label;
+          // Checked after every point: one insert takes 0.1-0.5 ms, a page of them too long a hold.
+          if (performance.now() >= until) break slice;
+        }
+        if (rows.length < PAGE) {
+          done = true;
+          break;
+        }
+      }
+    }
+    if (!current()) return;
+    // Every live point is in: read from SQLite, or mirrored by a write since (deletes drop the job).
+    t.parts = { split: true, byKind: job.byKind };
+    t.splitting = undefined;
+    t.scrubbed.clear();
+    t.dirty = true;
+    this.weigh(t);
+    this.rebuilds++;
+  }
+
+  /**
    * A fresh index of the tenant's live points (read from SQLite, the source of truth), replacing one
    * that still holds deleted points; written to the file at the next flush.
    */
@@ -989,6 +1111,7 @@ export class HnswVectorStore implements VectorStore {
     // Back to one graph only well below the size that splits, so that a tenant near it is not
     // rebuilt in the other layout at every compaction and the next write.
     const split = t.entries.size >= (t.parts.split ? this.opts.splitKindsAt / 2 : this.opts.splitKindsAt);
+    t.splitting = undefined;
     t.parts = this.buildParts(tenant, t.entries, split);
     t.scrubbed.clear();
     t.dirty = true;
@@ -1037,6 +1160,9 @@ export class HnswVectorStore implements VectorStore {
       for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
       return;
     }
+    // A split under way is dropped (the next write starts it again): no graph outside t.parts may
+    // keep an erased vector.
+    t.splitting = undefined;
     try {
       if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
       else this.scrubDeleted(t);
@@ -1090,8 +1216,14 @@ export class HnswVectorStore implements VectorStore {
     );
   }
 
-  /** Writes every changed tenant index to its file and records the write version it reflects. */
+  /**
+   * Writes every changed tenant index to its file and records the write version it reflects, once
+   * the background splits under way have ended: a flushed store reads back in the layout its
+   * tenants' sizes call for.
+   */
   async flush(): Promise<void> {
+    this.check();
+    await this.settled();
     this.check();
     this.flushSync();
   }
@@ -1126,6 +1258,14 @@ export class HnswVectorStore implements VectorStore {
     for (const file of files.values()) renameSync(`${file}.tmp`, file);
     setFlushed.run(version, tenant);
     t.dirty = false;
+  }
+
+  /**
+   * Resolves when every background split started so far has ended (done, or dropped because its
+   * tenant changed under it). flush() waits for them; nothing else does.
+   */
+  async settled(): Promise<void> {
+    while (this.splits.size > 0) await Promise.all([...this.splits]);
   }
 
   async close(): Promise<void> {

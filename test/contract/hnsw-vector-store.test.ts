@@ -586,6 +586,46 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     }
   });
 
+  it("gives a background split the new vector of a point it had already taken, and keeps the tenant split meanwhile resident and counted", async () => {
+    const dir = tempDir();
+    const data = mixed("t1", 50, 37);
+    const other = mixed("t2", 5, 38);
+    const db = openSqlite(dir);
+    // One point a turn of the event loop; room for one tenant only.
+    const store = new HnswVectorStore(db, dir, {
+      splitKindsAt: 40,
+      splitInBackgroundAt: 1,
+      splitSliceMs: 0,
+      bruteForceLimit: 1,
+      maxResidentTenants: 1,
+    });
+    const turns = async (n: number) => {
+      for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+    };
+    try {
+      await store.upsert("t1", data.slice(0, 30));
+      await store.upsert("t1", data.slice(30, 40));
+      await turns(6);
+      assert.equal(store.rebuilds, 0, "under way");
+      assert.ok(store.resident.vectors > 40, "the split's graphs count for the tenant's memory");
+      // v4 (a record) was taken by the split already; it moves to v45's vector (v45 is not written).
+      await store.upsert("t1", [{ ...(data[4] as VectorItem), vector: (data[45] as VectorItem).vector }]);
+      // Another tenant, past the one-tenant cap: the tenant being split is not evicted.
+      await store.upsert("t2", other);
+      await store.settled();
+      assert.equal(store.rebuilds, 1, "the split was not lost to the other tenant's write");
+      assert.equal((await store.search("t1", (data[45] as VectorItem).vector, 1, { kind: "record" }))[0]?.id, "v4");
+      assert.ok((await store.search("t1", (data[4] as VectorItem).vector, 1, { kind: "record" }))[0]?.id !== "v4");
+      // Once the split is in, the caps hold again: one tenant and its live points.
+      await store.upsert("t2", other.slice(0, 1));
+      assert.deepEqual(store.resident, { tenants: 1, vectors: 5 });
+    } finally {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("drops a background split when a delete, a close or a change of kind comes first, and starts it again at the next write", async () => {
     const dir = tempDir();
     const vectors = join(dir, "vectors");
@@ -607,7 +647,10 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       const b = withSplit(dir, 40, { at: 1 });
       await b.store.upsert("t1", data.slice(0, 30));
       await b.store.upsert("t1", data.slice(30, 45));
+      // A flush waits for the split under way; a close meanwhile drops it, and the flush resolves.
+      const flushing = b.store.flush();
       await b.close();
+      await flushing;
       assert.ok(existsSync(hnswFileOf(vectors, "t1")), "closed before the split ended: one graph written");
       const c = withSplit(dir, 40, { at: 1 });
       assert.equal((await c.store.search("t1", (data[44] as VectorItem).vector, 1))[0]?.id, "v44");

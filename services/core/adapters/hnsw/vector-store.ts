@@ -450,7 +450,10 @@ export class HnswVectorStore implements VectorStore {
 
   /** Brings residentVectors up to date with the points the tenant's index holds now. */
   private weigh(t: TenantIndex): void {
-    const now = heldPoints(t.parts);
+    // A split under way holds its graphs' points too: the tenant's memory about doubles meanwhile.
+    const job = t.splitting;
+    const splitting = job ? KINDS.reduce((n, k) => n + job.byKind[k].getCurrentCount(), 0) : 0;
+    const now = heldPoints(t.parts) + splitting;
     this.residentVectors += now - t.weight;
     t.weight = now;
   }
@@ -477,7 +480,8 @@ export class HnswVectorStore implements VectorStore {
     if (fits()) return;
     for (const [tenant, t] of this.indexes) {
       if (fits()) return;
-      if (tenant === keep || this.held.has(tenant)) continue;
+      // Nor one being split: evicted, its split would be lost and start over at its next write.
+      if (tenant === keep || this.held.has(tenant) || t.splitting) continue;
       if (t.dirty) {
         const meta = this.tenantRow(tenant);
         if (meta) {
@@ -781,7 +785,7 @@ export class HnswVectorStore implements VectorStore {
       const reached = !t.parts.split && t.entries.size + fresh >= this.opts.splitKindsAt;
       const splitting = reached && t.entries.size + fresh < this.opts.splitInBackgroundAt;
       // A point changing kind would sit in both of the split's graphs: the split starts over.
-      if (t.splitting && changesKind(t, applied)) t.splitting = undefined;
+      if (t.splitting && changesKind(t, applied)) this.dropSplit(t);
       if (!splitting)
         for (const graph of graphsOf(t.parts)) {
           const incoming = applied.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length;
@@ -1006,7 +1010,7 @@ export class HnswVectorStore implements VectorStore {
     })();
     if (!t || removed.length === 0) return;
     // A split under way would have to delete them too: it starts again at the next write instead.
-    t.splitting = undefined;
+    this.dropSplit(t);
     try {
       for (const label of removed) {
         const e = t.entries.get(label);
@@ -1022,6 +1026,13 @@ export class HnswVectorStore implements VectorStore {
       this.forget(tenant);
       throw err;
     }
+  }
+
+  /** Drops a split under way (its graphs no longer count for the tenant's memory). */
+  private dropSplit(t: TenantIndex): void {
+    if (!t.splitting) return;
+    t.splitting = undefined;
+    this.weigh(t);
   }
 
   /**
@@ -1043,7 +1054,7 @@ export class HnswVectorStore implements VectorStore {
     t.splitting = job;
     const run = this.runSplit(tenant, t, job).catch(() => {
       // Not swapped in: the one graph stays, and the next write tries again.
-      if (t.splitting === job) t.splitting = undefined;
+      if (this.indexes.get(tenant) === t && t.splitting === job) this.dropSplit(t);
     });
     this.splits.add(run);
     void run.finally(() => this.splits.delete(run));
@@ -1091,6 +1102,8 @@ export class HnswVectorStore implements VectorStore {
           break;
         }
       }
+      this.weigh(t);
+      this.makeRoom(tenant, 0);
     }
     if (!current()) return;
     // Every live point is in: read from SQLite, or mirrored by a write since (deletes drop the job).
@@ -1162,7 +1175,7 @@ export class HnswVectorStore implements VectorStore {
     }
     // A split under way is dropped (the next write starts it again): no graph outside t.parts may
     // keep an erased vector.
-    t.splitting = undefined;
+    this.dropSplit(t);
     try {
       if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
       else this.scrubDeleted(t);
@@ -1223,8 +1236,11 @@ export class HnswVectorStore implements VectorStore {
    */
   async flush(): Promise<void> {
     this.check();
-    await this.settled();
-    this.check();
+    if (this.splits.size > 0) {
+      await this.settled();
+      // Closed meanwhile: close() wrote what was changed.
+      if (this.closed) return;
+    }
     this.flushSync();
   }
 
@@ -1265,7 +1281,9 @@ export class HnswVectorStore implements VectorStore {
    * tenant changed under it). flush() waits for them; nothing else does.
    */
   async settled(): Promise<void> {
-    while (this.splits.size > 0) await Promise.all([...this.splits]);
+    // The splits under way now, not those started meanwhile: writes that keep coming (or keep
+    // dropping and restarting a split) must not hold a caller for as long as they last.
+    await Promise.all([...this.splits]);
   }
 
   async close(): Promise<void> {

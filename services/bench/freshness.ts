@@ -454,8 +454,10 @@ export const runFreshnessBench = async (
         .map((c) => ({ ...c, turns: c.turns.slice(perConversation) }))
         .filter((c) => c.turns.length > 0);
     const picked = remainder(0);
-    const warmUp = (o.throughputWarmUp ?? true) && count > 0 ? remainder(count) : [];
-    if (picked.length > 0 && (o.throughputWarmUp ?? true) && warmUp.length === 0)
+    const warmUpWanted = o.throughputWarmUp ?? true;
+    const warmUp = warmUpWanted && count > 0 ? remainder(count) : [];
+    const warmUpTurns = warmUp.reduce((n, c) => n + c.turns.length, 0);
+    if (picked.length > 0 && warmUpWanted && warmUp.length === 0)
       log("throughput: no other conversations in the data for a warm-up pass; measuring cold");
     const turnsOf = (t: string, cs: typeof picked): Turn[] => cs.flatMap((c) => c.turns.map((x) => asTurn(t, c.id, x)));
     /** Produces the conversations' turns at once and a flush; seconds until every stage has drained. */
@@ -480,7 +482,7 @@ export const runFreshnessBench = async (
       const turns = turnsOf(throughputTenant, picked);
       let warmDistributed: number | undefined;
       if (warmUp.length > 0) {
-        log(`throughput: warm-up pass, ${turnsOf(warmUpTenant, warmUp).length} turns of other conversations`);
+        log(`throughput: warm-up pass, ${warmUpTurns} turns of other conversations`);
         warmDistributed = await throughDistributed(warmUpTenant, warmUp);
       }
       log(`throughput: ${turns.length} turns through the distributed pipeline`);
@@ -537,7 +539,7 @@ export const runFreshnessBench = async (
               ? {
                   warmUp: {
                     conversations: warmUp.map((c) => c.id),
-                    turns: turnsOf(warmUpTenant, warmUp).length,
+                    turns: warmUpTurns,
                     distributedSeconds: warmDistributed,
                     embeddedSeconds: warmEmbedded,
                     ratio: warmEmbedded / warmDistributed,

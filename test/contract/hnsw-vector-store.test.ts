@@ -327,15 +327,14 @@ const mixed = (tenant: string, n: number, seed: number): VectorItem[] =>
     payload: { ...item.payload, kind: i % 2 === 0 ? ("record" as const) : ("turn" as const) },
   }));
 
-const withSplit = (dir: string, splitKindsAt: number, background?: { at: number; sliceMs?: number }) => {
+const withSplit = (
+  dir: string,
+  splitKindsAt: number,
+  more: Omit<HnswVectorStoreOptions, "splitKindsAt" | "ownsDb"> = {},
+) => {
   const db = openSqlite(dir);
   // bruteForceLimit 1: every filtered search walks the graphs (no exact path).
-  const store = new HnswVectorStore(db, dir, {
-    splitKindsAt,
-    bruteForceLimit: 1,
-    ...(background ? { splitInBackgroundAt: background.at } : {}),
-    ...(background?.sliceMs !== undefined ? { splitSliceMs: background.sliceMs } : {}),
-  });
+  const store = new HnswVectorStore(db, dir, { splitKindsAt, bruteForceLimit: 1, ...more });
   return {
     db,
     store,
@@ -483,8 +482,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
   it("compacts a split tenant into a graph per kind until it is below half the threshold", async () => {
     const dir = tempDir();
     const vectors = join(dir, "vectors");
-    const db = openSqlite(dir);
-    const store = new HnswVectorStore(db, dir, { splitKindsAt: 40, bruteForceLimit: 1, compactDeletedRatio: 0.2 });
+    const { store, close } = withSplit(dir, 40, { compactDeletedRatio: 0.2 });
     const layout = () => [existsSync(hnswFileOf(vectors, "t1")), existsSync(hnswKindFileOf(vectors, "t1", "record"))];
     try {
       const data = mixed("t1", 60, 36);
@@ -505,8 +503,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       const kept = data[50] as VectorItem;
       assert.equal((await store.search("t1", kept.vector, 1, { kind: kept.payload.kind }))[0]?.id, kept.id);
     } finally {
-      await store.close();
-      db.close();
+      await close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -553,7 +550,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     const dir = tempDir();
     const vectors = join(dir, "vectors");
     const data = mixed("t1", 60, 35);
-    const { store, close } = withSplit(dir, 40, { at: 1 });
+    const { store, close } = withSplit(dir, 40, { splitInBackgroundAt: 1 });
     try {
       await store.upsert("t1", data.slice(0, 30));
       await store.upsert("t1", data.slice(30, 40));
@@ -590,15 +587,8 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     const dir = tempDir();
     const data = mixed("t1", 50, 37);
     const other = mixed("t2", 5, 38);
-    const db = openSqlite(dir);
     // One point a turn of the event loop; room for one tenant only.
-    const store = new HnswVectorStore(db, dir, {
-      splitKindsAt: 40,
-      splitInBackgroundAt: 1,
-      splitSliceMs: 0,
-      bruteForceLimit: 1,
-      maxResidentTenants: 1,
-    });
+    const { store, close } = withSplit(dir, 40, { splitInBackgroundAt: 1, splitSliceMs: 0, maxResidentTenants: 1 });
     const turns = async (n: number) => {
       for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
     };
@@ -620,8 +610,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       await store.upsert("t2", other.slice(0, 1));
       assert.deepEqual(store.resident, { tenants: 1, vectors: 5 });
     } finally {
-      await store.close();
-      db.close();
+      await close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -631,7 +620,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     const vectors = join(dir, "vectors");
     const data = mixed("t1", 50, 36);
     try {
-      const a = withSplit(dir, 40, { at: 1 });
+      const a = withSplit(dir, 40, { splitInBackgroundAt: 1 });
       await a.store.upsert("t1", data.slice(0, 30));
       await a.store.upsert("t1", data.slice(30, 40));
       await a.store.delete("t1", ["v3"]);
@@ -644,7 +633,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       await a.close();
 
       rmSync(dir, { recursive: true, force: true });
-      const b = withSplit(dir, 40, { at: 1 });
+      const b = withSplit(dir, 40, { splitInBackgroundAt: 1 });
       await b.store.upsert("t1", data.slice(0, 30));
       await b.store.upsert("t1", data.slice(30, 45));
       // A flush waits for the split under way; a close meanwhile drops it, and the flush resolves.
@@ -652,7 +641,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       await b.close();
       await flushing;
       assert.ok(existsSync(hnswFileOf(vectors, "t1")), "closed before the split ended: one graph written");
-      const c = withSplit(dir, 40, { at: 1 });
+      const c = withSplit(dir, 40, { splitInBackgroundAt: 1 });
       assert.equal((await c.store.search("t1", (data[44] as VectorItem).vector, 1))[0]?.id, "v44");
       assert.equal(c.store.rebuilds, 0, "the one-graph file was current");
       await c.store.upsert("t1", data.slice(45));
@@ -665,7 +654,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       // ends in its new kind's graph only.
       rmSync(dir, { recursive: true, force: true });
       // One point a turn of the event loop: after three turns v0-v2 are in the split's graphs.
-      const d = withSplit(dir, 40, { at: 1, sliceMs: 0 });
+      const d = withSplit(dir, 40, { splitInBackgroundAt: 1, splitSliceMs: 0 });
       await d.store.upsert("t1", data.slice(0, 30));
       await d.store.upsert("t1", data.slice(30, 40));
       for (let turn = 0; turn < 3; turn++) await new Promise<void>((resolve) => setImmediate(resolve));

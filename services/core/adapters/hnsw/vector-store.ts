@@ -144,6 +144,19 @@ const graphsOf = (p: IndexParts): HierarchicalNSW[] => (p.split ? KINDS.map((k) 
 /** The graph that holds (or would hold) points of a kind. */
 const graphOf = (p: IndexParts, kind: VectorKind): HierarchicalNSW => (p.split ? p.byKind[kind] : p.all);
 
+/** How many of these entries are of each kind. */
+const countKinds = (entries: Iterable<Entry>): Record<VectorKind, number> => {
+  const counts: Record<VectorKind, number> = { record: 0, turn: 0 };
+  for (const e of entries) counts[e.payload.kind]++;
+  return counts;
+};
+
+/** Grows a graph (doubling at least) so that `incoming` more points fit. */
+const ensureRoom = (graph: HierarchicalNSW, incoming: number): void => {
+  const needed = graph.getCurrentCount() + incoming;
+  if (needed > graph.getMaxElements()) graph.resizeIndex(Math.max(needed, graph.getMaxElements() * 2));
+};
+
 /** Whether a write gives a point the tenant holds another kind than it has. */
 const changesKind = (t: TenantIndex, applied: readonly { label: number; item: VectorItem }[]): boolean =>
   applied.some(({ label, item }) => {
@@ -410,6 +423,11 @@ export class HnswVectorStore implements VectorStore {
     return n;
   }
 
+  /** An empty graph with room for `count` points and a quarter more. */
+  private graphFor(count: number): HierarchicalNSW {
+    return this.newIndex(this.dim as number, Math.max(this.opts.initialCapacity, Math.ceil(count * 1.25)));
+  }
+
   private newIndex(dim: number, capacity: number): HierarchicalNSW {
     const index = new hnswlib.HierarchicalNSW("cosine", dim);
     index.initIndex({
@@ -645,8 +663,7 @@ export class HnswVectorStore implements VectorStore {
   /** Fresh graphs of the tenant's rows of the `vectors` table, in the layout asked. */
   private buildParts(tenant: string, entries: ReadonlyMap<number, Entry>, split: boolean): IndexParts {
     if (!split) return { split: false, all: this.buildFromTable(tenant, entries.size) };
-    const counts: Record<VectorKind, number> = { record: 0, turn: 0 };
-    for (const e of entries.values()) counts[e.payload.kind]++;
+    const counts = countKinds(entries.values());
     return {
       split: true,
       byKind: {
@@ -659,7 +676,7 @@ export class HnswVectorStore implements VectorStore {
   /** A fresh graph holding the tenant's rows of the `vectors` table (of one kind, when given). */
   private buildFromTable(tenant: string, count: number, kind?: VectorKind): HierarchicalNSW {
     const dim = this.dim as number;
-    const index = this.newIndex(dim, Math.max(this.opts.initialCapacity, Math.ceil(count * 1.25)));
+    const index = this.graphFor(count);
     const rows =
       kind === undefined
         ? this.db
@@ -787,11 +804,8 @@ export class HnswVectorStore implements VectorStore {
       // A point changing kind would sit in both of the split's graphs: the split starts over.
       if (t.splitting && changesKind(t, applied)) this.dropSplit(t);
       if (!splitting)
-        for (const graph of graphsOf(t.parts)) {
-          const incoming = applied.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length;
-          const needed = graph.getCurrentCount() + incoming;
-          if (needed > graph.getMaxElements()) graph.resizeIndex(Math.max(needed, graph.getMaxElements() * 2));
-        }
+        for (const graph of graphsOf(t.parts))
+          ensureRoom(graph, applied.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length);
       for (const { label, item } of applied) {
         if (!splitting) {
           const graph = graphOf(t.parts, item.payload.kind);
@@ -805,8 +819,7 @@ export class HnswVectorStore implements VectorStore {
       }
       if (t.splitting) this.mirrorIntoSplit(t.splitting, applied);
       if (splitting) {
-        t.parts = this.buildParts(tenant, t.entries, true);
-        t.scrubbed.clear();
+        this.replaceParts(t, this.buildParts(tenant, t.entries, true));
         this.rebuilds++;
       } else if (reached && !t.splitting) this.startSplit(tenant, t);
       t.dirty = true;
@@ -1028,6 +1041,18 @@ export class HnswVectorStore implements VectorStore {
     }
   }
 
+  /**
+   * New graphs for a tenant (a split, a compaction): nothing deleted in them is scrubbed yet, a
+   * split under way is moot, and they are written at the next flush.
+   */
+  private replaceParts(t: TenantIndex, parts: IndexParts): void {
+    t.splitting = undefined;
+    t.parts = parts;
+    t.scrubbed.clear();
+    t.dirty = true;
+    this.weigh(t);
+  }
+
   /** Drops a split under way (its graphs no longer count for the tenant's memory). */
   private dropSplit(t: TenantIndex): void {
     if (!t.splitting) return;
@@ -1043,12 +1068,9 @@ export class HnswVectorStore implements VectorStore {
    * point changing kind) drops the split, and the next write starts it again.
    */
   private startSplit(tenant: string, t: TenantIndex): void {
-    const dim = this.dim as number;
-    const counts: Record<VectorKind, number> = { record: 0, turn: 0 };
-    for (const e of t.entries.values()) counts[e.payload.kind]++;
-    const capacity = (n: number): number => Math.max(this.opts.initialCapacity, Math.ceil(n * 1.25));
+    const counts = countKinds(t.entries.values());
     const job: SplitJob = {
-      byKind: { record: this.newIndex(dim, capacity(counts.record)), turn: this.newIndex(dim, capacity(counts.turn)) },
+      byKind: { record: this.graphFor(counts.record), turn: this.graphFor(counts.turn) },
       added: new Set(),
     };
     t.splitting = job;
@@ -1064,9 +1086,8 @@ export class HnswVectorStore implements VectorStore {
   private mirrorIntoSplit(job: SplitJob, applied: readonly { label: number; item: VectorItem }[]): void {
     for (const { label, item } of applied) {
       const graph = job.byKind[item.payload.kind];
-      if (!job.added.has(label) && graph.getCurrentCount() >= graph.getMaxElements())
-        graph.resizeIndex(graph.getMaxElements() * 2);
-      // A label already there gets its new vector.
+      // A label already there gets its new vector, in its own slot.
+      ensureRoom(graph, job.added.has(label) ? 0 : 1);
       graph.addPoint(Array.from(item.vector), label);
       job.added.add(label);
     }
@@ -1089,7 +1110,7 @@ export class HnswVectorStore implements VectorStore {
           // Written since the split started: mirrored already, with its latest vector.
           if (!job.added.has(r.label)) {
             const graph = job.byKind[r.kind];
-            if (graph.getCurrentCount() >= graph.getMaxElements()) graph.resizeIndex(graph.getMaxElements() * 2);
+            ensureRoom(graph, 1);
             graph.addPoint(Array.from(vectorOfBlob(r.vector)), r.label);
             job.added.add(r.label);
           }
@@ -1107,11 +1128,7 @@ export class HnswVectorStore implements VectorStore {
     }
     if (!current()) return;
     // Every live point is in: read from SQLite, or mirrored by a write since (deletes drop the job).
-    t.parts = { split: true, byKind: job.byKind };
-    t.splitting = undefined;
-    t.scrubbed.clear();
-    t.dirty = true;
-    this.weigh(t);
+    this.replaceParts(t, { split: true, byKind: job.byKind });
     this.rebuilds++;
   }
 
@@ -1124,11 +1141,7 @@ export class HnswVectorStore implements VectorStore {
     // Back to one graph only well below the size that splits, so that a tenant near it is not
     // rebuilt in the other layout at every compaction and the next write.
     const split = t.entries.size >= (t.parts.split ? this.opts.splitKindsAt / 2 : this.opts.splitKindsAt);
-    t.splitting = undefined;
-    t.parts = this.buildParts(tenant, t.entries, split);
-    t.scrubbed.clear();
-    t.dirty = true;
-    this.weigh(t);
+    this.replaceParts(t, this.buildParts(tenant, t.entries, split));
     this.compactions.count++;
     this.compactions.ms += performance.now() - started;
   }

@@ -58,7 +58,14 @@ runVectorStoreContract(
 // during and after a split, whichever graphs answer them.
 runVectorStoreContract(
   "HnswVectorStore, splits in the background",
-  hnswFixture({ splitKindsAt: 3, splitInBackgroundAt: 1, bruteForceLimit: 1 }),
+  hnswFixture({ splitKindsAt: 3, rebuildInBackgroundAt: 1, bruteForceLimit: 1 }),
+);
+
+// Every delete past 1% of a tenant compacts it in the background, and every purge works there, one
+// point per turn of the event loop: the contract's calls land during them.
+runVectorStoreContract(
+  "HnswVectorStore, compactions and purges in the background",
+  hnswFixture({ rebuildInBackgroundAt: 1, rebuildSliceMs: 0, compactDeletedRatio: 0.01 }),
 );
 
 const items = (tenant: string, n: number, seed: number, offset = 0): VectorItem[] => {
@@ -550,7 +557,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     const dir = tempDir();
     const vectors = join(dir, "vectors");
     const data = mixed("t1", 60, 35);
-    const { store, close } = withSplit(dir, 40, { splitInBackgroundAt: 1 });
+    const { store, close } = withSplit(dir, 40, { rebuildInBackgroundAt: 1 });
     try {
       await store.upsert("t1", data.slice(0, 30));
       await store.upsert("t1", data.slice(30, 40));
@@ -588,7 +595,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     const data = mixed("t1", 50, 37);
     const other = mixed("t2", 5, 38);
     // One point a turn of the event loop; room for one tenant only.
-    const { store, close } = withSplit(dir, 40, { splitInBackgroundAt: 1, splitSliceMs: 0, maxResidentTenants: 1 });
+    const { store, close } = withSplit(dir, 40, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0, maxResidentTenants: 1 });
     const turns = async (n: number) => {
       for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
     };
@@ -620,7 +627,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     const vectors = join(dir, "vectors");
     const data = mixed("t1", 50, 36);
     try {
-      const a = withSplit(dir, 40, { splitInBackgroundAt: 1 });
+      const a = withSplit(dir, 40, { rebuildInBackgroundAt: 1 });
       await a.store.upsert("t1", data.slice(0, 30));
       await a.store.upsert("t1", data.slice(30, 40));
       await a.store.delete("t1", ["v3"]);
@@ -633,7 +640,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       await a.close();
 
       rmSync(dir, { recursive: true, force: true });
-      const b = withSplit(dir, 40, { splitInBackgroundAt: 1 });
+      const b = withSplit(dir, 40, { rebuildInBackgroundAt: 1 });
       await b.store.upsert("t1", data.slice(0, 30));
       await b.store.upsert("t1", data.slice(30, 45));
       // A flush waits for the split under way; a close meanwhile drops it, and the flush resolves.
@@ -641,7 +648,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       await b.close();
       await flushing;
       assert.ok(existsSync(hnswFileOf(vectors, "t1")), "closed before the split ended: one graph written");
-      const c = withSplit(dir, 40, { splitInBackgroundAt: 1 });
+      const c = withSplit(dir, 40, { rebuildInBackgroundAt: 1 });
       assert.equal((await c.store.search("t1", (data[44] as VectorItem).vector, 1))[0]?.id, "v44");
       assert.equal(c.store.rebuilds, 0, "the one-graph file was current");
       await c.store.upsert("t1", data.slice(45));
@@ -654,7 +661,7 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       // ends in its new kind's graph only.
       rmSync(dir, { recursive: true, force: true });
       // One point a turn of the event loop: after three turns v0-v2 are in the split's graphs.
-      const d = withSplit(dir, 40, { splitInBackgroundAt: 1, splitSliceMs: 0 });
+      const d = withSplit(dir, 40, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
       await d.store.upsert("t1", data.slice(0, 30));
       await d.store.upsert("t1", data.slice(30, 40));
       for (let turn = 0; turn < 3; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
@@ -666,6 +673,164 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
       assert.equal((await d.store.search("t1", v2.vector, 1, { kind: "turn" }))[0]?.id, "v2");
       assert.ok(!(await d.store.search("t1", v2.vector, 40, { kind: "record" })).some((h) => h.id === "v2"));
       await d.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("HnswVectorStore: compactions and purges in the background", () => {
+  /** Lets the event loop turn n times (one background step each with rebuildSliceMs 0). */
+  const turns = async (n: number) => {
+    for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+  };
+  const ids = (data: readonly VectorItem[], from: number, to: number) => data.slice(from, to).map((i) => i.id);
+
+  it("compacts a large tenant in the background after a delete: its graph answers meanwhile, writes land in both, a delete starts it again", async () => {
+    const dir = tempDir();
+    const data = items("t1", 60, 41);
+    const { store, close } = withSplit(dir, 1000, {
+      rebuildInBackgroundAt: 1,
+      rebuildSliceMs: 0,
+      compactDeletedRatio: 0.2,
+    });
+    try {
+      await store.upsert("t1", data.slice(0, 50));
+      await store.delete("t1", ids(data, 0, 10));
+      assert.equal(store.compactions.count, 0, "10 of 50 reaches 0.2, and the delete returned before the compaction");
+      const hits = await store.search("t1", (data[5] as VectorItem).vector, 50);
+      assert.equal(hits.length, 40, "the old graph answers, without the deleted points");
+      await turns(5);
+      // Drops the compaction under way; 11 deleted of 50 still reach the ratio: it starts again.
+      await store.delete("t1", ["v20"]);
+      await turns(30);
+      assert.equal(store.compactions.count, 0, "still under way");
+      // v30 was taken by the compaction already; it moves to v57's vector (v57 is not written).
+      // (A new point would take a deleted point's slot, lowering the deleted share.)
+      await store.upsert("t1", [{ ...(data[30] as VectorItem), vector: (data[57] as VectorItem).vector }]);
+      await store.settled();
+      assert.equal(store.compactions.count, 1, "one compaction swapped in: the first was dropped");
+      assert.deepEqual(store.resident, { tenants: 1, vectors: 39 }, "the new graph holds the live points alone");
+      assert.equal((await store.search("t1", (data[57] as VectorItem).vector, 1))[0]?.id, "v30");
+      assert.ok((await store.search("t1", (data[30] as VectorItem).vector, 1))[0]?.id !== "v30");
+      const all = (await store.search("t1", (data[20] as VectorItem).vector, 60)).map((h) => h.id);
+      assert.equal(all.length, 39);
+      assert.ok(!all.includes("v20") && !all.includes("v5"));
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("purges a large tenant in the background, zeroing few deleted points and compacting many, and answers searches meanwhile", async () => {
+    const dir = tempDir();
+    const data = items("t1", 100, 42);
+    const { db, store, close } = withSplit(dir, 1000, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
+    const file = hnswFileOf(join(dir, "vectors"), "t1");
+    /** Purges while a search is asked: the search is answered before the purge's work is done. */
+    const purgeWhileSearching = async () => {
+      const before = [store.scrubs.count, store.compactions.count];
+      const purging = store.purgeDeleted("t1");
+      const hits = await store.search("t1", (data[99] as VectorItem).vector, 1);
+      assert.equal(hits[0]?.id, "v99");
+      assert.deepEqual([store.scrubs.count, store.compactions.count], before, "answered while the purge ran");
+      await purging;
+    };
+    try {
+      await store.upsert("t1", data);
+      await store.flush();
+      const few = ["v3", "v50", "v97"];
+      const fewBytes = pointsInFile(file, labelsOf(db, "t1", few));
+      await store.delete("t1", few);
+      await purgeWhileSearching();
+      assert.deepEqual([store.scrubs.count, store.compactions.count], [1, 0], "3 points: zeroed in place");
+      let bytes = readFileSync(file);
+      for (const b of fewBytes) assert.ok(!bytes.includes(b), "a zeroed point is gone from the file");
+
+      // 10 more: below the ratio (13 of 100), but zeroing 10 costs more than inserting 87.
+      const many = ids(data, 10, 20);
+      const manyBytes = pointsInFile(file, labelsOf(db, "t1", many));
+      const keptBytes = pointsInFile(file, labelsOf(db, "t1", ["v0", "v60"]));
+      await store.delete("t1", many);
+      await purgeWhileSearching();
+      assert.deepEqual([store.scrubs.count, store.compactions.count], [1, 1], "compacted");
+      assert.deepEqual(store.resident, { tenants: 1, vectors: 87 });
+      bytes = readFileSync(file);
+      for (const b of manyBytes) assert.ok(!bytes.includes(b), "a compacted-out point is gone from the file");
+      for (const b of keptBytes) assert.ok(bytes.includes(b), "a live point is still in the file");
+      assert.equal((await store.search("t1", (data[60] as VectorItem).vector, 1))[0]?.id, "v60");
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("purges in the background while a new point takes an erased point's slot", async () => {
+    const dir = tempDir();
+    const data = items("t1", 100, 44);
+    const { db, store, close } = withSplit(dir, 1000, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
+    const file = hnswFileOf(join(dir, "vectors"), "t1");
+    try {
+      await store.upsert("t1", data.slice(0, 99));
+      await store.flush();
+      const gone = ["v3", "v50"];
+      const goneBytes = pointsInFile(file, labelsOf(db, "t1", gone));
+      await store.delete("t1", gone);
+      const purging = store.purgeDeleted("t1");
+      // Written before the purge's first slice: hnswlib puts it in a deleted point's slot.
+      await store.upsert("t1", [data[99] as VectorItem]);
+      await purging;
+      assert.equal(store.scrubs.count, 1);
+      const bytes = readFileSync(file);
+      for (const b of goneBytes) assert.ok(!bytes.includes(b));
+      assert.equal((await store.search("t1", (data[99] as VectorItem).vector, 1))[0]?.id, "v99");
+      assert.equal((await store.search("t1", (data[0] as VectorItem).vector, 100)).length, 98);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // An endless retry would never settle: the timeout fails it instead of hanging the run.
+  it("rejects a purge whose background compaction fails, after one more try on the event loop (no endless retry)", {
+    timeout: 20_000,
+  }, async () => {
+    const dir = tempDir();
+    const data = items("t1", 60, 45);
+    const { db, store, close } = withSplit(dir, 1000, { rebuildInBackgroundAt: 1 });
+    try {
+      await store.upsert("t1", data);
+      await store.delete("t1", ids(data, 0, 20));
+      // A stored vector the compaction cannot insert (as a damaged row would be).
+      db.prepare("UPDATE vectors SET vector = ? WHERE tenant = 't1' AND id = 'v40'").run(Buffer.alloc(8));
+      await assert.rejects(store.purgeDeleted("t1"), /dimension 2/);
+      assert.equal(store.compactions.count, 0);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("fails a purge that a close interrupts (the erasure can be repeated), and the next purge finishes it", async () => {
+    const dir = tempDir();
+    const data = items("t1", 60, 43);
+    const file = hnswFileOf(join(dir, "vectors"), "t1");
+    try {
+      const a = withSplit(dir, 1000, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
+      await a.store.upsert("t1", data);
+      await a.store.flush();
+      const goneBytes = pointsInFile(file, labelsOf(a.db, "t1", ids(data, 0, 20)));
+      await a.store.delete("t1", ids(data, 0, 20));
+      const purging = a.store.purgeDeleted("t1");
+      await turns(3);
+      await a.close();
+      await assert.rejects(purging, /closed/);
+      const b = withSplit(dir, 1000, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
+      assert.equal((await b.store.search("t1", (data[0] as VectorItem).vector, 60)).length, 40);
+      await b.store.purgeDeleted("t1");
+      const bytes = readFileSync(file);
+      for (const x of goneBytes) assert.ok(!bytes.includes(x));
+      await b.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -51,14 +51,15 @@ export interface HnswVectorStoreOptions {
    */
   splitKindsAt?: number;
   /**
-   * A split of a tenant holding at least this many points is built in the background, a slice of
-   * SPLIT_SLICE_MS at a time between turns of the event loop, while the one graph keeps serving
-   * (default DEFAULT_SPLIT_IN_BACKGROUND_AT); a smaller one is built by the write that reaches
-   * splitKindsAt, as before. See startSplit.
+   * A tenant holding at least this many points gets its new graphs (a split into a graph per kind,
+   * a compaction) built in the background, and an erasure's deleted vectors zeroed there, a slice
+   * of REBUILD_SLICE_MS at a time between turns of the event loop, while its graphs keep serving
+   * (default DEFAULT_REBUILD_IN_BACKGROUND_AT); a smaller one's are built by the call that needs
+   * them. See startRebuild.
    */
-  splitInBackgroundAt?: number;
-  /** Longest a background split holds the event loop at a time, ms (default SPLIT_SLICE_MS; 0: one point per turn). */
-  splitSliceMs?: number;
+  rebuildInBackgroundAt?: number;
+  /** Longest background work holds the event loop at a time, ms (default REBUILD_SLICE_MS; 0: one point per turn). */
+  rebuildSliceMs?: number;
 }
 
 /**
@@ -73,15 +74,25 @@ export interface HnswVectorStoreOptions {
 export const DEFAULT_SPLIT_KINDS_AT: number = HNSW_SPLIT_KINDS_AT;
 
 /**
- * Default of HnswVectorStoreOptions.splitInBackgroundAt. Built by the write itself, the split of an
- * 8,192-point tenant held the event loop for 1.2-2.4 s (every tenant's queries waited); in the
- * background it costs the same CPU in slices. Below ~2K points the build takes a few hundred
- * milliseconds at most and is done at once.
+ * Default of HnswVectorStoreOptions.rebuildInBackgroundAt. Built by the write itself, the split of
+ * an 8,192-point tenant held the event loop for 1.2-2.4 s, and the compaction after an erasure of a
+ * quarter of a 12,000-point tenant 2.7 s (every tenant's queries waited); in the background they
+ * cost the same CPU in slices. Below ~2K points a build takes a few hundred milliseconds at most
+ * and is done at once.
  */
-export const DEFAULT_SPLIT_IN_BACKGROUND_AT = 2048;
+export const DEFAULT_REBUILD_IN_BACKGROUND_AT = 2048;
 
-/** Longest a background split holds the event loop at a time (about 30-150 points per slice). */
-export const SPLIT_SLICE_MS = 10;
+/** Longest background work holds the event loop at a time (about 30-150 points per slice). */
+export const REBUILD_SLICE_MS = 10;
+
+/**
+ * What zeroing one deleted point costs, in inserts of a point into a fresh graph: hnswlib's update
+ * repairs the links of the point's neighbours and of theirs. 1,200 points zeroed in a 12,000-point
+ * tenant took 4.6 ms each against 0.30 ms an insert of its compaction (random 384-d vectors, a
+ * scratch timing; docs/erasure.md has more): a purge compacts instead once the deleted points
+ * would cost more to zero than the live ones to insert.
+ */
+export const ZEROING_COST_IN_INSERTS = 12;
 
 /**
  * ef of a search of one kind in its own graph, times k. The filtered walk in one graph of both
@@ -183,14 +194,23 @@ interface TenantIndex {
   block: VectorBlock;
   /** Points this index counted for in residentVectors when last weighed (see weigh). */
   weight: number;
-  /** A split into a graph per kind being built in the background (startSplit); the one graph serves until it is done. */
-  splitting?: SplitJob;
+  /** New graphs being built in the background (startRebuild); the tenant's graphs serve until they are done. */
+  rebuilding?: RebuildJob;
 }
 
-/** The graphs of a background split, and the labels already in them. */
-interface SplitJob {
-  byKind: Record<VectorKind, HierarchicalNSW>;
+/**
+ * Graphs built in the background from the tenant's live rows: a split into a graph per kind (the
+ * tenant reached splitKindsAt), or a compaction (its deleted points passed compactDeletedRatio, or
+ * an erasure's purge). `added`: the labels already in them.
+ */
+interface RebuildJob {
+  why: "split" | "compaction";
+  parts: IndexParts;
   added: Set<number>;
+  /** Settles when the job has ended: swapped in, dropped, or failed. */
+  ended: Promise<void>;
+  /** Why it failed, when it did (its graphs were not swapped in). */
+  failed?: unknown;
 }
 
 interface TenantRow {
@@ -312,8 +332,8 @@ export class HnswVectorStore implements VectorStore {
   private residentVectors = 0;
   /** Tenants an operation is using: never evicted until it ends (see hold). */
   private readonly held = new Map<string, number>();
-  /** Background splits under way (startSplit). */
-  private readonly splits = new Set<Promise<void>>();
+  /** Background rebuilds under way (startRebuild). */
+  private readonly rebuildsUnderWay = new Set<Promise<void>>();
   private dim: number | undefined;
   private closed = false;
 
@@ -332,16 +352,16 @@ export class HnswVectorStore implements VectorStore {
       maxResidentVectors: options.maxResidentVectors ?? DEFAULT_MAX_RESIDENT_VECTORS,
       maxResidentTenants: options.maxResidentTenants ?? DEFAULT_MAX_RESIDENT_TENANTS,
       splitKindsAt: options.splitKindsAt ?? DEFAULT_SPLIT_KINDS_AT,
-      splitInBackgroundAt: options.splitInBackgroundAt ?? DEFAULT_SPLIT_IN_BACKGROUND_AT,
-      splitSliceMs: options.splitSliceMs ?? SPLIT_SLICE_MS,
+      rebuildInBackgroundAt: options.rebuildInBackgroundAt ?? DEFAULT_REBUILD_IN_BACKGROUND_AT,
+      rebuildSliceMs: options.rebuildSliceMs ?? REBUILD_SLICE_MS,
     };
-    if (!(this.opts.splitSliceMs >= 0)) {
-      throw new Error(`HnswVectorStore: splitSliceMs must be >= 0, got ${this.opts.splitSliceMs}`);
+    if (!(this.opts.rebuildSliceMs >= 0)) {
+      throw new Error(`HnswVectorStore: rebuildSliceMs must be >= 0, got ${this.opts.rebuildSliceMs}`);
     }
     if (!(this.opts.compactDeletedRatio > 0 && this.opts.compactDeletedRatio <= 1)) {
       throw new Error(`HnswVectorStore: compactDeletedRatio must be in (0, 1], got ${this.opts.compactDeletedRatio}`);
     }
-    for (const cap of ["maxResidentVectors", "maxResidentTenants", "splitKindsAt", "splitInBackgroundAt"] as const) {
+    for (const cap of ["maxResidentVectors", "maxResidentTenants", "splitKindsAt", "rebuildInBackgroundAt"] as const) {
       const v = this.opts[cap];
       if (!(Number.isInteger(v) && v >= 1))
         throw new Error(`HnswVectorStore: ${cap} must be a whole number >= 1, got ${v}`);
@@ -408,7 +428,7 @@ export class HnswVectorStore implements VectorStore {
         );
       }
       for (const t of this.indexes.values()) {
-        t.splitting = undefined;
+        t.rebuilding = undefined;
         t.parts = { split: false, all: this.newIndex(n, this.opts.initialCapacity) };
         t.block = new VectorBlock(n);
         this.weigh(t);
@@ -468,10 +488,8 @@ export class HnswVectorStore implements VectorStore {
 
   /** Brings residentVectors up to date with the points the tenant's index holds now. */
   private weigh(t: TenantIndex): void {
-    // A split under way holds its graphs' points too: the tenant's memory about doubles meanwhile.
-    const job = t.splitting;
-    const splitting = job ? KINDS.reduce((n, k) => n + job.byKind[k].getCurrentCount(), 0) : 0;
-    const now = heldPoints(t.parts) + splitting;
+    // A rebuild under way holds its graphs' points too: the tenant's memory about doubles meanwhile.
+    const now = heldPoints(t.parts) + (t.rebuilding ? heldPoints(t.rebuilding.parts) : 0);
     this.residentVectors += now - t.weight;
     t.weight = now;
   }
@@ -498,8 +516,8 @@ export class HnswVectorStore implements VectorStore {
     if (fits()) return;
     for (const [tenant, t] of this.indexes) {
       if (fits()) return;
-      // Nor one being split: evicted, its split would be lost and start over at its next write.
-      if (tenant === keep || this.held.has(tenant) || t.splitting) continue;
+      // Nor one being rebuilt: evicted, its rebuild would be lost and start over.
+      if (tenant === keep || this.held.has(tenant) || t.rebuilding) continue;
       if (t.dirty) {
         const meta = this.tenantRow(tenant);
         if (meta) {
@@ -797,12 +815,12 @@ export class HnswVectorStore implements VectorStore {
     try {
       // Grown to splitKindsAt by this write: the graph per kind from now on. A small tenant's are
       // built here from SQLite (as a compaction is) after the batch, which the one graph is not
-      // given first; a larger one's in the background (startSplit), the one graph serving meanwhile.
+      // given first; a larger one's in the background (startRebuild), the one graph serving meanwhile.
       const fresh = applied.filter(({ label }) => !t.entries.has(label)).length;
       const reached = !t.parts.split && t.entries.size + fresh >= this.opts.splitKindsAt;
-      const splitting = reached && t.entries.size + fresh < this.opts.splitInBackgroundAt;
-      // A point changing kind would sit in both of the split's graphs: the split starts over.
-      if (t.splitting && changesKind(t, applied)) this.dropSplit(t);
+      const splitting = reached && t.entries.size + fresh < this.opts.rebuildInBackgroundAt;
+      // A point changing kind could sit in two of the new graphs: the rebuild starts over.
+      if (t.rebuilding && changesKind(t, applied)) this.dropRebuild(t);
       if (!splitting)
         for (const graph of graphsOf(t.parts))
           ensureRoom(graph, applied.filter(({ item }) => graphOf(t.parts, item.payload.kind) === graph).length);
@@ -817,11 +835,13 @@ export class HnswVectorStore implements VectorStore {
         t.labels.set(item.id, label);
         t.block.put(label, item.vector, payload);
       }
-      if (t.splitting) this.mirrorIntoSplit(t.splitting, applied);
+      if (t.rebuilding) this.mirrorIntoRebuild(t.rebuilding, applied);
       if (splitting) {
         this.replaceParts(t, this.buildParts(tenant, t.entries, true));
         this.rebuilds++;
-      } else if (reached && !t.splitting) this.startSplit(tenant, t);
+      } else if (reached && !t.rebuilding) this.startRebuild(tenant, t, "split", true);
+      // A compaction dropped by a change of kind starts again.
+      else if (!t.rebuilding && deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
       t.dirty = true;
       this.weigh(t);
     } catch (err) {
@@ -1022,8 +1042,9 @@ export class HnswVectorStore implements VectorStore {
       return labels;
     })();
     if (!t || removed.length === 0) return;
-    // A split under way would have to delete them too: it starts again at the next write instead.
-    this.dropSplit(t);
+    // A rebuild under way would have to delete them too: it is dropped, and a compaction starts
+    // again below when still due (a split at the next write).
+    this.dropRebuild(t);
     try {
       for (const label of removed) {
         const e = t.entries.get(label);
@@ -1043,49 +1064,56 @@ export class HnswVectorStore implements VectorStore {
 
   /**
    * New graphs for a tenant (a split, a compaction): nothing deleted in them is scrubbed yet, a
-   * split under way is moot, and they are written at the next flush.
+   * rebuild under way is moot, and they are written at the next flush.
    */
   private replaceParts(t: TenantIndex, parts: IndexParts): void {
-    t.splitting = undefined;
+    t.rebuilding = undefined;
     t.parts = parts;
     t.scrubbed.clear();
     t.dirty = true;
     this.weigh(t);
   }
 
-  /** Drops a split under way (its graphs no longer count for the tenant's memory). */
-  private dropSplit(t: TenantIndex): void {
-    if (!t.splitting) return;
-    t.splitting = undefined;
+  /** Drops a rebuild under way (its graphs no longer count for the tenant's memory). */
+  private dropRebuild(t: TenantIndex): void {
+    if (!t.rebuilding) return;
+    t.rebuilding = undefined;
     this.weigh(t);
   }
 
   /**
-   * Splits a tenant that has reached splitKindsAt into a graph per kind in the background: the
-   * graphs are filled from SQLite a slice at a time between turns of the event loop, while the one
-   * graph keeps answering and writes go to both (mirrorIntoSplit); the last slice swaps them in.
-   * Anything else that changes the tenant's graphs (a delete, a compaction, a purge, an eviction, a
-   * point changing kind) drops the split, and the next write starts it again.
+   * Builds new graphs for a tenant in the background: filled from SQLite a slice at a time between
+   * turns of the event loop, while its graphs keep answering and writes go to both
+   * (mirrorIntoRebuild); the last slice swaps them in. Anything else that changes the tenant's
+   * graphs (a delete, a compaction, a purge's, an eviction, a point changing kind, a close) drops
+   * the job, so that its graphs never hold a deleted point: a split starts again at the next
+   * write, a compaction at once when still due.
    */
-  private startSplit(tenant: string, t: TenantIndex): void {
+  private startRebuild(tenant: string, t: TenantIndex, why: RebuildJob["why"], split: boolean): RebuildJob {
     const counts = countKinds(t.entries.values());
-    const job: SplitJob = {
-      byKind: { record: this.graphFor(counts.record), turn: this.graphFor(counts.turn) },
-      added: new Set(),
-    };
-    t.splitting = job;
-    const run = this.runSplit(tenant, t, job).catch(() => {
-      // Not swapped in: the one graph stays, and the next write tries again.
-      if (this.indexes.get(tenant) === t && t.splitting === job) this.dropSplit(t);
+    const parts: IndexParts = split
+      ? { split: true, byKind: { record: this.graphFor(counts.record), turn: this.graphFor(counts.turn) } }
+      : { split: false, all: this.graphFor(t.entries.size) };
+    let settle = (): void => {};
+    const job: RebuildJob = { why, parts, added: new Set(), ended: new Promise<void>((resolve) => (settle = resolve)) };
+    t.rebuilding = job;
+    const run = this.runRebuild(tenant, t, job).catch((err: unknown) => {
+      // Not swapped in: the tenant's graphs stay, and the next write or purge tries again.
+      job.failed = err;
+      if (this.indexes.get(tenant) === t && t.rebuilding === job) this.dropRebuild(t);
     });
-    this.splits.add(run);
-    void run.finally(() => this.splits.delete(run));
+    this.rebuildsUnderWay.add(run);
+    void run.finally(() => {
+      this.rebuildsUnderWay.delete(run);
+      settle();
+    });
+    return job;
   }
 
-  /** A write's points, in the graphs of the split under way too (the one graph has them already). */
-  private mirrorIntoSplit(job: SplitJob, applied: readonly { label: number; item: VectorItem }[]): void {
+  /** A write's points, in the graphs of the rebuild under way too (the tenant's have them already). */
+  private mirrorIntoRebuild(job: RebuildJob, applied: readonly { label: number; item: VectorItem }[]): void {
     for (const { label, item } of applied) {
-      const graph = job.byKind[item.payload.kind];
+      const graph = graphOf(job.parts, item.payload.kind);
       // A label already there gets its new vector, in its own slot.
       ensureRoom(graph, job.added.has(label) ? 0 : 1);
       graph.addPoint(Array.from(item.vector), label);
@@ -1093,113 +1121,212 @@ export class HnswVectorStore implements VectorStore {
     }
   }
 
-  private async runSplit(tenant: string, t: TenantIndex, job: SplitJob): Promise<void> {
-    const current = (): boolean => !this.closed && this.indexes.get(tenant) === t && t.splitting === job;
+  private async runRebuild(tenant: string, t: TenantIndex, job: RebuildJob): Promise<void> {
     const page = this.db.prepare<[string, number, number], { label: number; kind: VectorKind; vector: Buffer }>(
       "SELECT label, kind, vector FROM vectors WHERE tenant = ? AND label > ? ORDER BY label LIMIT ?",
     );
     const PAGE = 64;
+    let rows: { label: number; kind: VectorKind; vector: Buffer }[] = [];
+    let at = 0;
     let after = -1;
-    for (let done = false; !done; ) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      if (!current()) return;
-      const until = performance.now() + this.opts.splitSliceMs;
-      slice: for (;;) {
-        const rows = page.all(tenant, after, PAGE);
-        for (const r of rows) {
-          // Written since the split started: mirrored already, with its latest vector.
-          if (!job.added.has(r.label)) {
-            const graph = job.byKind[r.kind];
-            ensureRoom(graph, 1);
-            graph.addPoint(Array.from(vectorOfBlob(r.vector)), r.label);
-            job.added.add(r.label);
-          }
-          after = r.label;
-          // Checked after every point: one insert takes 0.1-0.5 ms, a page of them too long a hold.
-          if (performance.now() >= until) break slice;
+    let last = false;
+    const busy = await this.inSlices(
+      () => !this.closed && this.indexes.get(tenant) === t && t.rebuilding === job,
+      () => {
+        if (at === rows.length) {
+          if (last) return false;
+          rows = page.all(tenant, after, PAGE);
+          at = 0;
+          last = rows.length < PAGE;
+          if (rows.length === 0) return false;
         }
-        if (rows.length < PAGE) {
-          done = true;
-          break;
+        const r = rows[at++] as (typeof rows)[number];
+        // Written since the job started: mirrored already, with its latest vector.
+        if (!job.added.has(r.label)) {
+          const graph = graphOf(job.parts, r.kind);
+          ensureRoom(graph, 1);
+          graph.addPoint(Array.from(vectorOfBlob(r.vector)), r.label);
+          job.added.add(r.label);
         }
-      }
-      this.weigh(t);
-      this.makeRoom(tenant, 0);
-    }
-    if (!current()) return;
+        after = r.label;
+        return !(last && at === rows.length);
+      },
+      () => {
+        this.weigh(t);
+        this.makeRoom(tenant, 0);
+      },
+    );
+    if (busy === undefined) return;
     // Every live point is in: read from SQLite, or mirrored by a write since (deletes drop the job).
-    this.replaceParts(t, { split: true, byKind: job.byKind });
-    this.rebuilds++;
+    this.replaceParts(t, job.parts);
+    if (job.why === "split") this.rebuilds++;
+    else {
+      this.compactions.count++;
+      this.compactions.ms += busy;
+    }
+  }
+
+  /**
+   * Runs `step` until it returns false, at most rebuildSliceMs at a time (one step at least) between
+   * turns of the event loop, `afterSlice` after each slice, while `current()` holds. Resolves to the
+   * time the steps took in all when they ran to the end, undefined when stopped.
+   */
+  private async inSlices(
+    current: () => boolean,
+    step: () => boolean,
+    afterSlice?: () => void,
+  ): Promise<number | undefined> {
+    let busy = 0;
+    for (;;) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (!current()) return undefined;
+      const started = performance.now();
+      const until = started + this.opts.rebuildSliceMs;
+      let more = true;
+      // Checked after every step: one insert takes 0.1-0.5 ms, a zeroing a few ms.
+      do more = step();
+      while (more && performance.now() < until);
+      busy += performance.now() - started;
+      afterSlice?.();
+      if (!more) return busy;
+    }
+  }
+
+  /** The layout a compaction builds: one graph only well below the size that splits. */
+  private compactedLayout(t: TenantIndex): boolean {
+    // So that a tenant near splitKindsAt is not rebuilt in the other layout at every compaction
+    // and the next write.
+    return t.entries.size >= (t.parts.split ? this.opts.splitKindsAt / 2 : this.opts.splitKindsAt);
   }
 
   /**
    * A fresh index of the tenant's live points (read from SQLite, the source of truth), replacing one
-   * that still holds deleted points; written to the file at the next flush.
+   * that still holds deleted points: built here for a small tenant, in the background for a larger
+   * one (startRebuild; returned). Written to the file at the next flush.
    */
-  private compact(tenant: string, t: TenantIndex): void {
-    const started = performance.now();
-    // Back to one graph only well below the size that splits, so that a tenant near it is not
-    // rebuilt in the other layout at every compaction and the next write.
-    const split = t.entries.size >= (t.parts.split ? this.opts.splitKindsAt / 2 : this.opts.splitKindsAt);
-    this.replaceParts(t, this.buildParts(tenant, t.entries, split));
-    this.compactions.count++;
-    this.compactions.ms += performance.now() - started;
+  private compact(tenant: string, t: TenantIndex): RebuildJob | undefined {
+    if (t.entries.size >= this.opts.rebuildInBackgroundAt)
+      return this.startRebuild(tenant, t, "compaction", this.compactedLayout(t));
+    this.compactHere(tenant, t);
+    return undefined;
+  }
+
+  /** The deleted points still in the tenant's graphs whose vectors are not zeroed yet. */
+  private unscrubbed(t: TenantIndex): { graph: HierarchicalNSW; label: number }[] {
+    const out: { graph: HierarchicalNSW; label: number }[] = [];
+    for (const graph of graphsOf(t.parts))
+      for (const label of graph.getIdsList())
+        if (!t.entries.has(label) && !t.scrubbed.has(label)) out.push({ graph, label });
+    return out;
   }
 
   /**
    * Overwrites the vector of every deleted point still in the index with zeros. hnswlib keeps a
    * deleted point (vector and links) until a new point takes its slot, and only updates a live
-   * point's vector, hence unmark, update, mark again. Cheaper than a rebuild: the cost is that of
-   * updating the deleted points, not of re-inserting the live ones (figures in docs/erasure.md).
+   * point's vector, hence unmark, update, mark again. For a large tenant, in slices between turns of
+   * the event loop (false: stopped because its graphs changed meanwhile). Cheaper than a rebuild
+   * while few points are deleted (ZEROING_COST_IN_INSERTS; figures in docs/erasure.md).
    */
-  private scrubDeleted(t: TenantIndex): void {
-    const started = performance.now();
+  private async scrubDeleted(tenant: string, t: TenantIndex): Promise<boolean> {
     const zeros = new Array<number>(this.dim as number).fill(0);
-    for (const graph of graphsOf(t.parts))
-      for (const label of graph.getIdsList()) {
-        if (t.entries.has(label) || t.scrubbed.has(label)) continue;
-        graph.unmarkDelete(label);
+    const todo = this.unscrubbed(t);
+    const parts = t.parts;
+    let next = 0;
+    const step = (): boolean => {
+      const point = todo[next++];
+      if (!point) return false;
+      const { graph, label } = point;
+      if (!t.entries.has(label) && !t.scrubbed.has(label)) {
+        try {
+          graph.unmarkDelete(label);
+        } catch {
+          // A new point took its slot since (allowReplaceDeleted): the vector is overwritten already.
+          return next < todo.length;
+        }
         graph.addPoint(zeros, label);
         graph.markDelete(label);
         t.scrubbed.add(label);
         t.dirty = true;
       }
+      return next < todo.length;
+    };
+    let busy: number | undefined;
+    if (t.entries.size < this.opts.rebuildInBackgroundAt) {
+      const started = performance.now();
+      while (step());
+      busy = performance.now() - started;
+    } else busy = await this.inSlices(() => !this.closed && this.indexes.get(tenant) === t && t.parts === parts, step);
+    if (busy === undefined) return false;
     this.scrubs.count++;
-    this.scrubs.ms += performance.now() - started;
+    this.scrubs.ms += busy;
+    return true;
   }
 
   /**
    * After an erasure: no deleted vector of the tenant stays in its index, in memory or in its file,
-   * whatever compactDeletedRatio says. Past the ratio the index is rebuilt from its live points,
-   * below it the deleted points' vectors are zeroed in place; the file is then rewritten (or removed
-   * when no live point is left).
+   * whatever compactDeletedRatio says. The index is rebuilt from its live points when its deleted
+   * points pass the ratio or would cost more to zero (ZEROING_COST_IN_INSERTS); otherwise their
+   * vectors are zeroed in place. A large tenant's is done in the background (its graphs answer
+   * meanwhile) and this call waits for it, and for a rebuild already under way. The file is then
+   * rewritten (or removed when no live point is left).
    */
   async purgeDeleted(tenant: string): Promise<void> {
     this.check();
-    this.hold(tenant, () => this.purgeDeletedHeld(tenant));
+    await this.hold(tenant, () => this.purgeDeletedHeld(tenant));
   }
 
-  private purgeDeletedHeld(tenant: string): void {
-    const t = this.load(tenant);
-    if (!t || t.entries.size === 0) {
-      this.forget(tenant);
-      for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
-      return;
-    }
-    // A split under way is dropped (the next write starts it again): no graph outside t.parts may
-    // keep an erased vector.
-    this.dropSplit(t);
-    try {
-      if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
-      else this.scrubDeleted(t);
-    } catch (err) {
-      // A half-patched index is not trusted: the next use rebuilds it from SQLite.
-      this.forget(tenant);
-      throw err;
+  private async purgeDeletedHeld(tenant: string): Promise<void> {
+    // Compactions this purge started: once one fails, the next runs here (and throws what it throws).
+    const started = new Set<RebuildJob>();
+    let failed = false;
+    for (;;) {
+      // Closed meanwhile: the erasure did not finish (the caller can repeat it).
+      this.check();
+      const t = this.load(tenant);
+      if (!t || t.entries.size === 0) {
+        this.forget(tenant);
+        for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
+        return;
+      }
+      try {
+        const job = t.rebuilding;
+        if (job) {
+          // Its graphs hold no deleted point (a delete drops a job), the tenant's may: once it is
+          // swapped in (or dropped), look again.
+          await job.ended;
+          if (job.failed !== undefined && started.has(job)) failed = true;
+          continue;
+        }
+        const deleted = this.unscrubbed(t).length;
+        if (deleted === 0) break;
+        if (deletedShare(t) >= this.opts.compactDeletedRatio || deleted * ZEROING_COST_IN_INSERTS >= t.entries.size) {
+          if (failed) {
+            this.compactHere(tenant, t);
+            break;
+          }
+          const job = this.compact(tenant, t);
+          if (job) started.add(job);
+          continue;
+        }
+        if (await this.scrubDeleted(tenant, t)) break;
+      } catch (err) {
+        // A half-patched index is not trusted: the next use rebuilds it from SQLite.
+        this.forget(tenant);
+        throw err;
+      }
     }
     this.flushSync();
+    const t = this.indexes.get(tenant);
     // No file of the other layout may keep an erased vector, written or not this time.
-    this.removeOtherLayout(tenant, t.parts.split);
+    if (t) this.removeOtherLayout(tenant, t.parts.split);
+  }
+
+  /** A compaction on the event loop, whatever the tenant's size. */
+  private compactHere(tenant: string, t: TenantIndex): void {
+    const started = performance.now();
+    this.replaceParts(t, this.buildParts(tenant, t.entries, this.compactedLayout(t)));
+    this.compactions.count++;
+    this.compactions.ms += performance.now() - started;
   }
 
   /** Erasure of a conversation: every item (record or raw turn) whose payload names it. */
@@ -1244,12 +1371,12 @@ export class HnswVectorStore implements VectorStore {
 
   /**
    * Writes every changed tenant index to its file and records the write version it reflects, once
-   * the background splits under way have ended: a flushed store reads back in the layout its
+   * the background rebuilds under way have ended: a flushed store reads back in the layout its
    * tenants' sizes call for.
    */
   async flush(): Promise<void> {
     this.check();
-    if (this.splits.size > 0) {
+    if (this.rebuildsUnderWay.size > 0) {
       await this.settled();
       // Closed meanwhile: close() wrote what was changed.
       if (this.closed) return;
@@ -1290,13 +1417,13 @@ export class HnswVectorStore implements VectorStore {
   }
 
   /**
-   * Resolves when every background split started so far has ended (done, or dropped because its
+   * Resolves when every background rebuild started so far has ended (done, or dropped because its
    * tenant changed under it). flush() waits for them; nothing else does.
    */
   async settled(): Promise<void> {
-    // The splits under way now, not those started meanwhile: writes that keep coming (or keep
+    // The rebuilds under way now, not those started meanwhile: writes that keep coming (or keep
     // dropping and restarting a split) must not hold a caller for as long as they last.
-    await Promise.all([...this.splits]);
+    await Promise.all([...this.rebuildsUnderWay]);
   }
 
   async close(): Promise<void> {

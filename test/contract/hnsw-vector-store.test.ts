@@ -17,7 +17,7 @@ import { DIM, mulberry32, randomUnit, runVectorStoreContract } from "./vector-st
 const tempDir = (): string => mkdtempSync(join(tmpdir(), "hnsw-store-"));
 
 const hnswFixture =
-  (options: HnswVectorStoreOptions = {}) =>
+  (options: HnswVectorStoreOptions = {}, { crashed = false } = {}) =>
   async () => {
     const dir = tempDir();
     let db: SqliteDatabase = openSqlite(dir);
@@ -28,6 +28,8 @@ const hnswFixture =
         await store.close();
         db.close();
         db = openSqlite(dir);
+        // As after a crash before a flush: every index file behind its tenant's writes.
+        if (crashed) db.prepare("UPDATE vector_tenants SET flushed_version = -1").run();
         store = new HnswVectorStore(db, dir, options);
         return store;
       },
@@ -66,6 +68,13 @@ runVectorStoreContract(
 runVectorStoreContract(
   "HnswVectorStore, compactions and purges in the background",
   hnswFixture({ rebuildInBackgroundAt: 1, rebuildSliceMs: 0, compactDeletedRatio: 0.01 }),
+);
+
+// Every reopen as after a crash, every tenant's graphs then built in the background one point per
+// turn: the contract's calls after a reopen land while its searches are exact.
+runVectorStoreContract(
+  "HnswVectorStore, graphs built in the background after a crash",
+  hnswFixture({ rebuildInBackgroundAt: 1, rebuildSliceMs: 0 }, { crashed: true }),
 );
 
 const items = (tenant: string, n: number, seed: number, offset = 0): VectorItem[] => {
@@ -831,6 +840,100 @@ describe("HnswVectorStore: compactions and purges in the background", () => {
       const bytes = readFileSync(file);
       for (const x of goneBytes) assert.ok(!bytes.includes(x));
       await b.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("HnswVectorStore: a large tenant's graphs built in the background after a crash", () => {
+  /** A store whose every tenant's index file is behind its writes, as after a crash before a flush. */
+  const crashed = (dir: string) => {
+    const db = openSqlite(dir);
+    db.prepare("UPDATE vector_tenants SET flushed_version = -1").run();
+    db.close();
+  };
+
+  it("answers exactly while the graphs are built, takes writes and deletes meanwhile, and writes the file once they are in", async () => {
+    const dir = tempDir();
+    const data = mixed("t1", 60, 51);
+    const options = { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 };
+    try {
+      const a = withSplit(dir, 1000, options);
+      await a.store.upsert("t1", data.slice(0, 50));
+      await a.close();
+      crashed(dir);
+      const b = withSplit(dir, 1000, options);
+      const nearest = async (i: number, filter?: { kind: "record" | "turn" }) =>
+        (await b.store.search("t1", (data[i] as VectorItem).vector, 1, filter))[0]?.id;
+      assert.equal(await nearest(7), "v7");
+      assert.equal(await nearest(9, { kind: "turn" }), "v9");
+      assert.equal(b.store.rebuilds, 0, "the first search did not wait for the graphs");
+      // v20 goes: the build starts over from SQLite.
+      await b.store.delete("t1", ["v20"]);
+      for (let i = 0; i < 15; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+      // Taken by the build already: v10 moves to v55's vector (v55 is not written); v50-v53 come.
+      await b.store.upsert("t1", [
+        ...data.slice(50, 54),
+        { ...(data[10] as VectorItem), vector: (data[55] as VectorItem).vector },
+      ]);
+      assert.equal(await nearest(55), "v10");
+      assert.equal(await nearest(52), "v52");
+      assert.ok(!(await b.store.search("t1", (data[20] as VectorItem).vector, 60)).some((h) => h.id === "v20"));
+      await b.store.settled();
+      assert.equal(b.store.rebuilds, 1, "built once, in the background");
+      assert.equal(await nearest(55), "v10");
+      assert.equal(await nearest(53, { kind: "turn" }), "v53");
+      assert.equal((await b.store.search("t1", (data[0] as VectorItem).vector, 60)).length, 53);
+      await b.close();
+      // Once more after a crash, and a point changing kind meanwhile: the build starts over.
+      crashed(dir);
+      const b2 = withSplit(dir, 1000, options);
+      assert.equal((await b2.store.search("t1", (data[4] as VectorItem).vector, 1))[0]?.id, "v4");
+      const v4 = data[4] as VectorItem;
+      await b2.store.upsert("t1", [{ ...v4, payload: { ...v4.payload, kind: "turn" } }]);
+      await b2.store.settled();
+      assert.equal(b2.store.rebuilds, 1, "built, after the change of kind");
+      assert.equal((await b2.store.search("t1", v4.vector, 1, { kind: "turn" }))[0]?.id, "v4");
+      await b2.store.flush();
+      await b.close();
+      const c = withSplit(dir, 1000, options);
+      assert.equal((await c.store.search("t1", (data[55] as VectorItem).vector, 1))[0]?.id, "v10");
+      assert.equal(c.store.rebuilds, 0, "the file written after the build is current");
+      await c.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("writes no file for a tenant closed before its graphs are built, and a purge waits for them", async () => {
+    const dir = tempDir();
+    const data = items("t1", 40, 52);
+    const options = { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 };
+    const file = hnswFileOf(join(dir, "vectors"), "t1");
+    try {
+      const a = withSplit(dir, 1000, options);
+      await a.store.upsert("t1", data);
+      await a.store.flush();
+      const goneBytes = pointsInFile(file, labelsOf(a.db, "t1", ["v1", "v2"]));
+      await a.close();
+      crashed(dir);
+      const b = withSplit(dir, 1000, options);
+      assert.equal((await b.store.search("t1", (data[3] as VectorItem).vector, 1))[0]?.id, "v3");
+      await b.close();
+      const c = withSplit(dir, 1000, options);
+      assert.equal((await c.store.search("t1", (data[3] as VectorItem).vector, 40)).length, 40, "not an empty graph");
+      // The stale file still holds v1 and v2; the purge waits for the graphs and rewrites it.
+      await c.store.delete("t1", ["v1", "v2"]);
+      await c.store.purgeDeleted("t1");
+      assert.equal(c.store.rebuilds, 1);
+      const bytes = readFileSync(file);
+      for (const x of goneBytes) assert.ok(!bytes.includes(x));
+      await c.close();
+      const d = withSplit(dir, 1000, options);
+      assert.equal((await d.store.search("t1", (data[3] as VectorItem).vector, 40)).length, 38);
+      assert.equal(d.store.rebuilds, 0, "current after the purge");
+      await d.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -60,13 +60,17 @@ const eraseConversationInStores = async (
 };
 
 /**
- * The vector store flushed, then, when the erasure deleted anything (a tenant's always counts),
- * both stores purged: deleted is not yet gone from the stores' files (docs/erasure.md).
+ * The vector store flushed and purged, then, when the erasure deleted anything (a tenant's always
+ * counts), the graph store purged: deleted is not yet gone from the stores' files
+ * (docs/erasure.md). The vectors' purge runs even when nothing was deleted: an erasure delivered
+ * again after its process stopped between its deletes and their purge finds nothing to delete,
+ * while the deleted vectors may still be in the tenant's index file (marked deleted); with nothing
+ * to zero it costs the tenant's load at most.
  */
 const purgeAfterErasure = async (deps: EraseDeps, tenant: string, deleted: boolean): Promise<void> => {
   await deps.vectors.flush();
-  if (!deleted) return;
   await deps.vectors.purgeDeleted?.(tenant);
+  if (!deleted) return;
   await deps.graph.purgeDeleted?.();
 };
 

@@ -246,6 +246,14 @@ const pointsInFile = (file: string, labels: readonly number[]): Buffer[] => {
   return labels.map((label) => Buffer.from(new Float32Array(index.getPoint(label)).buffer));
 };
 
+/** What the index file still holds for a point marked deleted in it, as raw bytes. */
+const deletedPointInFile = (file: string, label: number): Buffer => {
+  const index = new hnswlib.HierarchicalNSW("cosine", DIM);
+  index.readIndexSync(file, true);
+  index.unmarkDelete(label);
+  return Buffer.from(new Float32Array(index.getPoint(label)).buffer);
+};
+
 const labelsOf = (db: SqliteDatabase, tenant: string, ids: readonly string[]): number[] =>
   ids.map(
     (id) =>
@@ -631,21 +639,30 @@ describe("HnswVectorStore: one graph per kind for a large tenant", () => {
     }
   });
 
-  it("drops a background split when a delete, a close or a change of kind comes first, and starts it again at the next write", async () => {
+  it("goes on with a background split through a delete (a purge then zeroes the point in its graphs), drops it when a close or a change of kind comes first, and starts it again at the next write", async () => {
     const dir = tempDir();
     const vectors = join(dir, "vectors");
     const data = mixed("t1", 50, 36);
     try {
-      const a = withSplit(dir, 40, { rebuildInBackgroundAt: 1 });
+      // One point a turn of the event loop: after five turns v0-v4 are in the split's graphs.
+      const a = withSplit(dir, 40, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
       await a.store.upsert("t1", data.slice(0, 30));
       await a.store.upsert("t1", data.slice(30, 40));
+      for (let turn = 0; turn < 5; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
+      const [v3Label] = labelsOf(a.db, "t1", ["v3"]);
       await a.store.delete("t1", ["v3"]);
       await a.store.settled();
-      assert.equal(a.store.rebuilds, 0, "dropped by the delete: still one graph");
-      await a.store.upsert("t1", data.slice(40, 42));
-      await a.store.settled();
-      assert.equal(a.store.rebuilds, 1, "started again by the next write");
-      assert.ok(!(await a.store.search("t1", (data[3] as VectorItem).vector, 41)).some((h) => h.id === "v3"));
+      assert.equal(a.store.rebuilds, 1, "the split went on");
+      assert.deepEqual(a.store.resident, { tenants: 1, vectors: 40 }, "v3 deleted in the split's graphs, still held");
+      assert.ok(!(await a.store.search("t1", (data[3] as VectorItem).vector, 39)).some((h) => h.id === "v3"));
+      await a.store.flush();
+      const turnFile = hnswKindFileOf(vectors, "t1", "turn");
+      const v3Bytes = deletedPointInFile(turnFile, v3Label as number);
+      assert.ok(readFileSync(turnFile).includes(v3Bytes), "held in the split's graph until the purge");
+      await a.store.purgeDeleted("t1");
+      assert.equal(a.store.scrubs.count, 1);
+      assert.ok(!readFileSync(turnFile).includes(v3Bytes), "zeroed in the split's graph");
+      assert.equal((await a.store.search("t1", (data[5] as VectorItem).vector, 1, { kind: "turn" }))[0]?.id, "v5");
       await a.close();
 
       rmSync(dir, { recursive: true, force: true });
@@ -695,7 +712,7 @@ describe("HnswVectorStore: compactions and purges in the background", () => {
   };
   const ids = (data: readonly VectorItem[], from: number, to: number) => data.slice(from, to).map((i) => i.id);
 
-  it("compacts a large tenant in the background after a delete: its graph answers meanwhile, writes land in both, a delete starts it again", async () => {
+  it("compacts a large tenant in the background after a delete: its graph answers meanwhile, writes land in both, a delete meanwhile leaves its point out", async () => {
     const dir = tempDir();
     const data = items("t1", 60, 41);
     const { store, close } = withSplit(dir, 1000, {
@@ -710,7 +727,7 @@ describe("HnswVectorStore: compactions and purges in the background", () => {
       const hits = await store.search("t1", (data[5] as VectorItem).vector, 50);
       assert.equal(hits.length, 40, "the old graph answers, without the deleted points");
       await turns(5);
-      // Drops the compaction under way; 11 deleted of 50 still reach the ratio: it starts again.
+      // Read from SQLite with its page already, not yet inserted: the compaction leaves it out.
       await store.delete("t1", ["v20"]);
       await turns(30);
       assert.equal(store.compactions.count, 0, "still under way");
@@ -718,7 +735,7 @@ describe("HnswVectorStore: compactions and purges in the background", () => {
       // (A new point would take a deleted point's slot, lowering the deleted share.)
       await store.upsert("t1", [{ ...(data[30] as VectorItem), vector: (data[57] as VectorItem).vector }]);
       await store.settled();
-      assert.equal(store.compactions.count, 1, "one compaction swapped in: the first was dropped");
+      assert.equal(store.compactions.count, 1, "one compaction, swapped in");
       assert.deepEqual(store.resident, { tenants: 1, vectors: 39 }, "the new graph holds the live points alone");
       assert.equal((await store.search("t1", (data[57] as VectorItem).vector, 1))[0]?.id, "v30");
       assert.ok((await store.search("t1", (data[30] as VectorItem).vector, 1))[0]?.id !== "v30");
@@ -768,6 +785,38 @@ describe("HnswVectorStore: compactions and purges in the background", () => {
       for (const b of manyBytes) assert.ok(!bytes.includes(b), "a compacted-out point is gone from the file");
       for (const b of keptBytes) assert.ok(bytes.includes(b), "a live point is still in the file");
       assert.equal((await store.search("t1", (data[60] as VectorItem).vector, 1))[0]?.id, "v60");
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("finishes a purge while deletes keep coming (a rebuild under way is not started over by them)", async () => {
+    const dir = tempDir();
+    const data = items("t1", 400, 46);
+    const { db, store, close } = withSplit(dir, 10_000, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
+    const file = hnswFileOf(join(dir, "vectors"), "t1");
+    try {
+      await store.upsert("t1", data);
+      await store.flush();
+      const erased = ids(data, 0, 40);
+      const erasedBytes = pointsInFile(file, labelsOf(db, "t1", erased));
+      await store.delete("t1", erased);
+      let done = false;
+      const purging = store.purgeDeleted("t1").then(() => {
+        done = true;
+      });
+      // One more delete every 20 turns of the event loop, 100 at most (the compaction takes ~360).
+      let trickled = 0;
+      for (; trickled < 100 && !done; trickled++) {
+        await turns(20);
+        await store.delete("t1", [`v${100 + trickled}`]);
+      }
+      await purging;
+      assert.ok(trickled < 60, `the purge resolved after ${trickled} more deletes`);
+      const bytes = readFileSync(file);
+      for (const b of erasedBytes) assert.ok(!bytes.includes(b), "an erased point is gone from the file");
+      assert.equal((await store.search("t1", (data[300] as VectorItem).vector, 1))[0]?.id, "v300");
     } finally {
       await close();
       rmSync(dir, { recursive: true, force: true });

@@ -6,8 +6,11 @@
  * it wrote and tombstones the erased record ids; a key that lies is poison.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
+import hnswlib from "hnswlib-node";
 import type { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { hnswFileOf } from "../../services/core/adapters/hnsw/vector-store.ts";
 import { UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
 import { turnRowId } from "../../services/core/ids.ts";
@@ -203,6 +206,39 @@ describe("indexer raw-turn consumer", () => {
           state: undefined,
         });
       assert.equal(await s.vectors.count("acme"), 1);
+    });
+  });
+
+  it("an erase control delivered again after a stop between its deletes and their purge purges the vectors it deleted", async () => {
+    await withStores(async (s) => {
+      const stage = stageOf(s);
+      // One turn erased of seven: below the share that compacts the index at the delete.
+      const others = ["sofa", "walks", "vet", "park", "rain", "ball"].map((word, i) =>
+        sensoryOf(
+          segmentTurnOf(`o${i}`, `We talked about the ${word} today.`, "2023-06-02T10:00:00.000Z"),
+          "acme",
+          "c2",
+        ),
+      );
+      await feed(stage, [sensoryOf(T1), ...others]);
+      await s.vectors.flush();
+      const file = hnswFileOf(s.vectors.dir, "acme");
+      const { label } = s.vectors.db
+        .prepare("SELECT label FROM vectors WHERE tenant = 'acme' AND id = ?")
+        .get(turnRowId("c1", "t1")) as { label: number };
+      const index = new hnswlib.HierarchicalNSW("cosine", s.embedder.dimension);
+      index.readIndexSync(file, true);
+      const erased = Buffer.from(new Float32Array(index.getPoint(label)).buffer);
+      // The first delivery's deletes (eraseRawTurnsControl), then a stop that wrote the index (a
+      // close flushes it) before their purge: the vector is marked deleted in the file, still there.
+      await s.graph.deleteRawTurns("acme", "c1");
+      await s.vectors.deleteRawTurns("acme", "c1");
+      await s.vectors.flush();
+      assert.ok(readFileSync(file).includes(erased));
+      // Delivered again: nothing left to delete, the purge runs all the same.
+      await stage.handle(keyOf("acme", "c1"), { kind: "control", control: "erase" }, undefined);
+      assert.ok(!readFileSync(file).includes(erased), "the erased turn's vector is gone from the index file");
+      assert.equal(await s.vectors.count("acme"), 6);
     });
   });
 

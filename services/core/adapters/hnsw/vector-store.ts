@@ -1074,21 +1074,23 @@ export class HnswVectorStore implements VectorStore {
       return labels;
     })();
     if (!t || removed.length === 0) return;
-    // A rebuild under way would have to delete them too: it is dropped, and a compaction starts
-    // again below when still due (a split at the next write).
-    this.dropRebuild(t);
+    // A rebuild under way goes on: what it holds already is deleted there too (its rows are gone
+    // from SQLite, so it reads no other), and a purge zeroes them once its graphs are in. Dropped
+    // and started again instead, a rebuild never finished under a steady trickle of deletes (an
+    // erasure's records and raw turns are deleted by two consumers), nor did a purge waiting on it.
+    const job = t.rebuilding;
     try {
       for (const label of removed) {
         const e = t.entries.get(label);
         if (!e) continue;
         if (!t.graphless) graphOf(t.parts, e.payload.kind).markDelete(label);
+        if (job?.added.has(label)) graphOf(job.parts, e.payload.kind).markDelete(label);
         t.entries.delete(label);
         t.labels.delete(e.id);
         t.block.remove(label);
       }
       t.dirty = true;
-      if (t.graphless) this.keepBuilding(tenant, t);
-      else if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+      if (!t.rebuilding && deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
     } catch (err) {
       this.forget(tenant);
       throw err;
@@ -1123,10 +1125,10 @@ export class HnswVectorStore implements VectorStore {
   /**
    * Builds new graphs for a tenant in the background: filled from SQLite a slice at a time between
    * turns of the event loop, while its graphs keep answering and writes go to both
-   * (mirrorIntoRebuild); the last slice swaps them in. Anything else that changes the tenant's
-   * graphs (a delete, a compaction, a purge's, an eviction, a point changing kind, a close) drops
-   * the job, so that its graphs never hold a deleted point: a split starts again at the next
-   * write, a compaction at once when still due.
+   * (mirrorIntoRebuild); the last slice swaps them in. A delete marks its points deleted in the
+   * new graphs too (a purge waits for them, then zeroes those). A point changing kind drops the job
+   * (it could sit in two graphs): a split starts again at the next write, a compaction when next
+   * due, a graphless tenant's at once. A close ends it; a tenant being rebuilt is not evicted.
    */
   private startRebuild(tenant: string, t: TenantIndex, why: RebuildJob["why"], split: boolean): RebuildJob {
     const counts = countKinds(t.entries.values());
@@ -1186,8 +1188,9 @@ export class HnswVectorStore implements VectorStore {
           if (rows.length === 0) return false;
         }
         const r = rows[at++] as (typeof rows)[number];
-        // Written since the job started: mirrored already, with its latest vector.
-        if (!job.added.has(r.label)) {
+        // Written since the job started: mirrored already, with its latest vector. Deleted since
+        // the page was read: left out.
+        if (!job.added.has(r.label) && t.entries.has(r.label)) {
           const graph = graphOf(job.parts, r.kind);
           ensureRoom(graph, 1);
           graph.addPoint(Array.from(vectorOfBlob(r.vector)), r.label);
@@ -1202,13 +1205,16 @@ export class HnswVectorStore implements VectorStore {
       },
     );
     if (busy === undefined) return;
-    // Every live point is in: read from SQLite, or mirrored by a write since (deletes drop the job).
+    // Every live point is in: read from SQLite, or mirrored by a write since.
     this.replaceParts(t, job.parts);
     if (job.why !== "compaction") this.rebuilds++;
     else {
       this.compactions.count++;
       this.compactions.ms += busy;
     }
+    // Points deleted while it ran are marked deleted in the new graphs: enough of them, and they
+    // are compacted in turn.
+    if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
   }
 
   /**
@@ -1345,8 +1351,8 @@ export class HnswVectorStore implements VectorStore {
       try {
         const job = t.graphless ? this.keepBuilding(tenant, t) : t.rebuilding;
         if (job) {
-          // Its graphs hold no deleted point (a delete drops a job), the tenant's may: once it is
-          // swapped in (or dropped), look again.
+          // Once its graphs are in (or it is dropped), look again: the points deleted meanwhile
+          // are marked deleted in them.
           await job.ended;
           if (job.failed !== undefined && started.has(job)) failed = true;
           continue;

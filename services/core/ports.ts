@@ -318,6 +318,12 @@ export interface VectorStore {
   tenantsNamed?(prefix: string): Promise<string[]>;
   count(tenant: string): Promise<number>;
   flush(): Promise<void>;
+  /**
+   * Writes the on-disk cache of at most `tenants` tenants changed since it was last written (what
+   * flush() writes for all); true while more are left. Optional: what the embedded engine does when
+   * idle, so that a crash leaves few tenants to rebuild (a store without such a cache leaves it out).
+   */
+  flushSome?(tenants: number): Promise<boolean>;
   close(): Promise<void>;
 }
 

@@ -153,6 +153,14 @@ const INDEX_MERGE_PAGES = 64;
 const INDEX_MERGE_STEPS_PER_TICK = 64;
 /** The stage name its steps are reported under (PipelineObserver.stageEvent). */
 const INDEX_MERGE_STAGE = "index-merge";
+/**
+ * Idle-time write of the vector store's changed index files (VectorStore.flushSome): one tenant per
+ * turn of the event loop (a 22K-point tenant's file takes ~30-60 ms), at most this many a tick. A
+ * file behind its tenant's writes is rebuilt after a crash (in the background for a large tenant:
+ * ~3.5 s of CPU per 22K points), so the engine writes them once ingest has been idle for a tick.
+ */
+const VECTOR_FLUSH_TENANTS_PER_TICK = 64;
+const VECTOR_FLUSH_STAGE = "vector-flush";
 /** Attempt records: the inbox batch in flight, the one entry in flight while isolating, the segment in flight. */
 const INBOX_BATCH = "inbox-batch";
 const INBOX_ENTRY = "inbox-entry";
@@ -217,6 +225,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   private indexMerge: Promise<void> | undefined;
   /** lastActivityMs when the index merge last found nothing left: nothing ingested since, nothing to merge. */
   private indexMergedAt: number | undefined;
+  /** The idle-time write of changed vector index files in progress (flushVectorsIfIdle), if any. */
+  private vectorFlush: Promise<void> | undefined;
+  /** lastActivityMs when every changed vector index file was last written. */
+  private vectorsFlushedAt: number | undefined;
   private closing = false;
   /** The last consolidation's report (on demand or scheduled). */
   lastConsolidation: (ConsolidationReport & { trigger: TriggerReason | "demand" }) | undefined;
@@ -266,6 +278,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.idleTimer = setInterval(() => {
       this.flushIdle();
       this.mergeIndexIfIdle();
+      this.flushVectorsIfIdle();
     }, this.idleTickMs);
     this.idleTimer.unref();
     this.startScheduler();
@@ -507,6 +520,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.scheduler?.stop();
     await this.scheduler?.idle();
     await this.indexMerge;
+    await this.vectorFlush;
     await this.maintenance;
     if (this.idleTimer) clearInterval(this.idleTimer);
     if (!this.failure) await this.drain();
@@ -588,6 +602,56 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       .finally(() => {
         this.indexMerge = undefined;
       });
+  }
+
+  /**
+   * Writes the vector store's changed index files once nothing was ingested for a tick, a tenant
+   * per turn of the event loop, stopping when turns come again; as an erasure's or a
+   * consolidation's writes, one maintenance call at a time (exclusive).
+   */
+  private flushVectorsIfIdle(): void {
+    const vectors = this.parts.vectors;
+    if (!vectors.flushSome || this.vectorFlush || this.closing || this.failure) return;
+    const since = this.lastActivityMs;
+    if (this.vectorsFlushedAt === since || this.clock() - since < this.idleTickMs || !this.isDrained()) return;
+    const busy = (): boolean => this.closing || this.lastActivityMs !== since || !this.isDrained();
+    this.vectorFlush = (async () => {
+      for (let step = 0; step < VECTOR_FLUSH_TENANTS_PER_TICK && !busy(); step++) {
+        const more = await this.exclusive(async () => {
+          if (busy()) return true;
+          const started = performance.now();
+          try {
+            const left = await vectors.flushSome?.(1);
+            this.parts.observer?.stageEvent(VECTOR_FLUSH_STAGE, "ok", (performance.now() - started) / 1000);
+            return left;
+          } catch (err) {
+            this.parts.observer?.stageEvent(VECTOR_FLUSH_STAGE, "error", (performance.now() - started) / 1000);
+            throw err;
+          }
+        });
+        if (more === false) {
+          this.vectorsFlushedAt = since;
+          return;
+        }
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    })()
+      .catch(() => undefined)
+      .finally(() => {
+        this.vectorFlush = undefined;
+      });
+  }
+
+  /**
+   * The idle tick's vector index write (flushVectorsIfIdle) now, awaited: for tests and tools. True
+   * when every changed index file is written since the last activity (or the store keeps none),
+   * false when the engine was not idle for a tick, a write failed or the tick's steps ran out.
+   */
+  async flushVectorsWhenIdle(): Promise<boolean> {
+    if (!this.parts.vectors.flushSome) return true;
+    this.flushVectorsIfIdle();
+    await this.vectorFlush;
+    return this.vectorsFlushedAt === this.lastActivityMs;
   }
 
   /**

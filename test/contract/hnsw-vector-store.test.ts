@@ -988,3 +988,38 @@ describe("HnswVectorStore: a large tenant's graphs built in the background after
     }
   });
 });
+
+describe("HnswVectorStore.flushSome", () => {
+  it("writes at most the tenants asked, least recently used first, and a tenant being rebuilt once it is in", async () => {
+    const dir = tempDir();
+    const { db, store, close } = withSplit(dir, 1000, { rebuildInBackgroundAt: 30 });
+    const behind = (): string[] =>
+      (
+        db.prepare("SELECT tenant FROM vector_tenants WHERE flushed_version <> version ORDER BY tenant").all() as {
+          tenant: string;
+        }[]
+      ).map((r) => r.tenant);
+    try {
+      for (const t of ["a", "b", "c"]) await store.upsert(t, items(t, 10, t.charCodeAt(0)));
+      // b used last: written last.
+      await store.search("b", (items("b", 1, 98)[0] as VectorItem).vector, 1);
+      assert.equal(await store.flushSome(1), true);
+      assert.deepEqual(behind(), ["b", "c"]);
+      assert.equal(await store.flushSome(1), true);
+      assert.deepEqual(behind(), ["b"]);
+      assert.equal(await store.flushSome(5), false);
+      assert.deepEqual(behind(), []);
+      // A tenant compacted in the background (30 live points of 40): left until its graph is in.
+      await store.upsert("d", items("d", 40, 100));
+      await store.delete("d", ["v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"]);
+      assert.equal(await store.flushSome(5), true, "d is being compacted");
+      assert.deepEqual(behind(), ["d"]);
+      await store.settled();
+      assert.equal(await store.flushSome(5), false);
+      assert.deepEqual(behind(), []);
+    } finally {
+      await close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -118,3 +118,46 @@ describe("embedded engine: idle-time merge of the full-text index", () => {
     }
   });
 });
+
+describe("embedded engine: idle-time write of the vector index files", () => {
+  it("writes the changed tenants' index files once idle for a tick, not while turns come, and again after new turns", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memory-engine-vector-flush-"));
+    let now = Date.UTC(2024, 4, 6, 12);
+    const config = loadConfig({ dataDir: dir });
+    const settings = { ...engineSettingsFrom(config), clock: () => now };
+    const o = await openEmbeddedEngine(config, { embedder: new HashingEmbedder(), settings });
+    const db = openSqlite(dir);
+    /** Tenants whose index file is behind their writes (what a crash now would leave to rebuild). */
+    const behind = (): string[] =>
+      (
+        db.prepare("SELECT tenant FROM vector_tenants WHERE flushed_version <> version ORDER BY tenant").all() as {
+          tenant: string;
+        }[]
+      ).map((r) => r.tenant);
+    const ingest = async (tenant: string, tag: string): Promise<void> => {
+      await o.engine.ingest(tenant, `c${tag}`, turns(6, `s${tag}`));
+      await o.engine.flush(tenant, `c${tag}`);
+      await o.engine.drain();
+    };
+    try {
+      await ingest("t1", "a");
+      await ingest("t2", "b");
+      assert.deepEqual(behind(), ["t1", "t2"]);
+      assert.equal(await o.engine.flushVectorsWhenIdle(), false, "turns came this tick");
+      assert.deepEqual(behind(), ["t1", "t2"]);
+      now += 60_001;
+      assert.equal(await o.engine.flushVectorsWhenIdle(), true);
+      assert.deepEqual(behind(), []);
+      await ingest("t2", "c");
+      assert.deepEqual(behind(), ["t2"]);
+      assert.equal(await o.engine.flushVectorsWhenIdle(), false);
+      now += 60_001;
+      assert.equal(await o.engine.flushVectorsWhenIdle(), true);
+      assert.deepEqual(behind(), []);
+    } finally {
+      db.close();
+      await o.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

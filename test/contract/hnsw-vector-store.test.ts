@@ -791,37 +791,44 @@ describe("HnswVectorStore: compactions and purges in the background", () => {
     }
   });
 
-  it("finishes a purge while deletes keep coming (a rebuild under way is not started over by them)", async () => {
-    const dir = tempDir();
-    const data = items("t1", 400, 46);
-    const { db, store, close } = withSplit(dir, 10_000, { rebuildInBackgroundAt: 1, rebuildSliceMs: 0 });
-    const file = hnswFileOf(join(dir, "vectors"), "t1");
-    try {
-      await store.upsert("t1", data);
-      await store.flush();
-      const erased = ids(data, 0, 40);
-      const erasedBytes = pointsInFile(file, labelsOf(db, "t1", erased));
-      await store.delete("t1", erased);
-      let done = false;
-      const purging = store.purgeDeleted("t1").then(() => {
-        done = true;
+  // At a low ratio the deletes made during a compaction start another after it: the purge does
+  // not wait for those (they read SQLite, which holds no erased row).
+  for (const compactDeletedRatio of [0.2, 0.01])
+    it(`finishes a purge while deletes keep coming (ratio ${compactDeletedRatio}: a rebuild under way is not started over by them, nor waited for when started since)`, async () => {
+      const dir = tempDir();
+      const data = items("t1", 400, 46);
+      const { db, store, close } = withSplit(dir, 10_000, {
+        rebuildInBackgroundAt: 1,
+        rebuildSliceMs: 0,
+        compactDeletedRatio,
       });
-      // One more delete every 20 turns of the event loop, 100 at most (the compaction takes ~360).
-      let trickled = 0;
-      for (; trickled < 100 && !done; trickled++) {
-        await turns(20);
-        await store.delete("t1", [`v${100 + trickled}`]);
+      const file = hnswFileOf(join(dir, "vectors"), "t1");
+      try {
+        await store.upsert("t1", data);
+        await store.flush();
+        const erased = ids(data, 0, 40);
+        const erasedBytes = pointsInFile(file, labelsOf(db, "t1", erased));
+        await store.delete("t1", erased);
+        let done = false;
+        const purging = store.purgeDeleted("t1").then(() => {
+          done = true;
+        });
+        // One more delete every 20 turns of the event loop, 100 at most (the compaction takes ~360).
+        let trickled = 0;
+        for (; trickled < 100 && !done; trickled++) {
+          await turns(20);
+          await store.delete("t1", [`v${100 + trickled}`]);
+        }
+        await purging;
+        assert.ok(trickled < 60, `the purge resolved after ${trickled} more deletes`);
+        const bytes = readFileSync(file);
+        for (const b of erasedBytes) assert.ok(!bytes.includes(b), "an erased point is gone from the file");
+        assert.equal((await store.search("t1", (data[300] as VectorItem).vector, 1))[0]?.id, "v300");
+      } finally {
+        await close();
+        rmSync(dir, { recursive: true, force: true });
       }
-      await purging;
-      assert.ok(trickled < 60, `the purge resolved after ${trickled} more deletes`);
-      const bytes = readFileSync(file);
-      for (const b of erasedBytes) assert.ok(!bytes.includes(b), "an erased point is gone from the file");
-      assert.equal((await store.search("t1", (data[300] as VectorItem).vector, 1))[0]?.id, "v300");
-    } finally {
-      await close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    });
 
   it("purges in the background while a new point takes an erased point's slot", async () => {
     const dir = tempDir();
@@ -987,6 +994,46 @@ describe("HnswVectorStore: a large tenant's graphs built in the background after
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+describe("HnswVectorStore: graphless tenants and the residency caps", () => {
+  // The tenant cap, then the point cap (two tenants of 40 points fit under 100, three do not).
+  for (const caps of [
+    { maxResidentTenants: 2, maxResidentVectors: 1000 },
+    { maxResidentTenants: 10, maxResidentVectors: 100 },
+  ])
+    it(`keeps a crashed store's tenants within the caps (${JSON.stringify(caps)}): a graphless tenant weighs its points and goes while its build waits its turn`, async () => {
+      const dir = tempDir();
+      const names = ["a", "b", "c", "d", "e", "f"];
+      const options = { rebuildInBackgroundAt: 10, ...caps };
+      try {
+        const a = withSplit(dir, 1000, options);
+        for (const t of names) await a.store.upsert(t, items(t, 40, t.charCodeAt(0)));
+        await a.close();
+        const db = openSqlite(dir);
+        db.prepare("UPDATE vector_tenants SET flushed_version = -1").run();
+        db.close();
+        const b = withSplit(dir, 1000, options);
+        for (const t of names) {
+          const probe = items(t, 40, t.charCodeAt(0))[7] as VectorItem;
+          assert.equal((await b.store.search(t, probe.vector, 1))[0]?.id, "v7");
+          assert.ok(b.store.resident.tenants <= 2, `${JSON.stringify(b.store.resident)} after ${t}`);
+          assert.ok(
+            b.store.resident.vectors <= caps.maxResidentVectors,
+            `${JSON.stringify(b.store.resident)} after ${t}`,
+          );
+        }
+        await b.store.settled();
+        for (const t of names) {
+          const probe = items(t, 40, t.charCodeAt(0))[9] as VectorItem;
+          assert.equal((await b.store.search(t, probe.vector, 1))[0]?.id, "v9");
+          assert.ok(b.store.resident.tenants <= 2, JSON.stringify(b.store.resident));
+        }
+        await b.close();
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
 });
 
 describe("HnswVectorStore.flushSome", () => {

@@ -212,7 +212,10 @@ interface TenantIndex {
  */
 interface RebuildJob {
   why: "split" | "compaction" | "load";
-  parts: IndexParts;
+  /** The layout it builds: a graph per kind, or one. */
+  split: boolean;
+  /** Its graphs, made at its first slice: a job waiting its turn (inSlices) holds no memory. */
+  parts?: IndexParts;
   added: Set<number>;
   /** Settles when the job has ended: swapped in, dropped, or failed. */
   ended: Promise<void>;
@@ -501,7 +504,9 @@ export class HnswVectorStore implements VectorStore {
   /** Brings residentVectors up to date with the points the tenant's index holds now. */
   private weigh(t: TenantIndex): void {
     // A rebuild under way holds its graphs' points too: the tenant's memory about doubles meanwhile.
-    const now = heldPoints(t.parts) + (t.rebuilding ? heldPoints(t.rebuilding.parts) : 0);
+    // A graphless tenant holds its points in its vector block alone until its graphs are in.
+    const job = t.rebuilding?.parts;
+    const now = (t.graphless ? t.entries.size : heldPoints(t.parts)) + (job ? heldPoints(job) : 0);
     this.residentVectors += now - t.weight;
     t.weight = now;
   }
@@ -528,8 +533,10 @@ export class HnswVectorStore implements VectorStore {
     if (fits()) return;
     for (const [tenant, t] of this.indexes) {
       if (fits()) return;
-      // Nor one being rebuilt: evicted, its rebuild would be lost and start over.
-      if (tenant === keep || this.held.has(tenant) || t.rebuilding) continue;
+      // Nor one being rebuilt: evicted, its rebuild would be lost and start over. A graphless
+      // tenant whose build has not started yet goes (its file is behind anyway; nothing is lost).
+      const unstarted = t.graphless && t.rebuilding?.parts === undefined;
+      if (tenant === keep || this.held.has(tenant) || (t.rebuilding && !unstarted)) continue;
       if (t.dirty && !t.graphless) {
         const meta = this.tenantRow(tenant);
         if (meta) {
@@ -1084,12 +1091,14 @@ export class HnswVectorStore implements VectorStore {
         const e = t.entries.get(label);
         if (!e) continue;
         if (!t.graphless) graphOf(t.parts, e.payload.kind).markDelete(label);
-        if (job?.added.has(label)) graphOf(job.parts, e.payload.kind).markDelete(label);
+        if (job?.parts && job.added.has(label)) graphOf(job.parts, e.payload.kind).markDelete(label);
         t.entries.delete(label);
         t.labels.delete(e.id);
         t.block.remove(label);
       }
       t.dirty = true;
+      // A graphless tenant weighs its live points (weigh); others keep the deleted ones until compacted.
+      this.weigh(t);
       if (!t.rebuilding && deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
     } catch (err) {
       this.forget(tenant);
@@ -1131,12 +1140,8 @@ export class HnswVectorStore implements VectorStore {
    * due, a graphless tenant's at once. A close ends it; a tenant being rebuilt is not evicted.
    */
   private startRebuild(tenant: string, t: TenantIndex, why: RebuildJob["why"], split: boolean): RebuildJob {
-    const counts = countKinds(t.entries.values());
-    const parts: IndexParts = split
-      ? { split: true, byKind: { record: this.graphFor(counts.record), turn: this.graphFor(counts.turn) } }
-      : { split: false, all: this.graphFor(t.entries.size) };
     let settle = (): void => {};
-    const job: RebuildJob = { why, parts, added: new Set(), ended: new Promise<void>((resolve) => (settle = resolve)) };
+    const job: RebuildJob = { why, split, added: new Set(), ended: new Promise<void>((resolve) => (settle = resolve)) };
     t.rebuilding = job;
     const run = this.runRebuild(tenant, t, job).catch((err: unknown) => {
       // Not swapped in: the tenant's graphs stay, and the next write or purge tries again.
@@ -1159,8 +1164,11 @@ export class HnswVectorStore implements VectorStore {
 
   /** A write's points, in the graphs of the rebuild under way too (the tenant's have them already). */
   private mirrorIntoRebuild(job: RebuildJob, applied: readonly { label: number; item: VectorItem }[]): void {
+    // Not started yet: it reads them from SQLite, as written now.
+    const parts = job.parts;
+    if (!parts) return;
     for (const { label, item } of applied) {
-      const graph = graphOf(job.parts, item.payload.kind);
+      const graph = graphOf(parts, item.payload.kind);
       // A label already there gets its new vector, in its own slot.
       ensureRoom(graph, job.added.has(label) ? 0 : 1);
       graph.addPoint(Array.from(item.vector), label);
@@ -1177,9 +1185,18 @@ export class HnswVectorStore implements VectorStore {
     let at = 0;
     let after = -1;
     let last = false;
+    let parts: IndexParts | undefined;
     const busy = await this.inSlices(
       () => !this.closed && this.indexes.get(tenant) === t && t.rebuilding === job,
       () => {
+        if (!parts) {
+          // Its turn has come: its graphs, sized for the tenant's points now.
+          const counts = countKinds(t.entries.values());
+          parts = job.split
+            ? { split: true, byKind: { record: this.graphFor(counts.record), turn: this.graphFor(counts.turn) } }
+            : { split: false, all: this.graphFor(t.entries.size) };
+          job.parts = parts;
+        }
         if (at === rows.length) {
           if (last) return false;
           rows = page.all(tenant, after, PAGE);
@@ -1191,7 +1208,7 @@ export class HnswVectorStore implements VectorStore {
         // Written since the job started: mirrored already, with its latest vector. Deleted since
         // the page was read: left out.
         if (!job.added.has(r.label) && t.entries.has(r.label)) {
-          const graph = graphOf(job.parts, r.kind);
+          const graph = graphOf(parts, r.kind);
           ensureRoom(graph, 1);
           graph.addPoint(Array.from(vectorOfBlob(r.vector)), r.label);
           job.added.add(r.label);
@@ -1204,17 +1221,21 @@ export class HnswVectorStore implements VectorStore {
         this.makeRoom(tenant, 0);
       },
     );
-    if (busy === undefined) return;
+    if (busy === undefined || !parts) return;
     // Every live point is in: read from SQLite, or mirrored by a write since.
-    this.replaceParts(t, job.parts);
+    this.replaceParts(t, parts);
     if (job.why !== "compaction") this.rebuilds++;
     else {
       this.compactions.count++;
       this.compactions.ms += busy;
     }
     // Points deleted while it ran are marked deleted in the new graphs: enough of them, and they
-    // are compacted in turn.
-    if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+    // are compacted in turn. Its own graphs are in whatever that does: a failure is not its.
+    try {
+      if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+    } catch {
+      // The graphs just swapped in stay; the next delete or purge compacts them.
+    }
   }
 
   /**
@@ -1315,7 +1336,10 @@ export class HnswVectorStore implements VectorStore {
       const started = performance.now();
       while (step());
       busy = performance.now() - started;
-    } else busy = await this.inSlices(() => !this.closed && this.indexes.get(tenant) === t && t.parts === parts, step);
+    }
+    // Not queued behind the rebuilds (inSlices): a purge zeroes while one runs, and rebuilds
+    // chained by a trickle of deletes would otherwise keep swapping the graphs it zeroes.
+    else busy = await this.slices(() => !this.closed && this.indexes.get(tenant) === t && t.parts === parts, step);
     if (busy === undefined) return false;
     this.scrubs.count++;
     this.scrubs.ms += busy;
@@ -1336,6 +1360,14 @@ export class HnswVectorStore implements VectorStore {
   }
 
   private async purgeDeletedHeld(tenant: string): Promise<void> {
+    // The rebuilds to wait for: the one under way when called (it may have taken a point deleted
+    // before), a graphless tenant's build (its only graphs to come, its file behind) and those this
+    // purge starts. One started since by a write or a delete reads SQLite, which holds no erased
+    // row: the points deleted before are zeroed in the graphs serving meanwhile instead (waiting
+    // for each, a trickle of deletes chaining compactions kept the purge waiting).
+    const waitFor = new Set<RebuildJob>();
+    const under = this.indexes.get(tenant)?.rebuilding;
+    if (under) waitFor.add(under);
     // Compactions this purge started: once one fails, the next runs here (and throws what it throws).
     const started = new Set<RebuildJob>();
     let failed = false;
@@ -1346,11 +1378,13 @@ export class HnswVectorStore implements VectorStore {
       if (!t || t.entries.size === 0) {
         this.forget(tenant);
         for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
+        this.removeTempFiles(tenant);
         return;
       }
       try {
-        const job = t.graphless ? this.keepBuilding(tenant, t) : t.rebuilding;
-        if (job) {
+        if (t.graphless) waitFor.add(this.keepBuilding(tenant, t));
+        const job = t.rebuilding;
+        if (job && waitFor.has(job)) {
           // Once its graphs are in (or it is dropped), look again: the points deleted meanwhile
           // are marked deleted in them.
           await job.ended;
@@ -1359,13 +1393,19 @@ export class HnswVectorStore implements VectorStore {
         }
         const deleted = this.unscrubbed(t).length;
         if (deleted === 0) break;
-        if (deletedShare(t) >= this.opts.compactDeletedRatio || deleted * ZEROING_COST_IN_INSERTS >= t.entries.size) {
+        const rebuild =
+          deletedShare(t) >= this.opts.compactDeletedRatio || deleted * ZEROING_COST_IN_INSERTS >= t.entries.size;
+        // With a rebuild under way (started since), zeroing: a compaction would take its place.
+        if (rebuild && !job) {
           if (failed) {
             this.compactHere(tenant, t);
             break;
           }
-          const job = this.compact(tenant, t);
-          if (job) started.add(job);
+          const mine = this.compact(tenant, t);
+          if (mine) {
+            started.add(mine);
+            waitFor.add(mine);
+          }
           continue;
         }
         if (await this.scrubDeleted(tenant, t)) break;
@@ -1377,8 +1417,15 @@ export class HnswVectorStore implements VectorStore {
     }
     this.flushSync();
     const t = this.indexes.get(tenant);
-    // No file of the other layout may keep an erased vector, written or not this time.
+    // No file of the other layout may keep an erased vector, written or not this time, nor a
+    // temp file a crash left behind between a write and its rename.
     if (t) this.removeOtherLayout(tenant, t.parts.split);
+    this.removeTempFiles(tenant);
+  }
+
+  /** Removes the temp files of a tenant's index files (writeIndex's, left by a crash before the rename). */
+  private removeTempFiles(tenant: string): void {
+    for (const file of this.allFilesOf(tenant)) rmSync(`${file}.tmp`, { force: true });
   }
 
   /** A compaction on the event loop, whatever the tenant's size. */
@@ -1419,7 +1466,9 @@ export class HnswVectorStore implements VectorStore {
       this.db.prepare("DELETE FROM vector_tenants WHERE tenant = ?").run(tenant);
     })();
     this.forget(tenant);
+    this.loadFailed.delete(tenant);
     for (const file of this.allFilesOf(tenant)) rmSync(file, { force: true });
+    this.removeTempFiles(tenant);
   }
 
   async count(tenant: string): Promise<number> {

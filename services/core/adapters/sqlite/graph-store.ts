@@ -577,12 +577,18 @@ export class SqliteGraphStore implements GraphStore {
   async relationsOf(tenant: string, ids: readonly string[]): Promise<RecordRelation[]> {
     if (ids.length === 0) return [];
     const list = jsonList(uniq(ids));
+    // Each side through its index (OR-ed in one WHERE, SQLite read every relation of the tenant);
+    // a row found from both sides is one row (UNION: its key is among the columns).
     return this.all<RelationRow>(
       `SELECT from_id, to_id, relation, at, reason FROM record_relations
-       WHERE tenant = ? AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))
+       WHERE tenant = ? AND from_id IN (SELECT value FROM json_each(?))
+       UNION
+       SELECT from_id, to_id, relation, at, reason FROM record_relations
+       WHERE tenant = ? AND to_id IN (SELECT value FROM json_each(?))
        ORDER BY at, from_id, to_id, relation`,
       tenant,
       list,
+      tenant,
       list,
     ).map(toRelation);
   }

@@ -134,20 +134,25 @@ const deleteRecords = (sql: SqlRunner, tenant: string, ids: readonly string[]): 
   for (const table of RECORD_INDEX_TABLES) {
     sql.run(`DELETE FROM ${table} WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))`, tenant, list);
   }
+  // One statement per side, each through its index: with the two sides OR-ed in one, SQLite read
+  // every candidate row of the tenant (60-70 ms for a tenant of ~70K candidates on the 100K scale
+  // store, in an erasure's transaction, which holds the event loop).
   sql.run(
-    `DELETE FROM update_candidates WHERE tenant = ?
-       AND (record_id IN (SELECT value FROM json_each(?)) OR candidate_id IN (SELECT value FROM json_each(?)))`,
+    "DELETE FROM update_candidates WHERE tenant = ? AND record_id IN (SELECT value FROM json_each(?))",
     tenant,
-    list,
     list,
   );
   sql.run(
-    `DELETE FROM record_relations WHERE tenant = ?
-       AND (from_id IN (SELECT value FROM json_each(?)) OR to_id IN (SELECT value FROM json_each(?)))`,
+    "DELETE FROM update_candidates WHERE tenant = ? AND candidate_id IN (SELECT value FROM json_each(?))",
     tenant,
     list,
+  );
+  sql.run(
+    "DELETE FROM record_relations WHERE tenant = ? AND from_id IN (SELECT value FROM json_each(?))",
+    tenant,
     list,
   );
+  sql.run("DELETE FROM record_relations WHERE tenant = ? AND to_id IN (SELECT value FROM json_each(?))", tenant, list);
   sql.run("DELETE FROM records WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))", tenant, list);
 };
 

@@ -161,6 +161,12 @@ const INDEX_MERGE_STAGE = "index-merge";
  */
 const VECTOR_FLUSH_TENANTS_PER_TICK = 64;
 const VECTOR_FLUSH_STAGE = "vector-flush";
+
+/** An idle-time chore (runWhenIdle): the run in progress, and lastActivityMs when it last found nothing left. */
+interface IdleChore {
+  running?: Promise<void>;
+  doneAt?: number;
+}
 /** Attempt records: the inbox batch in flight, the one entry in flight while isolating, the segment in flight. */
 const INBOX_BATCH = "inbox-batch";
 const INBOX_ENTRY = "inbox-entry";
@@ -221,14 +227,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   private scheduler: ConsolidationScheduler | undefined;
   /** Consolidation and erasure run one at a time. */
   private maintenance: Promise<unknown> = Promise.resolve();
-  /** The idle-time index merge in progress (mergeIndexIfIdle), if any. */
-  private indexMerge: Promise<void> | undefined;
-  /** lastActivityMs when the index merge last found nothing left: nothing ingested since, nothing to merge. */
-  private indexMergedAt: number | undefined;
-  /** The idle-time write of changed vector index files in progress (flushVectorsIfIdle), if any. */
-  private vectorFlush: Promise<void> | undefined;
-  /** lastActivityMs when every changed vector index file was last written. */
-  private vectorsFlushedAt: number | undefined;
+  /** The idle-time merge of the full-text index (mergeIndexIfIdle). */
+  private readonly indexMerge: IdleChore = {};
+  /** The idle-time write of changed vector index files (flushVectorsIfIdle). */
+  private readonly vectorFlush: IdleChore = {};
   private closing = false;
   /** The last consolidation's report (on demand or scheduled). */
   lastConsolidation: (ConsolidationReport & { trigger: TriggerReason | "demand" }) | undefined;
@@ -519,8 +521,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     this.closing = true;
     this.scheduler?.stop();
     await this.scheduler?.idle();
-    await this.indexMerge;
-    await this.vectorFlush;
+    await this.indexMerge.running;
+    await this.vectorFlush.running;
     await this.maintenance;
     if (this.idleTimer) clearInterval(this.idleTimer);
     if (!this.failure) await this.drain();
@@ -573,35 +575,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    */
   private mergeIndexIfIdle(): void {
     const graph = this.parts.graph;
-    if (!graph.mergeIndexSegments || this.indexMerge || this.closing || this.failure) return;
-    const since = this.lastActivityMs;
-    if (this.indexMergedAt === since || this.clock() - since < this.idleTickMs || !this.isDrained()) return;
-    const busy = (): boolean => this.closing || this.lastActivityMs !== since || !this.isDrained();
-    this.indexMerge = (async () => {
-      for (let step = 0; step < INDEX_MERGE_STEPS_PER_TICK && !busy(); step++) {
-        const more = await this.exclusive(async () => {
-          if (busy()) return true;
-          const started = performance.now();
-          try {
-            const worked = await graph.mergeIndexSegments?.(INDEX_MERGE_PAGES);
-            this.parts.observer?.stageEvent(INDEX_MERGE_STAGE, "ok", (performance.now() - started) / 1000);
-            return worked;
-          } catch (err) {
-            this.parts.observer?.stageEvent(INDEX_MERGE_STAGE, "error", (performance.now() - started) / 1000);
-            throw err;
-          }
-        });
-        if (more === false) {
-          this.indexMergedAt = since;
-          return;
-        }
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-    })()
-      .catch(() => undefined)
-      .finally(() => {
-        this.indexMerge = undefined;
-      });
+    if (!graph.mergeIndexSegments) return;
+    this.runWhenIdle(this.indexMerge, INDEX_MERGE_STAGE, INDEX_MERGE_STEPS_PER_TICK, async () =>
+      graph.mergeIndexSegments?.(INDEX_MERGE_PAGES),
+    );
   }
 
   /**
@@ -611,26 +588,41 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    */
   private flushVectorsIfIdle(): void {
     const vectors = this.parts.vectors;
-    if (!vectors.flushSome || this.vectorFlush || this.closing || this.failure) return;
+    if (!vectors.flushSome) return;
+    this.runWhenIdle(this.vectorFlush, VECTOR_FLUSH_STAGE, VECTOR_FLUSH_TENANTS_PER_TICK, async () =>
+      vectors.flushSome?.(1),
+    );
+  }
+
+  /**
+   * Runs an idle-time chore once nothing was ingested for a whole idle tick and the pipeline is
+   * drained: up to `steps` steps, each one at a time with the other maintenance (exclusive) and a
+   * turn of the event loop between them, stopping when a turn arrives. A step answers whether more
+   * is left; once one says false the chore is done until the next activity. Each step is reported
+   * to the observer under `stage` (ok or error, with its seconds); a failed step is left for the
+   * next tick.
+   */
+  private runWhenIdle(chore: IdleChore, stage: string, steps: number, step: () => Promise<boolean | undefined>): void {
+    if (chore.running || this.closing || this.failure) return;
     const since = this.lastActivityMs;
-    if (this.vectorsFlushedAt === since || this.clock() - since < this.idleTickMs || !this.isDrained()) return;
+    if (chore.doneAt === since || this.clock() - since < this.idleTickMs || !this.isDrained()) return;
     const busy = (): boolean => this.closing || this.lastActivityMs !== since || !this.isDrained();
-    this.vectorFlush = (async () => {
-      for (let step = 0; step < VECTOR_FLUSH_TENANTS_PER_TICK && !busy(); step++) {
+    chore.running = (async () => {
+      for (let n = 0; n < steps && !busy(); n++) {
         const more = await this.exclusive(async () => {
           if (busy()) return true;
           const started = performance.now();
           try {
-            const left = await vectors.flushSome?.(1);
-            this.parts.observer?.stageEvent(VECTOR_FLUSH_STAGE, "ok", (performance.now() - started) / 1000);
+            const left = await step();
+            this.parts.observer?.stageEvent(stage, "ok", (performance.now() - started) / 1000);
             return left;
           } catch (err) {
-            this.parts.observer?.stageEvent(VECTOR_FLUSH_STAGE, "error", (performance.now() - started) / 1000);
+            this.parts.observer?.stageEvent(stage, "error", (performance.now() - started) / 1000);
             throw err;
           }
         });
         if (more === false) {
-          this.vectorsFlushedAt = since;
+          chore.doneAt = since;
           return;
         }
         await new Promise<void>((resolve) => setImmediate(resolve));
@@ -638,7 +630,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     })()
       .catch(() => undefined)
       .finally(() => {
-        this.vectorFlush = undefined;
+        chore.running = undefined;
       });
   }
 
@@ -650,8 +642,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   async flushVectorsWhenIdle(): Promise<boolean> {
     if (!this.parts.vectors.flushSome) return true;
     this.flushVectorsIfIdle();
-    await this.vectorFlush;
-    return this.vectorsFlushedAt === this.lastActivityMs;
+    await this.vectorFlush.running;
+    return this.vectorFlush.doneAt === this.lastActivityMs;
   }
 
   /**
@@ -662,8 +654,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   async mergeIndexWhenIdle(): Promise<boolean> {
     if (!this.parts.graph.mergeIndexSegments) return true;
     this.mergeIndexIfIdle();
-    await this.indexMerge;
-    return this.indexMergedAt === this.lastActivityMs;
+    await this.indexMerge.running;
+    return this.indexMerge.doneAt === this.lastActivityMs;
   }
 
   /**

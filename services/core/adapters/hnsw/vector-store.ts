@@ -876,7 +876,7 @@ export class HnswVectorStore implements VectorStore {
       } else if (!graphs) this.keepBuilding(tenant, t);
       else if (reached && !t.rebuilding) this.startRebuild(tenant, t, "split", true);
       // A compaction dropped by a change of kind starts again.
-      else if (!t.rebuilding && deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+      else if (!t.rebuilding && this.compactionDue(t)) this.compact(tenant, t);
       t.dirty = true;
       this.weigh(t);
     } catch (err) {
@@ -1099,7 +1099,7 @@ export class HnswVectorStore implements VectorStore {
       t.dirty = true;
       // A graphless tenant weighs its live points (weigh); others keep the deleted ones until compacted.
       this.weigh(t);
-      if (!t.rebuilding && deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+      if (!t.rebuilding && this.compactionDue(t)) this.compact(tenant, t);
     } catch (err) {
       this.forget(tenant);
       throw err;
@@ -1232,7 +1232,7 @@ export class HnswVectorStore implements VectorStore {
     // Points deleted while it ran are marked deleted in the new graphs: enough of them, and they
     // are compacted in turn. Its own graphs are in whatever that does: a failure is not its.
     try {
-      if (deletedShare(t) >= this.opts.compactDeletedRatio) this.compact(tenant, t);
+      if (this.compactionDue(t)) this.compact(tenant, t);
     } catch {
       // The graphs just swapped in stay; the next delete or purge compacts them.
     }
@@ -1273,6 +1273,11 @@ export class HnswVectorStore implements VectorStore {
     }
   }
 
+  /** Whether the tenant's deleted points have reached the share at which its graphs are compacted. */
+  private compactionDue(t: TenantIndex): boolean {
+    return deletedShare(t) >= this.opts.compactDeletedRatio;
+  }
+
   /** The layout a compaction builds: one graph only well below the size that splits. */
   private compactedLayout(t: TenantIndex): boolean {
     // So that a tenant near splitKindsAt is not rebuilt in the other layout at every compaction
@@ -1308,9 +1313,12 @@ export class HnswVectorStore implements VectorStore {
    * the event loop (false: stopped because its graphs changed meanwhile). Cheaper than a rebuild
    * while few points are deleted (ZEROING_COST_IN_INSERTS; figures in docs/erasure.md).
    */
-  private async scrubDeleted(tenant: string, t: TenantIndex): Promise<boolean> {
+  private async scrubDeleted(
+    tenant: string,
+    t: TenantIndex,
+    todo: readonly { graph: HierarchicalNSW; label: number }[],
+  ): Promise<boolean> {
     const zeros = new Array<number>(this.dim as number).fill(0);
-    const todo = this.unscrubbed(t);
     const parts = t.parts;
     let next = 0;
     const step = (): boolean => {
@@ -1391,10 +1399,10 @@ export class HnswVectorStore implements VectorStore {
           if (job.failed !== undefined && started.has(job)) failed = true;
           continue;
         }
-        const deleted = this.unscrubbed(t).length;
+        const todo = this.unscrubbed(t);
+        const deleted = todo.length;
         if (deleted === 0) break;
-        const rebuild =
-          deletedShare(t) >= this.opts.compactDeletedRatio || deleted * ZEROING_COST_IN_INSERTS >= t.entries.size;
+        const rebuild = this.compactionDue(t) || deleted * ZEROING_COST_IN_INSERTS >= t.entries.size;
         // With a rebuild under way (started since), zeroing: a compaction would take its place.
         if (rebuild && !job) {
           if (failed) {
@@ -1408,7 +1416,7 @@ export class HnswVectorStore implements VectorStore {
           }
           continue;
         }
-        if (await this.scrubDeleted(tenant, t)) break;
+        if (await this.scrubDeleted(tenant, t, todo)) break;
       } catch (err) {
         // A half-patched index is not trusted: the next use rebuilds it from SQLite.
         this.forget(tenant);
@@ -1500,11 +1508,24 @@ export class HnswVectorStore implements VectorStore {
    */
   async flushSome(tenants: number): Promise<boolean> {
     this.check();
+    return this.writeChanged(tenants, true);
+  }
+
+  private flushSync(): void {
+    this.writeChanged(Number.POSITIVE_INFINITY, false);
+  }
+
+  /**
+   * Writes the index files of at most `limit` changed tenants, least recently used first, and,
+   * with `settledOnly`, none being rebuilt; true while changed ones are left unwritten. A graphless
+   * tenant's file stays behind its version until its graphs are built.
+   */
+  private writeChanged(limit: number, settledOnly: boolean): boolean {
     let written = 0;
     let left = false;
     for (const [tenant, t] of this.indexes) {
       if (!t.dirty) continue;
-      if (written >= tenants || t.rebuilding || t.graphless) {
+      if (written >= limit || t.graphless || (settledOnly && t.rebuilding)) {
         left = true;
         continue;
       }
@@ -1514,16 +1535,6 @@ export class HnswVectorStore implements VectorStore {
       written++;
     }
     return left;
-  }
-
-  private flushSync(): void {
-    for (const [tenant, t] of this.indexes) {
-      // A graphless tenant's file stays behind its version until its graphs are built.
-      if (!t.dirty || t.graphless) continue;
-      const meta = this.tenantRow(tenant);
-      if (!meta) continue;
-      this.writeIndex(tenant, t, meta.version);
-    }
   }
 
   /**

@@ -10,7 +10,7 @@
  */
 import { runConsolidation } from "../consolidator/consolidator.ts";
 import type { ConsolidationDecider } from "../consolidator/types.ts";
-import { eraseConversation } from "../core/erasure.ts";
+import { eraseConversation, eraseTenant } from "../core/erasure.ts";
 import { buildHistory, type RecordHistory } from "../core/history.ts";
 import type { ConsolidationReport, StoreErasureReport, StoreSideMaintenance } from "../core/maintenance.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
@@ -84,10 +84,11 @@ export class StoreMaintenance implements StoreSideMaintenance {
         await vectors.deleteConversation?.(tenant, conversation);
       } else {
         // Counted as the embedded engine counts them. The ids for the gateway's tombstones are
-        // those the delete itself removed: listed apart first, a record the indexer wrote in
-        // between was deleted unnamed and its candidate set stayed live on the update queue.
+        // those the deletes themselves removed (each step of eraseTenant names what it deleted):
+        // listed apart first, a record the indexer wrote in between was deleted unnamed and its
+        // candidate set stayed live on the update queue.
         records = await graph.countRecords(tenant);
-        erasedRecordIds = await graph.deleteTenant(tenant);
+        erasedRecordIds = await eraseTenant(graph, tenant);
         await vectors.deleteTenant(tenant);
       }
       await vectors.flush();

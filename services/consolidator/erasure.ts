@@ -3,4 +3,4 @@
  * distributed indexer runs it again when an erase control reaches it); re-exported here for the
  * consolidator's callers.
  */
-export { eraseConversation, erasureWrites } from "../core/erasure.ts";
+export { eraseConversation, eraseTenant, erasureWrites } from "../core/erasure.ts";

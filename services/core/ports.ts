@@ -545,17 +545,31 @@ export interface TransactionReads {
   records?: readonly string[];
   /** A conversation about to be erased: what it holds and which records of others depend on it. */
   conversation?: string;
+  /**
+   * With `conversation`: read at most this many of its records and raw turns together (records
+   * first), for one step of an erasure in several transactions (eraseConversation), so that no one
+   * transaction holds the store (and, on SQLite, the event loop) for the whole conversation.
+   */
+  limit?: number;
+  /**
+   * With `conversation`, false: the records of other conversations that depend on it are not read
+   * (dependants is empty). A tenant's erasure, where they go too, has nothing to repair.
+   */
+  dependants?: boolean;
 }
 
 /** What a conversation holds, read inside the transaction that erases it. */
 export interface ConversationHoldings {
-  /** Ids of its records. */
+  /** Ids of its records (with a limit, the first of them). */
   recordIds: string[];
-  /** Turn ids of its raw turns (not row ids). */
+  /** Turn ids of its raw turns, not row ids (with a limit, what it leaves room for after the records). */
   turnIds: string[];
+  /** Whether every record and raw turn of it was read: no limit, or fewer than it. */
+  complete: boolean;
   /**
-   * Records of other conversations that may depend on it: superseded by one of its records, or
-   * carrying merged sources (a superset; the erasure rule decides what to rewrite).
+   * Records of other conversations that may depend on it: superseded by one of the records read,
+   * or, when complete, carrying merged sources (a superset; the erasure rule decides what to
+   * rewrite). Merged sources are repaired in the last step, after which none can name it.
    */
   dependants: MemoryRecord[];
 }
@@ -584,6 +598,8 @@ export interface TransactionWrites {
   settled?: { rows: readonly SettledCandidate[]; decidedAt: string };
   /** Records deleted with every derived row (index and full-text rows), and the candidates and edges touching them. */
   deleteRecords?: readonly string[];
+  /** Raw turns of a conversation with their full-text rows, by turn id: a step of its erasure. */
+  deleteTurns?: { conversation: string; turnIds: readonly string[] };
   /** A conversation's segments, raw turns (with their full-text rows) and event frames. */
   deleteConversation?: string;
   /** Dead letters with these partition keys. */

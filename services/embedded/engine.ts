@@ -1,6 +1,6 @@
 import { setImmediate as nextTick } from "node:timers/promises";
 import { runConsolidation } from "../consolidator/consolidator.ts";
-import { eraseConversation } from "../consolidator/erasure.ts";
+import { eraseConversation, eraseTenant } from "../consolidator/erasure.ts";
 import { buildHistory } from "../consolidator/history.ts";
 import { ConsolidationScheduler, parseWindow, type TriggerReason } from "../consolidator/scheduler.ts";
 import type {
@@ -455,7 +455,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         inboxEntries = this.parts.log.deleteConversation(tenant, conversation);
       } else {
         records = await this.parts.graph.countRecords(tenant);
-        await this.parts.graph.deleteTenant(tenant);
+        await eraseTenant(this.parts.graph, tenant);
         await this.parts.vectors.deleteTenant(tenant);
         inboxEntries = this.parts.log.deleteTenant(tenant);
       }

@@ -10,7 +10,7 @@
 import type { UpdateCandidatesEvent } from "../core/adapters/kafka/serde.ts";
 import { PoisonError, type StageInput, type StageOutput } from "../core/adapters/kafka/stage-runtime.ts";
 import { eraseTenantShare, isErasure, partitionOfKey } from "../core/adapters/kafka/topics.ts";
-import { eraseConversation } from "../core/erasure.ts";
+import { eraseConversation, eraseTenant } from "../core/erasure.ts";
 import { conversationKey, parseConversationKey } from "../core/keys.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
 
@@ -39,7 +39,7 @@ export const eraseInStores = async (
   if (conversation !== undefined) {
     ({ records, turns } = await eraseConversationInStores(deps, tenant, conversation));
   } else {
-    records = await deps.graph.deleteTenant(tenant);
+    records = await eraseTenant(deps.graph, tenant);
     await deps.vectors.deleteTenant(tenant);
   }
   await purgeAfterErasure(deps, tenant, records.length > 0 || turns > 0 || conversation === undefined);

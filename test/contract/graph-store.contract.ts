@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, it } from "node:test";
 import { applyConsolidation } from "../../services/consolidator/apply.ts";
-import { eraseConversation } from "../../services/consolidator/erasure.ts";
+import { eraseConversation, eraseTenant } from "../../services/consolidator/erasure.ts";
 import { CursorCodec } from "../../services/core/cursor.ts";
 import { ValidationError } from "../../services/core/errors.ts";
 import { recordId, turnRowId } from "../../services/core/ids.ts";
@@ -772,6 +772,27 @@ export const runGraphStoreContract = (
       }
     });
 
+    it("eraseTenant: each conversation in steps, then what is left; every deleted record named", async () => {
+      const D = `${prefix}stepD`;
+      const E = `${prefix}stepE`;
+      try {
+        for (const t of [D, E]) for (const b of batchesFor(t, true)) await store.writeBatch(b);
+        // Raw turns of a conversation with no segment yet: no conversation step finds them.
+        await store.writeTurns(D, "c9", [makeTurn("t1", "Ana adopted a greyhound.", "2023-07-01T10:00:00.000Z")]);
+        const eBefore = await fx.counts(E);
+        const named = (await store.listRecords(D, { includeSuperseded: true, limit: 1000 })).records.map((r) => r.id);
+        assert.ok(named.length > 0);
+        // One record or turn per transaction.
+        assert.deepEqual((await eraseTenant(store, D, 1)).sort(), [...named].sort());
+        assert.ok(allZero(await fx.counts(D)), JSON.stringify(await fx.counts(D)));
+        assert.deepEqual(await store.knownEntities(D), []);
+        assert.deepEqual(await fx.counts(E), eBefore, "the other tenant untouched");
+        assert.deepEqual(await eraseTenant(store, D), [], "nothing left to erase");
+      } finally {
+        for (const t of [D, E]) await store.deleteTenant(t).catch(() => undefined);
+      }
+    });
+
     it("deleteRawTurns erases raw turns alone: of a conversation, then of the tenant; records stay", async () => {
       // D gets turns in c1 and c2, E the same c2 turn only: once D's c1 turns are erased, the two
       // hold the same rows and their lexical statistics (the BM25 scores) agree.
@@ -1216,8 +1237,10 @@ export const runGraphStoreContract = (
           (await store.relationsOf(C, [NEW()])).map((r) => r.relation),
           ["SUPERSEDES", "REFINES"],
         );
-        // k1 held BERLIN, which superseded k3's OSLO: OSLO becomes current again.
-        const k1 = await eraseConversation(store, C, "k1");
+        // k1 held BERLIN, which superseded k3's OSLO: OSLO becomes current again. In steps of one
+        // record or turn per transaction (4 records, 4 turns: 9 steps), as a large conversation
+        // is erased: the same end state, lexical counts included (fx.counts below).
+        const k1 = await eraseConversation(store, C, "k1", 1);
         assert.deepEqual([...k1.records].sort(), [OLD(), NEW(), REF(), BERLIN()].sort());
         assert.deepEqual(
           [...k1.turns].sort(),

@@ -84,6 +84,7 @@ describe("erasure rule (pure)", () => {
     const { writes, result } = erasureWrites("A", "k2", {
       recordIds: [DUP.id],
       turnIds: ["k2-t"],
+      complete: true,
       dependants: [superseded, canonical, untouched],
     });
     assert.deepEqual(result, { records: [DUP.id], turns: [turnRowId("k2", "k2-t")], restored: 1 });
@@ -94,5 +95,22 @@ describe("erasure rule (pure)", () => {
     assert.deepEqual(writes.deleteRecords, [DUP.id]);
     assert.equal(writes.deleteConversation, "k2");
     assert.deepEqual(writes.deleteDeadLetters, ["A/k2"]);
+    assert.equal(writes.deleteTurns, undefined);
+  });
+
+  it("a step before the last deletes what it read and leaves the conversation's rest for later", () => {
+    const superseded = { ...OLD, valid: { ...OLD.valid, to: NEW.valid.from, supersededBy: DUP.id } };
+    const { writes, result } = erasureWrites("A", "k2", {
+      recordIds: [DUP.id],
+      turnIds: ["k2-t"],
+      complete: false,
+      dependants: [superseded],
+    });
+    assert.deepEqual(result, { records: [DUP.id], turns: [turnRowId("k2", "k2-t")], restored: 1 });
+    assert.deepEqual(writes.records, [{ ...OLD, valid: { from: OLD.valid.from } }]);
+    assert.deepEqual(writes.deleteRecords, [DUP.id]);
+    assert.deepEqual(writes.deleteTurns, { conversation: "k2", turnIds: ["k2-t"] });
+    assert.equal(writes.deleteConversation, undefined);
+    assert.equal(writes.deleteDeadLetters, undefined);
   });
 });

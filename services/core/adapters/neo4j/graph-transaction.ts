@@ -65,28 +65,41 @@ export const readView = async (tx: Tx, tenant: string, reads: TransactionReads):
     }
   }
   const conversation = reads.conversation;
-  if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
+  if (conversation === undefined) {
+    return { records, conversation: { recordIds: [], turnIds: [], complete: true, dependants: [] } };
+  }
+  const limit = reads.limit;
   const recordIds = rows<{ id: string }>(
-    await tx.run("MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id", {
-      tenant,
-      conversation,
-    }),
-  ).map((r) => r.id);
-  const turnIds = rows<{ turnId: string }>(
-    await tx.run("MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId", {
-      tenant,
-      conversation,
-    }),
-  ).map((r) => r.turnId);
-  const dependants = rows<JsonRow>(
     await tx.run(
-      `MATCH (r:Record {tenant: $tenant}) WHERE r.conversation <> $conversation
-         AND (r.supersededBy IN $ids OR r.merged = true)
-       RETURN r.id AS id, r.json AS json`,
-      { tenant, conversation, ids: recordIds },
+      `MATCH (r:Record {tenant: $tenant, conversation: $conversation}) RETURN r.id AS id${limit === undefined ? "" : " LIMIT $limit"}`,
+      { tenant, conversation, ...(limit === undefined ? {} : { limit: int(limit) }) },
     ),
-  ).map((r) => JSON.parse(r.json) as MemoryRecord);
-  return { records, conversation: { recordIds, turnIds, dependants } };
+  ).map((r) => r.id);
+  const room = limit === undefined ? undefined : limit - recordIds.length;
+  const turnIds =
+    room !== undefined && room <= 0
+      ? []
+      : rows<{ turnId: string }>(
+          await tx.run(
+            `MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) RETURN t.turnId AS turnId${room === undefined ? "" : " LIMIT $room"}`,
+            { tenant, conversation, ...(room === undefined ? {} : { room: int(room) }) },
+          ),
+        ).map((r) => r.turnId);
+  const complete = limit === undefined || recordIds.length + turnIds.length < limit;
+  // A step before the last reads only the records its own records supersede; the last also reads
+  // every record carrying merged sources.
+  const dependants =
+    reads.dependants === false
+      ? []
+      : rows<JsonRow>(
+          await tx.run(
+            `MATCH (r:Record {tenant: $tenant}) WHERE r.conversation <> $conversation
+         AND (r.supersededBy IN $ids OR ($complete AND r.merged = true))
+       RETURN r.id AS id, r.json AS json`,
+            { tenant, conversation, ids: recordIds, complete },
+          ),
+        ).map((r) => JSON.parse(r.json) as MemoryRecord);
+  return { records, conversation: { recordIds, turnIds, complete, dependants } };
 };
 
 /**
@@ -133,6 +146,12 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
       { tenant, ids },
     );
   }
+  if (writes.deleteTurns && writes.deleteTurns.turnIds.length > 0) {
+    await tx.run(
+      `MATCH (t:Turn {tenant: $tenant, conversation: $conversation}) WHERE t.turnId IN $turnIds DETACH DELETE t`,
+      { tenant, conversation: writes.deleteTurns.conversation, turnIds: uniq(writes.deleteTurns.turnIds) },
+    );
+  }
   if (writes.deleteConversation !== undefined) {
     for (const label of ["EventFrame", "Segment", "Turn"]) {
       await tx.run(`MATCH (n:${label} {tenant: $tenant, conversation: $conversation}) DETACH DELETE n`, {
@@ -154,7 +173,7 @@ export const applyWrites = async (tx: Tx, tenant: string, writes: TransactionWri
   // (tenant-stamp-memo.ts).
   const changed: StampedData[] = [];
   if ((writes.records?.length ?? 0) > 0 || (writes.deleteRecords?.length ?? 0) > 0) changed.push("records");
-  if (writes.deleteConversation !== undefined) changed.push("turns");
+  if (writes.deleteConversation !== undefined || (writes.deleteTurns?.turnIds.length ?? 0) > 0) changed.push("turns");
   if (changed.length > 0) await tx.run(stampCypher(changed), { tenant });
   return changed;
 };

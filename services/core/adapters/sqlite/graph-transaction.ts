@@ -68,23 +68,47 @@ export const readView = (sql: SqlRunner, tenant: string, reads: TransactionReads
     }
   }
   const conversation = reads.conversation;
-  if (conversation === undefined) return { records, conversation: { recordIds: [], turnIds: [], dependants: [] } };
-  const recordIds = sql
-    .all<{ id: string }>("SELECT id FROM records WHERE tenant = ? AND conversation = ?", tenant, conversation)
-    .map((r) => r.id);
-  const turnIds = sql
-    .all<{ turn_id: string }>("SELECT turn_id FROM turns WHERE tenant = ? AND conversation = ?", tenant, conversation)
-    .map((r) => r.turn_id);
-  const dependants = sql
-    .all<JsonRow>(
+  if (conversation === undefined) {
+    return { records, conversation: { recordIds: [], turnIds: [], complete: true, dependants: [] } };
+  }
+  const limit = reads.limit;
+  const limited = (query: string, room: number | undefined): string[] =>
+    room === undefined
+      ? sql.all<{ id: string }>(query, tenant, conversation).map((r) => r.id)
+      : room > 0
+        ? sql.all<{ id: string }>(`${query} LIMIT ?`, tenant, conversation, room).map((r) => r.id)
+        : [];
+  const recordIds = limited("SELECT id FROM records WHERE tenant = ? AND conversation = ?", limit);
+  const turnIds = limited(
+    "SELECT turn_id AS id FROM turns WHERE tenant = ? AND conversation = ?",
+    limit === undefined ? undefined : limit - recordIds.length,
+  );
+  const complete = limit === undefined || recordIds.length + turnIds.length < limit;
+  // Every step reads the records its own records supersede (by index); the last also reads the
+  // records carrying merged sources (by the partial index records_merged, migration 16). Two
+  // statements: under an OR, or merged in a UNION, SQLite read the tenant's records in id order.
+  const dependants = new Map<string, MemoryRecord>();
+  if (reads.dependants !== false) {
+    const rows = sql.all<JsonRow>(
       `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
-       AND (superseded_by IN (SELECT value FROM json_each(?)) OR json_extract(json, '$.mergedSources') IS NOT NULL)`,
+       AND superseded_by IN (SELECT value FROM json_each(?))`,
       tenant,
       conversation,
       jsonList(recordIds),
-    )
-    .map((r) => JSON.parse(r.json) as MemoryRecord);
-  return { records, conversation: { recordIds, turnIds, dependants } };
+    );
+    if (complete) {
+      rows.push(
+        ...sql.all<JsonRow>(
+          `SELECT id, json FROM records WHERE tenant = ? AND conversation <> ?
+           AND json_extract(json, '$.mergedSources') IS NOT NULL`,
+          tenant,
+          conversation,
+        ),
+      );
+    }
+    for (const r of rows) if (!dependants.has(r.id)) dependants.set(r.id, JSON.parse(r.json) as MemoryRecord);
+  }
+  return { records, conversation: { recordIds, turnIds, complete, dependants: [...dependants.values()] } };
 };
 
 /** The rule's writes, in the order TransactionWrites lists them. */
@@ -114,6 +138,9 @@ export const applyWrites = (sql: SqlRunner, tenant: string, writes: TransactionW
     );
   }
   if (writes.deleteRecords && writes.deleteRecords.length > 0) deleteRecords(sql, tenant, writes.deleteRecords);
+  if (writes.deleteTurns && writes.deleteTurns.turnIds.length > 0) {
+    deleteTurnRows(sql, tenant, writes.deleteTurns.conversation, writes.deleteTurns.turnIds);
+  }
   if (writes.deleteConversation !== undefined) deleteConversationRows(sql, tenant, writes.deleteConversation);
   for (const key of writes.deleteDeadLetters ?? []) {
     sql.run("DELETE FROM dead_letters WHERE tenant = ? AND key = ?", tenant, key);
@@ -170,6 +197,21 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
   deleteFullTextRowsIn(sql, "records", tenant, conversation);
   deleteRawTurnRows(sql, tenant, conversation);
   sql.run("DELETE FROM segments WHERE tenant = ? AND conversation = ?", tenant, conversation);
+};
+
+/** Some raw turns of a conversation, by turn id, with their full-text rows; the kept lexical counts lose each. */
+const deleteTurnRows = (sql: SqlRunner, tenant: string, conversation: string, turnIds: readonly string[]): void => {
+  const where = "tenant = ? AND conversation = ? AND turn_id IN (SELECT value FROM json_each(?))";
+  const params = [tenant, conversation, jsonList(uniq(turnIds))];
+  for (const t of sql.all<{ lex: string; lex_len: number }>(
+    `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_terms f ON f.seq = t.seq
+     WHERE t.tenant = ? AND t.conversation = ? AND t.turn_id IN (SELECT value FROM json_each(?))`,
+    ...params,
+  )) {
+    adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
+  }
+  deleteFullTextRowsOf(sql, "turns", `SELECT seq FROM turns WHERE ${where}`, ...params);
+  sql.run(`DELETE FROM turns WHERE ${where}`, ...params);
 };
 
 /**

@@ -15,9 +15,11 @@ import { Neo4jGraphStore } from "../core/adapters/neo4j/graph-store.ts";
 import { Neo4jVectorStore } from "../core/adapters/neo4j/vector-store.ts";
 import { QdrantVectorStore } from "../core/adapters/qdrant/vector-store.ts";
 import { SqliteGraphStore } from "../core/adapters/sqlite/graph-store.ts";
+import { startWalCheckpointer } from "../core/adapters/sqlite-checkpoints.ts";
 import { openSqlite, type SqliteDatabase } from "../core/adapters/sqlite-db.ts";
 import { type Config, cursorSecretOf, vectorStoreKind } from "../core/config.ts";
 import type { GraphStore, VectorStore } from "../core/ports.ts";
+import { jsonLogger } from "../platform/log.ts";
 import { tracedPortIfOn } from "./traced-port.ts";
 
 export type StoreKind = Config["store"]["kind"];
@@ -53,6 +55,19 @@ export const openSqliteStores = (config: Config): OpenedSqliteStores => {
     pageCacheMiB: config.cache.sqlitePageCacheMiB,
     mmapMiB: config.cache.sqliteMmapMiB,
   });
+  // Checkpoints off the event loop (sqlite-checkpoints.ts); a worker that fails leaves them to the
+  // commits, as without one, and the first failure is logged.
+  let reported = false;
+  const checkpoints =
+    config.cache.sqliteCheckpointMs > 0
+      ? startWalCheckpointer(db, {
+          intervalMs: config.cache.sqliteCheckpointMs,
+          onError: (error) => {
+            if (!reported) jsonLogger("stores")("warn", "SQLite checkpoint worker failed", { error });
+            reported = true;
+          },
+        })
+      : undefined;
   const graph = new SqliteGraphStore(db, {
     cursorSecret: cursorSecretOf(config),
     readMemoEntries: config.cache.sqliteReadMemoEntries,
@@ -76,6 +91,7 @@ export const openSqliteStores = (config: Config): OpenedSqliteStores => {
     close: async () => {
       await vectors.close();
       await graph.close();
+      await checkpoints?.close();
       db.close();
     },
   };

@@ -8,7 +8,7 @@ import { TenantNameSchema } from "./tenant-name.ts";
  * The embedded store's SQLite memory defaults (config.cache): a 64 MiB page cache and reads of up
  * to 2047 MiB of the file through a memory map (SQLite's largest map).
  */
-export const SQLITE_DEFAULTS = { pageCacheMiB: 64, mmapMiB: 2047 } as const;
+export const SQLITE_DEFAULTS = { pageCacheMiB: 64, mmapMiB: 2047, checkpointMs: 250 } as const;
 
 /**
  * How many HNSW tenant indexes, and points in all, the embedded store keeps in memory (config.cache;
@@ -326,6 +326,10 @@ export const ConfigSchema = z.object({
    *   it at 2047). Mapped pages count in RSS as file-backed, reclaimable pages; a disk read error
    *   on a mapped page ends the process (SIGBUS) instead of failing the one call.
    *   docs/benchmarks.md ("Write rate at 100K", "Query cost at 100K") has the measurements.
+   * - sqliteCheckpointMs: the embedded store's write-ahead log is copied into memory.db by a worker
+   *   thread at most this often while it is written (0: no worker; the commit that takes the log
+   *   past 10,000 pages copies it, on the event loop: 0.6-0.8 s on a 100K-record store).
+   *   adapters/sqlite-checkpoints.ts says how; docs/benchmarks.md ("Erasure in steps, checkpoints on a worker thread").
    * - hnswResidentVectors, hnswResidentTenants: the embedded store's HNSW tenant indexes kept in
    *   memory, by the points they hold in all (about 4 KB each with 384-d vectors) and by count
    *   (about 2.5 MiB each however small). Past either, the least recently used index is written to
@@ -339,6 +343,7 @@ export const ConfigSchema = z.object({
       attentionPairs: num.int("must be a whole number").min(64).default(4096),
       sqlitePageCacheMiB: num.int("must be a whole number").min(2).default(SQLITE_DEFAULTS.pageCacheMiB),
       sqliteMmapMiB: num.int("must be a whole number").min(0).max(2047).default(SQLITE_DEFAULTS.mmapMiB),
+      sqliteCheckpointMs: num.int("must be a whole number").min(0).default(SQLITE_DEFAULTS.checkpointMs),
       sqliteReadMemoEntries: num.int("must be a whole number").min(1).default(1024),
       neo4jReadMemoEntries: num.int("must be a whole number").min(1).default(1024),
       hnswResidentVectors: num.int("must be a whole number").min(1).default(HNSW_RESIDENCY_DEFAULTS.vectors),
@@ -350,6 +355,7 @@ export const ConfigSchema = z.object({
       attentionPairs: 4096,
       sqlitePageCacheMiB: SQLITE_DEFAULTS.pageCacheMiB,
       sqliteMmapMiB: SQLITE_DEFAULTS.mmapMiB,
+      sqliteCheckpointMs: SQLITE_DEFAULTS.checkpointMs,
       sqliteReadMemoEntries: 1024,
       neo4jReadMemoEntries: 1024,
       hnswResidentVectors: HNSW_RESIDENCY_DEFAULTS.vectors,
@@ -523,6 +529,7 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_ATTENTION_CACHE_ENTRIES: ["cache", "attentionPairs"],
   MEMORY_SQLITE_CACHE_MIB: ["cache", "sqlitePageCacheMiB"],
   MEMORY_SQLITE_MMAP_MIB: ["cache", "sqliteMmapMiB"],
+  MEMORY_SQLITE_CHECKPOINT_MS: ["cache", "sqliteCheckpointMs"],
   MEMORY_SQLITE_READ_MEMO_ENTRIES: ["cache", "sqliteReadMemoEntries"],
   MEMORY_NEO4J_READ_MEMO_ENTRIES: ["cache", "neo4jReadMemoEntries"],
   MEMORY_HNSW_RESIDENT_VECTORS: ["cache", "hnswResidentVectors"],

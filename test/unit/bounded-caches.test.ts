@@ -40,6 +40,7 @@ describe("cache settings", () => {
       attentionPairs: 4096,
       sqlitePageCacheMiB: 64,
       sqliteMmapMiB: 2047,
+      sqliteCheckpointMs: 250,
       sqliteReadMemoEntries: 1024,
       neo4jReadMemoEntries: 1024,
       hnswResidentVectors: 1_000_000,
@@ -58,6 +59,7 @@ describe("cache settings", () => {
         MEMORY_ATTENTION_CACHE_ENTRIES: "300",
         MEMORY_SQLITE_CACHE_MIB: "16",
         MEMORY_SQLITE_MMAP_MIB: "0",
+        MEMORY_SQLITE_CHECKPOINT_MS: "0",
         MEMORY_SQLITE_READ_MEMO_ENTRIES: "32",
         MEMORY_NEO4J_READ_MEMO_ENTRIES: "48",
         MEMORY_HNSW_RESIDENT_VECTORS: "50000",
@@ -70,6 +72,7 @@ describe("cache settings", () => {
       attentionPairs: 300,
       sqlitePageCacheMiB: 16,
       sqliteMmapMiB: 0,
+      sqliteCheckpointMs: 0,
       sqliteReadMemoEntries: 32,
       neo4jReadMemoEntries: 48,
       hnswResidentVectors: 50_000,
@@ -92,6 +95,10 @@ describe("cache settings", () => {
     assert.throws(
       () => loadConfig({}, env({ MEMORY_SQLITE_MMAP_MIB: "4096" })),
       /cache\.sqliteMmapMiB.*MEMORY_SQLITE_MMAP_MIB/,
+    );
+    assert.throws(
+      () => loadConfig({}, env({ MEMORY_SQLITE_CHECKPOINT_MS: "-1" })),
+      /cache\.sqliteCheckpointMs.*MEMORY_SQLITE_CHECKPOINT_MS/,
     );
     assert.throws(
       () => loadConfig({}, env({ MEMORY_SQLITE_CACHE_MIB: "1" })),

@@ -101,13 +101,13 @@ const wipeOldFreeSpace = (db: SqliteDatabase): void => {
  */
 export const truncateWal = (db: SqliteDatabase): void => {
   const [r] = db.pragma("wal_checkpoint(TRUNCATE)") as { busy: number; log: number; checkpointed: number }[];
-  if (r && r.busy !== 0) {
-    throw new Error(
-      "SQLite: the write-ahead log could not be truncated (another connection is reading memory.db); " +
-        "the erased rows are deleted, their old page images stay in memory.db-wal until the next checkpoint",
-    );
-  }
+  if (r && r.busy !== 0) throw new Error(TRUNCATE_BUSY);
 };
+
+/** Why truncateWal (or the checkpoint worker's purge, sqlite-checkpoints.ts) failed. */
+export const TRUNCATE_BUSY =
+  "SQLite: the write-ahead log could not be truncated (another connection is reading memory.db); " +
+  "the erased rows are deleted, their old page images stay in memory.db-wal until the next checkpoint";
 
 export interface Migration {
   version: number;

@@ -4,8 +4,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { consolidationWrites } from "../../services/consolidator/apply.ts";
-import { erasureWrites } from "../../services/consolidator/erasure.ts";
+import { eraseConversation, erasureWrites } from "../../services/consolidator/erasure.ts";
 import { turnRowId } from "../../services/core/ids.ts";
+import type { GraphTransactions, TransactionReads, TransactionWrites } from "../../services/core/ports.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { makeRecord } from "../contract/graph-store.contract.ts";
 
@@ -96,6 +97,64 @@ describe("erasure rule (pure)", () => {
     assert.equal(writes.deleteConversation, "k2");
     assert.deepEqual(writes.deleteDeadLetters, ["A/k2"]);
     assert.equal(writes.deleteTurns, undefined);
+  });
+
+  it("eraseConversation: steps of `step` items, the event loop turning between two, until one reads less", async () => {
+    // A port fake holding 5 records and 3 turns of k2: each transaction hands out what is left.
+    const records = ["r1", "r2", "r3", "r4", "r5"];
+    const turns = ["t1", "t2", "t3"];
+    const reads: TransactionReads[] = [];
+    const writes: TransactionWrites[] = [];
+    let ticks = 0;
+    const ticksAt: number[] = [];
+    const store: GraphTransactions = {
+      transact: async (_tenant, r, decide) => {
+        reads.push(r);
+        ticksAt.push(ticks);
+        const limit = r.limit ?? Number.POSITIVE_INFINITY;
+        const recordIds = records.slice(0, limit);
+        const turnIds = turns.slice(0, limit - recordIds.length);
+        const { writes: w, result } = decide({
+          records: new Map(),
+          conversation: { recordIds, turnIds, complete: recordIds.length + turnIds.length < limit, dependants: [] },
+        });
+        writes.push(w);
+        records.splice(0, recordIds.length);
+        turns.splice(0, turnIds.length);
+        return result;
+      },
+    };
+    // Turns of the event loop, counted by a chain of setImmediate callbacks (bounded).
+    const tick = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+    const counting = (async () => {
+      for (let i = 0; i < 50; i++) {
+        await tick();
+        ticks++;
+      }
+    })();
+    try {
+      const erased = await eraseConversation(store, "A", "k2", 3);
+      assert.deepEqual(erased.records, ["r1", "r2", "r3", "r4", "r5"]);
+      assert.deepEqual(
+        erased.turns,
+        ["t1", "t2", "t3"].map((t) => turnRowId("k2", t)),
+      );
+      // 3 + 3 + 2 items read, the third reading less than 3: the last.
+      assert.equal(reads.length, 3);
+      assert.ok(reads.every((r) => r.conversation === "k2" && r.limit === 3 && r.dependants === true));
+      assert.deepEqual(
+        writes.map((w) => [w.deleteRecords, w.deleteTurns?.turnIds, w.deleteConversation]),
+        [
+          [["r1", "r2", "r3"], [], undefined],
+          [["r4", "r5"], ["t1"], undefined],
+          [[], undefined, "k2"],
+        ],
+      );
+      const [a = 0, b = 0, c = 0] = ticksAt;
+      assert.ok(a < b && b < c, `the loop turned between steps: ${ticksAt}`);
+    } finally {
+      await counting;
+    }
   });
 
   it("a step before the last deletes what it read and leaves the conversation's rest for later", () => {

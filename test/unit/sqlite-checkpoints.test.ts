@@ -91,8 +91,14 @@ describe("SQLite checkpoints on a worker thread", () => {
   });
 
   it("an erasure's purge runs on the worker: no deleted text left in memory.db or its log", async () => {
-    await withWorker(async (db, dir) => {
+    await withWorker(async (db, dir, cp) => {
       const store = new SqliteGraphStore(db);
+      const purged: (readonly string[])[] = [];
+      const purge = cp.purge.bind(cp);
+      cp.purge = (statements) => {
+        purged.push(statements);
+        return purge(statements);
+      };
       await store.writeTurns("A", "c1", [
         makeTurn("t1", `${MARKER} ${"secret ".repeat(400)}`, "2023-07-01T10:00:00.000Z"),
         makeTurn("t2", "Something to keep.", "2023-07-01T10:01:00.000Z"),
@@ -110,6 +116,12 @@ describe("SQLite checkpoints on a worker thread", () => {
       await store.purgeDeleted();
       assert.ok(!onDisk(), "no copy in memory.db or its WAL");
       assert.equal(statSync(join(dir, `${SQLITE_FILE}-wal`)).size, 0, "the log truncated");
+      assert.deepEqual(purged, [
+        [
+          "INSERT INTO records_fts (records_fts) VALUES ('optimize')",
+          "INSERT INTO turns_fts (turns_fts) VALUES ('optimize')",
+        ],
+      ]);
       await store.close();
     });
   });

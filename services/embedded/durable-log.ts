@@ -218,30 +218,31 @@ export class DurableLog {
   }
 
   /**
-   * Erasure: the tenant's inbox entries and pending segments (and its turn-id counters, which name
-   * its conversations). Returns how many inbox and pending rows went.
+   * Erasure: the tenant's inbox entries up to `upTo` (all without it) and pending segments, and
+   * the turn-id counters (which name its conversations) of conversations with no entry after it.
+   * Entries accepted after `upTo` (while the erasure ran) stay, with their counters: ids assigned
+   * later go on from them, never again from @1. Returns how many inbox and pending rows went.
    */
-  deleteTenant(tenant: string): number {
-    return this.db.transaction(() => {
-      this.db.prepare("DELETE FROM turn_id_counters WHERE tenant = ?").run(tenant);
-      return (
-        this.db.prepare("DELETE FROM inbox WHERE tenant = ?").run(tenant).changes +
-        this.db.prepare("DELETE FROM pending_segments WHERE tenant = ?").run(tenant).changes
-      );
-    })();
+  deleteTenant(tenant: string, upTo = Number.MAX_SAFE_INTEGER): number {
+    return this.deleteScope("tenant = ?", [tenant], upTo);
   }
 
-  /**
-   * Erasure of one conversation: its inbox entries and pending segments (and its turn-id counter).
-   * Returns how many inbox and pending rows went.
-   */
-  deleteConversation(tenant: string, conversation: string): number {
+  /** Erasure of one conversation, as deleteTenant for a tenant. */
+  deleteConversation(tenant: string, conversation: string, upTo = Number.MAX_SAFE_INTEGER): number {
+    return this.deleteScope("tenant = ? AND conversation = ?", [tenant, conversation], upTo);
+  }
+
+  private deleteScope(where: string, params: string[], upTo: number): number {
     return this.db.transaction(() => {
-      this.db.prepare("DELETE FROM turn_id_counters WHERE tenant = ? AND conversation = ?").run(tenant, conversation);
+      this.db
+        .prepare(
+          `DELETE FROM turn_id_counters WHERE ${where} AND NOT EXISTS (SELECT 1 FROM inbox i
+           WHERE i.tenant = turn_id_counters.tenant AND i.conversation = turn_id_counters.conversation AND i.seq > ?)`,
+        )
+        .run(...params, upTo);
       return (
-        this.db.prepare("DELETE FROM inbox WHERE tenant = ? AND conversation = ?").run(tenant, conversation).changes +
-        this.db.prepare("DELETE FROM pending_segments WHERE tenant = ? AND conversation = ?").run(tenant, conversation)
-          .changes
+        this.db.prepare(`DELETE FROM inbox WHERE ${where} AND seq <= ?`).run(...params, upTo).changes +
+        this.db.prepare(`DELETE FROM pending_segments WHERE ${where}`).run(...params).changes
       );
     })();
   }

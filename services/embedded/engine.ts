@@ -227,6 +227,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   private scheduler: ConsolidationScheduler | undefined;
   /** Consolidation and erasure run one at a time. */
   private maintenance: Promise<unknown> = Promise.resolve();
+  /**
+   * Inbox positions erasures hold the pipeline at (one per erasure called and not yet ended): the
+   * ingest loop processes no entry after the lowest until it is released (erase).
+   */
+  private readonly holds: number[] = [];
   /** The idle-time merge of the full-text index (mergeIndexIfIdle). */
   private readonly indexMerge: IdleChore = {};
   /** The idle-time write of changed vector index files (flushVectorsIfIdle). */
@@ -334,11 +339,30 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
 
   /** Resolves when everything accepted so far has been processed and indexed. */
   async drain(): Promise<void> {
-    while (!this.isDrained()) {
+    await this.drainUpTo(undefined);
+  }
+
+  /** Resolves when every inbox entry up to `seq` (all of them: undefined) has been processed and indexed. */
+  private async drainUpTo(seq: number | undefined): Promise<void> {
+    while (!this.isDrained(seq)) {
       if (this.failure) throw this.failure;
       await new Promise<void>((resolve) => this.drainWaiters.push(resolve));
     }
     if (this.failure) throw this.failure;
+  }
+
+  /** The lowest inbox position an erasure holds the pipeline at, if any. */
+  private get heldAt(): number | undefined {
+    return this.holds.length > 0 ? Math.min(...this.holds) : undefined;
+  }
+
+  /** Holds the pipeline at inbox position `seq` until the returned function is called. */
+  private hold(seq: number): () => void {
+    this.holds.push(seq);
+    return () => {
+      this.holds.splice(this.holds.indexOf(seq), 1);
+      this.wake?.();
+    };
   }
 
   query(tenant: string, req: QueryRequest): Promise<QueryResult> {
@@ -434,50 +458,61 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * every embedded store: records with all index and FTS rows, update candidates and edges, raw
    * turns, segments, vectors, the inbox and pending segments, keyed stage state, dead letters.
    * Everything accepted before the call is processed first, so nothing of it is written afterwards.
+   * What is accepted after the call waits in the inbox, unprocessed (for every tenant: the inbox is
+   * one sequence), until the erasure ends, and is then processed as usual: it is not erased. Before,
+   * it was processed meanwhile and erased with the rest, though its ingest had been acknowledged.
    */
   async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
     this.assertRunning();
-    await this.drain();
-    return this.exclusive(async () => {
-      const started = performance.now();
-      const vectorsBefore = await this.parts.vectors.count(tenant);
-      let records: number;
-      let turns: number | undefined;
-      let restored = 0;
-      let inboxEntries: number;
-      if (conversation !== undefined) {
-        const erased = await eraseConversation(this.parts.graph, tenant, conversation);
-        records = erased.records.length;
-        turns = erased.turns.length;
-        restored = erased.restored;
-        await this.parts.vectors.delete(tenant, [...erased.records, ...erased.turns]);
-        await this.parts.vectors.deleteConversation?.(tenant, conversation);
-        inboxEntries = this.parts.log.deleteConversation(tenant, conversation);
-      } else {
-        records = await this.parts.graph.countRecords(tenant);
-        await eraseTenant(this.parts.graph, tenant);
-        await this.parts.vectors.deleteTenant(tenant);
-        inboxEntries = this.parts.log.deleteTenant(tenant);
-      }
-      await this.parts.vectors.flush();
-      const stateKeys = await this.eraseState(tenant, conversation);
-      // Deleted is not yet gone from disk: the vector index file still holds the deleted vectors
-      // (hnswlib only marks them) and the WAL holds pages from before the deletes. The graph store's
-      // purge covers the whole shared SQLite file (state and inbox too), so it runs last.
-      await this.parts.vectors.purgeDeleted?.(tenant);
-      await this.parts.graph.purgeDeleted?.();
-      return {
-        tenant,
-        ...(conversation !== undefined ? { conversation } : {}),
-        records,
-        ...(turns !== undefined ? { turns } : {}),
-        vectors: vectorsBefore - (await this.parts.vectors.count(tenant)),
-        inboxEntries,
-        stateKeys,
-        restored,
-        ms: performance.now() - started,
-      };
-    });
+    const upTo = this.parts.log.lastInboxSeq();
+    const release = this.hold(upTo);
+    try {
+      return await this.exclusive(() => this.eraseUpTo(upTo, tenant, conversation));
+    } finally {
+      release();
+    }
+  }
+
+  private async eraseUpTo(upTo: number, tenant: string, conversation?: string): Promise<ErasureReport> {
+    await this.drainUpTo(upTo);
+    const started = performance.now();
+    const vectorsBefore = await this.parts.vectors.count(tenant);
+    let records: number;
+    let turns: number | undefined;
+    let restored = 0;
+    let inboxEntries: number;
+    if (conversation !== undefined) {
+      const erased = await eraseConversation(this.parts.graph, tenant, conversation);
+      records = erased.records.length;
+      turns = erased.turns.length;
+      restored = erased.restored;
+      await this.parts.vectors.delete(tenant, [...erased.records, ...erased.turns]);
+      await this.parts.vectors.deleteConversation?.(tenant, conversation);
+      inboxEntries = this.parts.log.deleteConversation(tenant, conversation, upTo);
+    } else {
+      records = await this.parts.graph.countRecords(tenant);
+      await eraseTenant(this.parts.graph, tenant);
+      await this.parts.vectors.deleteTenant(tenant);
+      inboxEntries = this.parts.log.deleteTenant(tenant, upTo);
+    }
+    await this.parts.vectors.flush();
+    const stateKeys = await this.eraseState(tenant, conversation);
+    // Deleted is not yet gone from disk: the vector index file still holds the deleted vectors
+    // (hnswlib only marks them) and the WAL holds pages from before the deletes. The graph store's
+    // purge covers the whole shared SQLite file (state and inbox too), so it runs last.
+    await this.parts.vectors.purgeDeleted?.(tenant);
+    await this.parts.graph.purgeDeleted?.();
+    return {
+      tenant,
+      ...(conversation !== undefined ? { conversation } : {}),
+      records,
+      ...(turns !== undefined ? { turns } : {}),
+      vectors: vectorsBefore - (await this.parts.vectors.count(tenant)),
+      inboxEntries,
+      stateKeys,
+      restored,
+      ms: performance.now() - started,
+    };
   }
 
   /** Keyed stage state of the tenant (or conversation), durable and in memory. */
@@ -538,16 +573,18 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     if (this.failure) throw this.failure;
   }
 
-  private isDrained(): boolean {
+  /** Every inbox entry up to `upTo` (all of them: undefined) processed, and nothing being encoded. */
+  private isDrained(upTo?: number): boolean {
     return (
-      this.parts.log.cursor(INBOX_CURSOR) >= this.parts.log.lastInboxSeq() &&
+      this.parts.log.cursor(INBOX_CURSOR) >= (upTo ?? this.parts.log.lastInboxSeq()) &&
       this.queue.size === 0 &&
       this.inflightEncodes === 0
     );
   }
 
+  /** Wakes the drain waiters once the pipeline has done what it may (up to a hold); each checks its own end. */
   private notifyDrain(): void {
-    if (!this.isDrained() && !this.failure) return;
+    if (!this.isDrained(this.heldAt) && !this.failure) return;
     for (const w of this.drainWaiters.splice(0)) w();
   }
 
@@ -714,7 +751,14 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       while (!this.stopping && !this.failure) {
         const cursor = log.cursor(INBOX_CURSOR);
         const isolating = cursor < isolateUntil;
-        const batch = log.readInbox(cursor, isolating ? 1 : this.settings.batchSize);
+        // An erasure holds what was accepted after its call (erase) until it ends.
+        const held = this.heldAt;
+        const batch =
+          held !== undefined && cursor >= held
+            ? []
+            : log
+                .readInbox(cursor, isolating ? 1 : this.settings.batchSize)
+                .filter((e) => held === undefined || e.seq <= held);
         if (batch.length === 0) {
           this.notifyDrain();
           await new Promise<void>((resolve) => {

@@ -1,0 +1,90 @@
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, afterEach, describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { loadConfig } from "../../services/core/config.ts";
+import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
+import { openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { Closer } from "../helpers/closer.ts";
+
+const turn = (text: string, minute: number) => ({
+  speaker: "Ana",
+  role: "user" as const,
+  text,
+  timestamp: `2024-05-06T10:${String(minute).padStart(2, "0")}:00Z`,
+  sessionId: "s1",
+});
+
+/** Every record text of the tenant (current and superseded), one string. */
+const recordTexts = async (engine: EmbeddedEngine, tenant: string): Promise<string> =>
+  (await engine.listRecords(tenant, { limit: 500, includeSuperseded: true })).records.map((r) => r.text).join(" | ");
+
+describe("embedded erasure while turns keep arriving", () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+  const engines = new Closer();
+  afterEach(() => engines.closeAll());
+  const open = async (): Promise<EmbeddedEngine> => {
+    const dir = mkdtempSync(join(tmpdir(), "erase-ingest-"));
+    dirs.push(dir);
+    const opened = await engines.track(
+      openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder() }),
+    );
+    return opened.engine;
+  };
+  const seed = async (engine: EmbeddedEngine): Promise<void> => {
+    await engine.ingest("T", "c1", [
+      turn("I adopted a greyhound called Pepper.", 0),
+      turn("Pepper sleeps all day.", 1),
+    ]);
+    await engine.ingest("U", "c1", [turn("I play the cello in an orchestra.", 0)]);
+    await engine.flush("T");
+    await engine.flush("U");
+    await engine.drain();
+    assert.match(await recordTexts(engine, "T"), /greyhound/);
+  };
+
+  it("a tenant's erasure keeps what was accepted after the call, and ids go on from the erased ones", async () => {
+    const engine = await open();
+    await seed(engine);
+    const erasing = engine.erase("T");
+    // Accepted after the call, while the erasure runs: for T and for another tenant.
+    const later = await engine.ingest("T", "c1", [turn("I moved to Lisbon in June.", 5)]);
+    await engine.ingest("U", "c1", [turn("The orchestra tours Japan next spring.", 5)]);
+    const report = await erasing;
+    assert.equal(report.records, 2);
+    await engine.flush("T");
+    await engine.flush("U");
+    await engine.drain();
+    const t = await recordTexts(engine, "T");
+    assert.match(t, /Lisbon/, "the turn accepted after the call is kept");
+    assert.doesNotMatch(t, /greyhound|Pepper/, "what was accepted before is erased");
+    assert.match(await recordTexts(engine, "U"), /Japan/, "another tenant's turns wait, then go through");
+    // The kept turn holds @3 of c1: a later assigned id goes on from it instead of starting at @1 again.
+    assert.deepEqual(later.turnIds, ["@3"]);
+    assert.deepEqual((await engine.ingest("T", "c1", [turn("Lisbon is sunny.", 6)])).turnIds, ["@4"]);
+  });
+
+  it("a conversation's erasure: a turn of it accepted after the call is kept, one accepted before is erased", async () => {
+    const engine = await open();
+    await seed(engine);
+    const first = engine.erase("T", "c1");
+    // Accepted after the first call but before the second: the second erases it.
+    await engine.ingest("T", "c2", [turn("My sister lives in Porto.", 3)]);
+    const second = engine.erase("T", "c2");
+    // Accepted after both calls: kept.
+    await engine.ingest("T", "c1", [turn("I moved to Lisbon in June.", 5)]);
+    await engine.ingest("T", "c2", [turn("I visit Madrid every May.", 6)]);
+    await Promise.all([first, second]);
+    await engine.flush("T");
+    await engine.drain();
+    const t = await recordTexts(engine, "T");
+    assert.match(t, /Lisbon/);
+    assert.match(t, /Madrid/);
+    assert.doesNotMatch(t, /greyhound|Pepper|Porto/);
+  });
+});

@@ -90,14 +90,14 @@ describe("SQLite checkpoints on a worker thread", () => {
     );
   });
 
-  it("an erasure's purge runs on the worker: no deleted text left in memory.db or its log", async () => {
+  it("an erasure's purge: the worker copies the log, the main connection truncates it; no deleted text left", async () => {
     await withWorker(async (db, dir, cp) => {
       const store = new SqliteGraphStore(db);
-      const purged: (readonly string[])[] = [];
-      const purge = cp.purge.bind(cp);
-      cp.purge = (statements) => {
-        purged.push(statements);
-        return purge(statements);
+      let copies = 0;
+      const truncateAfterCopy = cp.truncateAfterCopy.bind(cp);
+      cp.truncateAfterCopy = (truncate) => {
+        copies++;
+        return truncateAfterCopy(truncate);
       };
       await store.writeTurns("A", "c1", [
         makeTurn("t1", `${MARKER} ${"secret ".repeat(400)}`, "2023-07-01T10:00:00.000Z"),
@@ -116,31 +116,84 @@ describe("SQLite checkpoints on a worker thread", () => {
       await store.purgeDeleted();
       assert.ok(!onDisk(), "no copy in memory.db or its WAL");
       assert.equal(statSync(join(dir, `${SQLITE_FILE}-wal`)).size, 0, "the log truncated");
-      assert.deepEqual(purged, [
-        [
-          "INSERT INTO records_fts (records_fts) VALUES ('optimize')",
-          "INSERT INTO turns_fts (turns_fts) VALUES ('optimize')",
-        ],
-      ]);
+      assert.equal(copies, 1);
       await store.close();
     });
   });
 
-  it("a purge that cannot truncate the log rejects as truncateWal throws", async () => {
-    await withWorker(async (db, dir) => {
+  it("writes of the main connection during a purge go through (the worker never writes)", async () => {
+    await withWorker(async (db) => {
+      const store = new SqliteGraphStore(db);
+      const turns = (from: number) =>
+        Array.from({ length: 50 }, (_, i) =>
+          makeTurn(`t${from + i}`, `Turn ${from + i} about ${"greyhounds ".repeat(30)}`, "2023-07-01T10:00:00.000Z"),
+        );
+      // A log of some size, so that the worker's copy takes a while.
+      for (let k = 0; k < 10; k++) await store.writeTurns("A", `c${k}`, turns(k * 50));
+      for (let round = 0; round < 3; round++) {
+        const purging = store.purgeDeleted();
+        // While the worker copies: a write that reads first (deleteRawTurns) and one that writes first.
+        for (let k = 0; k < 5; k++) {
+          await store.deleteRawTurns("A", `c${round * 3 + (k % 3)}`);
+          await store.writeTurns("B", `c${round}-${k}`, turns(k));
+        }
+        await purging;
+      }
+      assert.equal(await store.deleteRawTurns("B"), 3 * 5 * 50);
+      await store.close();
+    });
+  });
+
+  it("a purge that cannot truncate the log rejects as truncateWal throws, and the worker goes on", async () => {
+    await withWorker(async (db, dir, cp) => {
+      const store = new SqliteGraphStore(db);
       write(db, 10);
       const reader = new Database(join(dir, SQLITE_FILE));
       try {
         reader.exec("BEGIN");
         reader.prepare("SELECT COUNT(*) FROM t").get();
         write(db, 10, 100);
-        await assert.rejects(walCheckpointerOf(db)?.purge([]) ?? Promise.resolve(), { message: TRUNCATE_BUSY });
+        await assert.rejects(store.purgeDeleted(), { message: TRUNCATE_BUSY });
         reader.exec("COMMIT");
-        await walCheckpointerOf(db)?.purge([]);
+        await store.purgeDeleted();
+        write(db, 10, 200);
+        const report = await cp.catchUp();
+        assert.equal(report.checkpointed, report.log);
       } finally {
         reader.close();
+        await store.close();
       }
     });
+  });
+
+  it("a write does not fail when the worker's copy does; a close while a copy is awaited completes", async () => {
+    await withWorker(
+      async (db, _dir, cp) => {
+        const store = new SqliteGraphStore(db);
+        const report = cp.next();
+        write(db, 300);
+        await report;
+        assert.equal(cp.behind, true);
+        cp.catchUp = () => Promise.reject(new Error("SQLite checkpoint worker exited"));
+        await store.writeTurns("A", "c1", [makeTurn("t1", "Still written.", "2023-07-01T10:00:00.000Z")]);
+        assert.equal((await store.getTurns("A", [{ conversation: "c1", turnId: "t1" }])).length, 1);
+        await store.close();
+      },
+      { intervalMs: 1, behindFrames: 100 },
+    );
+    // close() right after a request: the process is kept alive until the worker has exited.
+    const dir = mkdtempSync(join(tmpdir(), "sqlite-checkpoints-"));
+    const db = openSqlite(dir);
+    try {
+      const cp = startWalCheckpointer(db);
+      const copying = cp.catchUp().catch((err: Error) => err);
+      await cp.close();
+      await copying;
+      assert.equal(walCheckpointerOf(db), undefined);
+    } finally {
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("once closed, the main connection checkpoints as before", async () => {

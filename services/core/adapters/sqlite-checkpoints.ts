@@ -12,7 +12,9 @@
  * write lands during every copy, so the log would only grow: once the worker reports a log of
  * BEHIND_FRAMES or more, the store's next write first waits (asynchronously, the event loop free)
  * for one more copy (catchUp), which then has every frame and lets that write restart the log.
- * The main connection's automatic checkpoint stays as the bound should the worker stop.
+ * The main connection's automatic checkpoint stays as the bound should the worker stop. After an
+ * erasure the worker copies the log first, so that the main connection's TRUNCATE checkpoint
+ * (truncateWal) copies only what was written since.
  *
  * A checkpoint changes nothing stored: it moves committed pages from the log to the file.
  * Durability is the same (synchronous=NORMAL); the worker only does sooner, and elsewhere, what a
@@ -21,7 +23,7 @@
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 import { SQLITE_DEFAULTS } from "../config.ts";
-import { SQLITE_WAL_AUTOCHECKPOINT_PAGES, type SqliteDatabase, TRUNCATE_BUSY } from "./sqlite-db.ts";
+import { SQLITE_WAL_AUTOCHECKPOINT_PAGES, type SqliteDatabase } from "./sqlite-db.ts";
 
 /** How often at most the worker checkpoints while the log is being written (config cache.sqliteCheckpointMs). */
 export const WAL_CHECKPOINT_INTERVAL_MS = SQLITE_DEFAULTS.checkpointMs;
@@ -53,11 +55,13 @@ export interface WalCheckpointer {
   /** A checkpoint now (one for every caller waiting meanwhile); resolves with its report. */
   catchUp(): Promise<CheckpointReport>;
   /**
-   * After an erasure, on the worker: runs the statements (each its own transaction; a graph store's
-   * full-text rewrite), then checkpoints the log and truncates it, as truncateWal does on the main
-   * connection. Rejects as truncateWal throws when a reader keeps the log from being reset.
+   * After an erasure: the worker copies the log and pauses (no checkpoint of its own under way),
+   * then `truncate` runs (the main connection's TRUNCATE checkpoint, truncateWal: it then copies
+   * only what was written since), then the worker resumes. Writes stay on the main connection: a
+   * write on the worker's would hold SQLite's write lock while the main connection writes (a
+   * transaction of the main connection that has read fails with SQLITE_BUSY instead of waiting).
    */
-  purge(statements: readonly string[]): Promise<void>;
+  truncateAfterCopy(truncate: () => void): Promise<void>;
   /** Stops the worker and waits for it to exit (before the main connection is closed). */
   close(): Promise<void>;
 }
@@ -66,15 +70,14 @@ export interface WalCheckpointer {
  * The worker's source: plain CommonJS evaluated in the worker (no loader, no build step), given the
  * resolved better-sqlite3 module and the database file. It polls the log file's size and mtime
  * every `pollMs` (a stat, no SQLite call) and checkpoints when they changed and `intervalMs` have
- * passed since its last checkpoint; requests run between two polls. secure_delete is on, as on
- * every connection of the runtime (sqlite-db.ts): a purge's rewrite frees pages, which must be zeroed.
+ * passed since its last checkpoint; requests run between two polls. It only ever checkpoints (no
+ * write of its own: see truncateAfterCopy); "pause" checkpoints and stops the timer until "resume".
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const { statSync } = require("node:fs");
 const Database = require(workerData.module);
 const db = new Database(workerData.file, { fileMustExist: true });
-db.pragma("secure_delete = ON");
 db.pragma("busy_timeout = 5000");
 const wal = workerData.file + "-wal";
 let seen = "";
@@ -88,35 +91,24 @@ const checkpoint = (id) => {
   seen = stamp();
   parentPort.postMessage({ kind: "checkpoint", id, log: row.log, checkpointed: row.checkpointed, busy: row.busy !== 0, ms: performance.now() - started });
 };
+let paused = false;
 const timer = setInterval(() => {
-  if (Date.now() - last < workerData.intervalMs) return;
+  if (paused || Date.now() - last < workerData.intervalMs) return;
   const current = stamp();
   if (current === "" || current === seen) return;
   try { checkpoint(undefined); } catch (err) { parentPort.postMessage({ kind: "error", message: message(err) }); }
 }, workerData.pollMs);
 parentPort.on("message", (m) => {
   if (m.kind === "close") { clearInterval(timer); db.close(); parentPort.close(); return; }
-  if (m.kind === "checkpoint") {
-    try { checkpoint(m.id); } catch (err) { parentPort.postMessage({ kind: "checkpoint", id: m.id, log: -1, checkpointed: -1, busy: true, ms: 0, message: message(err) }); }
-    return;
-  }
-  try {
-    for (const sql of m.statements) db.exec(sql);
-    // Most pages copied first without the writer lock; TRUNCATE then holds it for the rest only.
-    db.pragma("wal_checkpoint(PASSIVE)");
-    const row = db.pragma("wal_checkpoint(TRUNCATE)")[0];
-    seen = stamp();
-    parentPort.postMessage({ kind: "purged", id: m.id, busy: row.busy !== 0 });
-  } catch (err) {
-    parentPort.postMessage({ kind: "purged", id: m.id, busy: false, message: message(err) });
-  }
+  if (m.kind === "resume") { paused = false; return; }
+  try { checkpoint(m.id); } catch (err) { parentPort.postMessage({ kind: "checkpoint", id: m.id, log: -1, checkpointed: -1, busy: true, ms: 0, message: message(err) }); }
+  if (m.kind === "pause") paused = true;
 });
 `;
 
 type WorkerMessage =
   | ({ kind: "checkpoint"; id?: number; message?: string } & CheckpointReport)
-  | { kind: "error"; message: string }
-  | { kind: "purged"; id: number; busy: boolean; message?: string };
+  | { kind: "error"; message: string };
 
 /** The checkpointer started for a main connection, if any (the graph store's writes and purge ask it). */
 const started = new WeakMap<SqliteDatabase, WalCheckpointer>();
@@ -147,10 +139,12 @@ export const startWalCheckpointer = (
   // while a caller awaits a reply (a CLI's erasure awaiting its purge has nothing else running).
   worker.unref();
   let awaited = 0;
+  let closing = false;
   const awaiting = <T>(reply: Promise<T>): Promise<T> => {
     if (awaited++ === 0) worker.ref();
     return reply.finally(() => {
-      if (--awaited === 0) worker.unref();
+      // Once close() has referenced the worker, it stays referenced until it exits.
+      if (--awaited === 0 && !closing) worker.unref();
     });
   };
   db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_WITH_WORKER_PAGES}`);
@@ -158,21 +152,12 @@ export const startWalCheckpointer = (
   let behind = false;
   let nextId = 1;
   let failure: Error | undefined;
-  let waiting: ((report: CheckpointReport) => void)[] = [];
+  const waiting: { resolve: (report: CheckpointReport) => void; reject: (err: Error) => void }[] = [];
   let catching: Promise<CheckpointReport> | undefined;
   const requests = new Map<number, { resolve: (report: CheckpointReport) => void; reject: (err: Error) => void }>();
-  const purges = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
   worker.on("message", (m: WorkerMessage) => {
     if (m.kind === "error") {
       options.onError?.(m.message);
-      return;
-    }
-    if (m.kind === "purged") {
-      const p = purges.get(m.id);
-      purges.delete(m.id);
-      if (m.message !== undefined) p?.reject(new Error(`SQLite purge: ${m.message}`));
-      else if (m.busy) p?.reject(new Error(TRUNCATE_BUSY));
-      else p?.resolve();
       return;
     }
     const { kind: _kind, id, message, ...report } = m;
@@ -186,18 +171,15 @@ export const startWalCheckpointer = (
       requests.get(id)?.resolve(report);
       requests.delete(id);
     }
-    const wake = waiting;
-    waiting = [];
-    for (const w of wake) w(report);
+    for (const w of waiting.splice(0)) w.resolve(report);
   });
-  let closing = false;
   const fail = (err: Error): void => {
     failure ??= err;
     behind = false;
     if (!closing) options.onError?.(err.message);
-    for (const p of [...purges.values(), ...requests.values()]) p.reject(err);
-    purges.clear();
+    for (const p of requests.values()) p.reject(err);
     requests.clear();
+    for (const w of waiting.splice(0)) w.reject(err);
   };
   worker.on("error", fail);
   const exited = new Promise<void>((resolve) =>
@@ -209,12 +191,12 @@ export const startWalCheckpointer = (
       resolve();
     }),
   );
-  const request = (): Promise<CheckpointReport> => {
+  const request = (kind: "checkpoint" | "pause"): Promise<CheckpointReport> => {
     if (failure) return Promise.reject(failure);
     const id = nextId++;
     return new Promise<CheckpointReport>((resolve, reject) => {
       requests.set(id, { resolve, reject });
-      worker.postMessage({ kind: "checkpoint", id });
+      worker.postMessage({ kind, id });
     });
   };
   const checkpointer: WalCheckpointer = {
@@ -224,22 +206,23 @@ export const startWalCheckpointer = (
     get behind() {
       return behind;
     },
-    next: () => awaiting(new Promise<CheckpointReport>((resolve) => waiting.push(resolve))),
+    next: () =>
+      failure
+        ? Promise.reject(failure)
+        : awaiting(new Promise<CheckpointReport>((resolve, reject) => waiting.push({ resolve, reject }))),
     catchUp: () => {
-      catching ??= awaiting(request()).finally(() => {
+      catching ??= awaiting(request("checkpoint")).finally(() => {
         catching = undefined;
       });
       return catching;
     },
-    purge: (statements) => {
-      if (failure) return Promise.reject(failure);
-      const id = nextId++;
-      return awaiting(
-        new Promise<void>((resolve, reject) => {
-          purges.set(id, { resolve, reject });
-          worker.postMessage({ kind: "purge", id, statements: [...statements] });
-        }),
-      );
+    truncateAfterCopy: async (truncate) => {
+      await awaiting(request("pause"));
+      try {
+        truncate();
+      } finally {
+        if (!failure) worker.postMessage({ kind: "resume" });
+      }
     },
     close: async () => {
       started.delete(db);

@@ -208,6 +208,9 @@ const TURN_COLUMNS =
  * by tenant. Build it on a handle from `openSqlite(dataDir)` (shared with the state and vector
  * stores), or with `SqliteGraphStore.open(dataDir)`, which owns its handle.
  */
+/** A result or failure nobody needs (checkpointsCaughtUp). */
+const ignore = (): void => undefined;
+
 export class SqliteGraphStore implements GraphStore {
   readonly db: SqliteDatabase;
   private readonly ownsDb: boolean;
@@ -295,11 +298,12 @@ export class SqliteGraphStore implements GraphStore {
   /**
    * Before a write transaction: when the checkpoint worker reported the log behind, the write
    * waits for one more copy first, the event loop free (sqlite-checkpoints.ts). Without a worker,
-   * or with the log short, nothing (no await at all).
+   * or with the log short, nothing (no await at all). A copy that fails (the worker died: its
+   * owner logs that) does not fail the write: the main connection's own checkpoint bounds the log.
    */
   private checkpointsCaughtUp(): Promise<void> | undefined {
     const worker = walCheckpointerOf(this.db);
-    return worker?.behind ? worker.catchUp().then(() => undefined) : undefined;
+    return worker?.behind ? worker.catchUp().then(ignore, ignore) : undefined;
   }
 
   async writeBatch(batch: IndexBatch): Promise<void> {
@@ -692,13 +696,22 @@ export class SqliteGraphStore implements GraphStore {
    * (about 0.3 s for 100k items of 20 terms).
    */
   async purgeDeleted(): Promise<void> {
-    const statements = FTS_TABLES.map((table) => `INSERT INTO ${table} (${table}) VALUES ('optimize')`);
-    // On the checkpoint worker's connection when the runtime started one (sqlite-checkpoints.ts):
-    // the rewrite (0.3-0.4 s on the 100K scale store) and the checkpoint then hold no event loop.
+    for (const table of FTS_TABLES) this.db.exec(`INSERT INTO ${table} (${table}) VALUES ('optimize')`);
+    // With the checkpoint worker (sqlite-checkpoints.ts), the log is copied there first (the event
+    // loop free), so the truncation below copies only what was written since. A failed worker
+    // leaves it all to the truncation, as without one.
     const worker = walCheckpointerOf(this.db);
-    if (worker) return worker.purge(statements);
-    for (const sql of statements) this.db.exec(sql);
-    truncateWal(this.db);
+    if (!worker) return truncateWal(this.db);
+    let truncated = false;
+    try {
+      await worker.truncateAfterCopy(() => {
+        truncated = true;
+        truncateWal(this.db);
+      });
+    } catch (err) {
+      if (truncated) throw err;
+      truncateWal(this.db);
+    }
   }
 
   /**

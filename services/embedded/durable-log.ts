@@ -219,9 +219,11 @@ export class DurableLog {
 
   /**
    * Erasure: the tenant's inbox entries up to `upTo` (all without it) and pending segments, and
-   * the turn-id counters (which name its conversations) of conversations with no entry after it.
-   * Entries accepted after `upTo` (while the erasure ran) stay, with their counters: ids assigned
-   * later go on from them, never again from @1. Returns how many inbox and pending rows went.
+   * the turn-id counters (which name its conversations) of conversations with no turn after it.
+   * Turns accepted after `upTo` (while the erasure ran) stay, with their counters: ids assigned
+   * later go on from them, never again from @1. A flush after `upTo` with no turn of its
+   * conversation before it would flush nothing, and only keep the conversation's name: it goes.
+   * Returns how many inbox and pending rows went.
    */
   deleteTenant(tenant: string, upTo = Number.MAX_SAFE_INTEGER): number {
     return this.deleteScope("tenant = ?", [tenant], upTo);
@@ -237,10 +239,19 @@ export class DurableLog {
       this.db
         .prepare(
           `DELETE FROM turn_id_counters WHERE ${where} AND NOT EXISTS (SELECT 1 FROM inbox i
-           WHERE i.tenant = turn_id_counters.tenant AND i.conversation = turn_id_counters.conversation AND i.seq > ?)`,
+           WHERE i.tenant = turn_id_counters.tenant AND i.conversation = turn_id_counters.conversation
+           AND i.kind = 'turn' AND i.seq > ?)`,
         )
         .run(...params, upTo);
+      const emptyFlushes = this.db
+        .prepare(
+          `DELETE FROM inbox WHERE ${where} AND kind = 'flush' AND seq > ? AND NOT EXISTS (SELECT 1 FROM inbox t
+           WHERE t.tenant = inbox.tenant AND t.conversation = inbox.conversation
+           AND t.kind = 'turn' AND t.seq > ? AND t.seq < inbox.seq)`,
+        )
+        .run(...params, upTo, upTo).changes;
       return (
+        emptyFlushes +
         this.db.prepare(`DELETE FROM inbox WHERE ${where} AND seq <= ?`).run(...params, upTo).changes +
         this.db.prepare(`DELETE FROM pending_segments WHERE ${where}`).run(...params).changes
       );

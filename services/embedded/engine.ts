@@ -228,10 +228,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   /** Consolidation and erasure run one at a time. */
   private maintenance: Promise<unknown> = Promise.resolve();
   /**
-   * Inbox positions erasures hold the pipeline at (one per erasure called and not yet ended): the
-   * ingest loop processes no entry after the lowest until it is released (erase).
+   * Inbox positions erasures hold the pipeline at, with what each erases (one per erasure called
+   * and not yet past its deletes): the ingest loop processes no entry after the lowest until it is
+   * released (erase).
    */
-  private readonly holds: number[] = [];
+  private readonly holds: { seq: number; tenant: string; conversation: string | undefined }[] = [];
   /** The idle-time merge of the full-text index (mergeIndexIfIdle). */
   private readonly indexMerge: IdleChore = {};
   /** The idle-time write of changed vector index files (flushVectorsIfIdle). */
@@ -353,14 +354,22 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
 
   /** The lowest inbox position an erasure holds the pipeline at, if any. */
   private get heldAt(): number | undefined {
-    return this.holds.length > 0 ? Math.min(...this.holds) : undefined;
+    return this.holds.length > 0 ? Math.min(...this.holds.map((h) => h.seq)) : undefined;
   }
 
-  /** Holds the pipeline at inbox position `seq` until the returned function is called. */
-  private hold(seq: number): () => void {
-    this.holds.push(seq);
+  /** Whether an erasure under way covers the conversation (its idle flush would only leave its name behind). */
+  private erasing(tenant: string, conversation: string): boolean {
+    return this.holds.some((h) => h.tenant === tenant && (h.conversation ?? conversation) === conversation);
+  }
+
+  /** Holds the pipeline at inbox position `seq` until the returned function is first called. */
+  private hold(seq: number, tenant: string, conversation: string | undefined): () => void {
+    const held = { seq, tenant, conversation };
+    this.holds.push(held);
     return () => {
-      this.holds.splice(this.holds.indexOf(seq), 1);
+      const at = this.holds.indexOf(held);
+      if (at < 0) return;
+      this.holds.splice(at, 1);
       this.wake?.();
     };
   }
@@ -443,7 +452,13 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   }
 
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.maintenance.then(fn, fn);
+    // A call that reaches its turn once close() has stopped the engine is refused: its stores are
+    // about to be closed (a consolidation that drained just before close() ran on closed stores).
+    const guarded = (): Promise<T> => {
+      if (this.stopping) return Promise.reject(new Error("engine is shutting down"));
+      return fn();
+    };
+    const run = this.maintenance.then(guarded, guarded);
     this.maintenance = run.catch(() => undefined);
     return run;
   }
@@ -459,21 +474,28 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * turns, segments, vectors, the inbox and pending segments, keyed stage state, dead letters.
    * Everything accepted before the call is processed first, so nothing of it is written afterwards.
    * What is accepted after the call waits in the inbox, unprocessed (for every tenant: the inbox is
-   * one sequence), until the erasure ends, and is then processed as usual: it is not erased. Before,
-   * it was processed meanwhile and erased with the rest, though its ingest had been acknowledged.
+   * one sequence), until the erasure's deletes are done, and is then processed as usual: it is not
+   * erased. Before, it was processed meanwhile and erased with the rest, though its ingest had been
+   * acknowledged. A turn id accepted before the call and sent again after it is that earlier turn
+   * (ingest is idempotent by id): it is acknowledged, and erased with it.
    */
   async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
     this.assertRunning();
     const upTo = this.parts.log.lastInboxSeq();
-    const release = this.hold(upTo);
+    const release = this.hold(upTo, tenant, conversation);
     try {
-      return await this.exclusive(() => this.eraseUpTo(upTo, tenant, conversation));
+      return await this.exclusive(() => this.eraseUpTo(upTo, release, tenant, conversation));
     } finally {
       release();
     }
   }
 
-  private async eraseUpTo(upTo: number, tenant: string, conversation?: string): Promise<ErasureReport> {
+  private async eraseUpTo(
+    upTo: number,
+    release: () => void,
+    tenant: string,
+    conversation?: string,
+  ): Promise<ErasureReport> {
     await this.drainUpTo(upTo);
     const started = performance.now();
     const vectorsBefore = await this.parts.vectors.count(tenant);
@@ -497,6 +519,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     }
     await this.parts.vectors.flush();
     const stateKeys = await this.eraseState(tenant, conversation);
+    // Nothing of the erased scope is left to mix with what waits: the pipeline goes on while the
+    // stores' files are purged.
+    release();
     // Deleted is not yet gone from disk: the vector index file still holds the deleted vectors
     // (hnswlib only marks them) and the WAL holds pages from before the deletes. The graph store's
     // purge covers the whole shared SQLite file (state and inbox too), so it runs last.
@@ -562,6 +587,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     if (this.idleTimer) clearInterval(this.idleTimer);
     if (!this.failure) await this.drain();
     this.stopping = true;
+    // Maintenance that began while close() drained ends before the stores can be closed.
+    await this.maintenance;
     this.wake?.();
     await this.ingestLoop;
     this.queue.close();
@@ -592,7 +619,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     if (this.failure) return;
     const now = this.clock();
     for (const s of this.segStates.values())
-      if (isIdle(s, now, this.settings.segmenter)) {
+      if (isIdle(s, now, this.settings.segmenter) && !this.erasing(s.tenant, s.conversation)) {
         this.parts.log.appendFlush(s.tenant, s.conversation, "idle");
         s.lastActivityMs = now;
       }
@@ -701,7 +728,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * buffer is flushed now, as the idle timeout would later. Its state is in the state store.
    */
   private evicted(s: KeyedSegmenterState): void {
-    if (!holdsTurns(s)) return;
+    if (!holdsTurns(s) || this.erasing(s.tenant, s.conversation)) return;
     this.parts.log.appendFlush(s.tenant, s.conversation, "idle");
     this.wake?.();
   }
@@ -760,6 +787,9 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
                 .readInbox(cursor, isolating ? 1 : this.settings.batchSize)
                 .filter((e) => held === undefined || e.seq <= held);
         if (batch.length === 0) {
+          // No entry left up to the hold: an erasure deleted what stood there (the flushes of its
+          // conversations), and the cursor moves to the hold, where the erasure waits for it.
+          if (held !== undefined && cursor < held) log.setCursor(INBOX_CURSOR, held);
           this.notifyDrain();
           await new Promise<void>((resolve) => {
             this.wake = resolve;

@@ -3,7 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, afterEach, describe, it } from "node:test";
+import Database from "better-sqlite3";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { SQLITE_FILE } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
@@ -67,6 +69,35 @@ describe("embedded erasure while turns keep arriving", () => {
     // The kept turn holds @3 of c1: a later assigned id goes on from it instead of starting at @1 again.
     assert.deepEqual(later.turnIds, ["@3"]);
     assert.deepEqual((await engine.ingest("T", "c1", [turn("Lisbon is sunny.", 6)])).turnIds, ["@4"]);
+  });
+
+  it("an idle flush during the erasure leaves nothing of the erased conversation behind", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "erase-ingest-"));
+    dirs.push(dir);
+    let now = Date.parse("2024-05-06T11:00:00Z");
+    const opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }), {
+      embedder: new HashingEmbedder(),
+      settings: { clock: () => now },
+    });
+    const engine = opened.engine;
+    await engine.ingest("T", "alice@example.com", [turn("My PIN is 4711.", 0)]);
+    await engine.drain(); // the segment is open, in memory
+    const erasing = engine.erase("T", "alice@example.com");
+    // The idle tick while the erasure holds the pipeline (what the engine's idle timer calls).
+    now += 31 * 60_000;
+    (engine as unknown as { flushIdle(): void }).flushIdle();
+    await erasing;
+    await engine.drain();
+    await opened.close();
+    const db = new Database(join(dir, SQLITE_FILE), { readonly: true });
+    try {
+      for (const table of ["inbox", "turn_id_counters", "stage_state", "pending_segments"]) {
+        const rows = db.prepare(`SELECT * FROM ${table}`).all();
+        assert.ok(!JSON.stringify(rows).includes("alice@example.com"), `${table}: ${JSON.stringify(rows)}`);
+      }
+    } finally {
+      db.close();
+    }
   });
 
   it("a conversation's erasure: a turn of it accepted after the call is kept, one accepted before is erased", async () => {

@@ -46,7 +46,7 @@ export interface CheckpointReport {
 }
 
 export interface WalCheckpointer {
-  /** Checkpoints run so far (reported by the worker), purges not counted. */
+  /** Checkpoints the worker has run so far (its timer's, catchUp's and truncateAfterCopy's). */
   readonly runs: number;
   /** The timer's last report had a log of BEHIND_FRAMES or more, and no catchUp copied it all since. */
   readonly behind: boolean;

@@ -618,6 +618,13 @@ export interface ApplyHooks {
  * apply them, call beforeCommit, commit. A throw anywhere rolls the whole transaction back.
  */
 export interface GraphTransactions {
+  /**
+   * Records and raw turns per transaction of an erasure (core/erasure.ts). Undefined: ERASURE_STEP,
+   * for a store whose transactions hold the caller's event loop (SQLite). Infinity: a conversation
+   * in one transaction and a tenant through deleteTenant, for a store on a server (Neo4j), where
+   * steps would hold nothing and only add round trips.
+   */
+  readonly erasureStep?: number;
   transact<T>(
     tenant: string,
     reads: TransactionReads,

@@ -4,9 +4,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { consolidationWrites } from "../../services/consolidator/apply.ts";
-import { eraseConversation, erasureWrites } from "../../services/consolidator/erasure.ts";
+import { eraseConversation, eraseTenant, erasureWrites } from "../../services/consolidator/erasure.ts";
 import { turnRowId } from "../../services/core/ids.ts";
-import type { GraphTransactions, TransactionReads, TransactionWrites } from "../../services/core/ports.ts";
+import type {
+  GraphTransactions,
+  TransactionReads,
+  TransactionView,
+  TransactionWrites,
+} from "../../services/core/ports.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { makeRecord } from "../contract/graph-store.contract.ts";
 
@@ -155,6 +160,36 @@ describe("erasure rule (pure)", () => {
     } finally {
       await counting;
     }
+  });
+
+  it("a store that takes no steps (erasureStep Infinity) erases a conversation in one transaction, a tenant by deleteTenant", async () => {
+    const reads: TransactionReads[] = [];
+    let deletedTenant = "";
+    const store = {
+      erasureStep: Number.POSITIVE_INFINITY,
+      transact: async <T>(
+        _tenant: string,
+        r: TransactionReads,
+        decide: (view: TransactionView) => { writes: TransactionWrites; result: T },
+      ): Promise<T> => {
+        reads.push(r);
+        return decide({
+          records: new Map(),
+          conversation: { recordIds: ["r1"], turnIds: ["t1"], complete: true, dependants: [] },
+        }).result;
+      },
+      tenantConversations: async () => ["k2"],
+      deleteTenant: async (tenant: string) => {
+        deletedTenant = tenant;
+        return ["r1"];
+      },
+    };
+    assert.deepEqual((await eraseConversation(store, "A", "k2")).records, ["r1"]);
+    assert.deepEqual(reads, [{ conversation: "k2", dependants: true }], "no limit, one transaction");
+    assert.deepEqual(await eraseTenant(store, "A"), ["r1"]);
+    assert.equal(deletedTenant, "A");
+    assert.equal(reads.length, 1, "no conversation step for the tenant");
+    await assert.rejects(eraseConversation(store, "A", "k2", 0), RangeError);
   });
 
   it("a step before the last deletes what it read and leaves the conversation's rest for later", () => {

@@ -234,6 +234,12 @@ const validAtParam = (validAt: number | undefined) => (validAt === undefined ? n
  * The schema is created before the first query (or up front by Neo4jGraphStore.open).
  */
 export class Neo4jGraphStore implements GraphStore {
+  /**
+   * An erasure in one transaction per conversation and a tenant's through deleteTenant (ports.ts):
+   * a transaction here holds no event loop, and steps cost round trips (1,000 records and turns
+   * of 10 conversations: 1,058 ms in steps of 64 against 147 ms in one deleteTenant).
+   */
+  readonly erasureStep = Number.POSITIVE_INFINITY;
   readonly driver: Driver;
   private readonly owns: boolean;
   private readonly database: string | undefined;

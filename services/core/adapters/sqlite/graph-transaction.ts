@@ -139,7 +139,7 @@ export const applyWrites = (sql: SqlRunner, tenant: string, writes: TransactionW
   }
   if (writes.deleteRecords && writes.deleteRecords.length > 0) deleteRecords(sql, tenant, writes.deleteRecords);
   if (writes.deleteTurns && writes.deleteTurns.turnIds.length > 0) {
-    deleteTurnRows(sql, tenant, writes.deleteTurns.conversation, writes.deleteTurns.turnIds);
+    deleteRawTurnRows(sql, tenant, writes.deleteTurns.conversation, writes.deleteTurns.turnIds);
   }
   if (writes.deleteConversation !== undefined) deleteConversationRows(sql, tenant, writes.deleteConversation);
   for (const key of writes.deleteDeadLetters ?? []) {
@@ -199,31 +199,26 @@ const deleteConversationRows = (sql: SqlRunner, tenant: string, conversation: st
   sql.run("DELETE FROM segments WHERE tenant = ? AND conversation = ?", tenant, conversation);
 };
 
-/** Some raw turns of a conversation, by turn id, with their full-text rows; the kept lexical counts lose each. */
-const deleteTurnRows = (sql: SqlRunner, tenant: string, conversation: string, turnIds: readonly string[]): void => {
-  const where = "tenant = ? AND conversation = ? AND turn_id IN (SELECT value FROM json_each(?))";
-  const params = [tenant, conversation, jsonList(uniq(turnIds))];
-  for (const t of sql.all<{ lex: string; lex_len: number }>(
-    `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_terms f ON f.seq = t.seq
-     WHERE t.tenant = ? AND t.conversation = ? AND t.turn_id IN (SELECT value FROM json_each(?))`,
-    ...params,
-  )) {
-    adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
-  }
-  deleteFullTextRowsOf(sql, "turns", `SELECT seq FROM turns WHERE ${where}`, ...params);
-  sql.run(`DELETE FROM turns WHERE ${where}`, ...params);
-};
-
 /**
- * The raw turns of a conversation (or, with none, of the tenant) with their full-text rows, the
- * kept lexical counts losing each; returns how many turn rows went. A conversation's erasure runs
- * it (above); alone it is GraphMaintenance.deleteRawTurns, what the indexer's raw-turn consumer
- * erases (records and segments are the records consumer's). Run inside a transaction.
+ * The raw turns of a conversation (or, with none, of the tenant; with `turnIds`, those of the
+ * conversation only: a step of its erasure) with their full-text rows, the kept lexical counts
+ * losing each; returns how many turn rows went. A conversation's erasure runs it (above); alone it
+ * is GraphMaintenance.deleteRawTurns, what the indexer's raw-turn consumer erases (records and
+ * segments are the records consumer's). Run inside a transaction.
  */
-export const deleteRawTurnRows = (sql: SqlRunner, tenant: string, conversation: string | undefined): number => {
+export const deleteRawTurnRows = (
+  sql: SqlRunner,
+  tenant: string,
+  conversation: string | undefined,
+  turnIds?: readonly string[],
+): number => {
+  const some = conversation !== undefined && turnIds !== undefined;
   const scope = (t: string) =>
-    conversation === undefined ? `${t}tenant = ?` : `${t}tenant = ? AND ${t}conversation = ?`;
-  const params = conversation === undefined ? [tenant] : [tenant, conversation];
+    conversation === undefined
+      ? `${t}tenant = ?`
+      : `${t}tenant = ? AND ${t}conversation = ?${some ? ` AND ${t}turn_id IN (SELECT value FROM json_each(?))` : ""}`;
+  const params =
+    conversation === undefined ? [tenant] : [tenant, conversation, ...(some ? [jsonList(uniq(turnIds))] : [])];
   for (const t of sql.all<{ lex: string; lex_len: number }>(
     `SELECT f.lex AS lex, t.lex_len AS lex_len FROM turns t JOIN turns_terms f ON f.seq = t.seq
      WHERE ${scope("t.")}`,
@@ -231,9 +226,9 @@ export const deleteRawTurnRows = (sql: SqlRunner, tenant: string, conversation: 
   )) {
     adjustLexical(sql, tenant, "turn", t.lex, t.lex_len, -1, true);
   }
-  // Both full-text tables (FTS5 and the stored terms, full-text-rows.ts), by the turns' rowids and
-  // by their own columns too: a full-text row whose turn row is already gone.
+  // Both full-text tables (FTS5 and the stored terms, full-text-rows.ts), by the turns' rowids and,
+  // for a whole scope, by their own columns too: a full-text row whose turn row is already gone.
   deleteFullTextRowsOf(sql, "turns", `SELECT seq FROM turns WHERE ${scope("")}`, ...params);
-  deleteFullTextRowsIn(sql, "turns", tenant, conversation);
+  if (!some) deleteFullTextRowsIn(sql, "turns", tenant, conversation);
   return sql.run(`DELETE FROM turns WHERE ${scope("")}`, ...params).changes;
 };

@@ -101,10 +101,13 @@ export class DurableLog {
       .run(tenant, conversation, JSON.stringify({ reason }));
   }
 
-  readInbox(afterSeq: number, limit: number): InboxEntry[] {
+  /** Up to `limit` entries after `afterSeq`, none after `upTo` (an erasure's hold). */
+  readInbox(afterSeq: number, limit: number, upTo = Number.MAX_SAFE_INTEGER): InboxEntry[] {
     const rows = this.db
-      .prepare("SELECT seq, tenant, conversation, kind, json FROM inbox WHERE seq > ? ORDER BY seq LIMIT ?")
-      .all(afterSeq, limit) as InboxRow[];
+      .prepare(
+        "SELECT seq, tenant, conversation, kind, json FROM inbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+      )
+      .all(afterSeq, upTo, limit) as InboxRow[];
     return rows.map((r) =>
       r.kind === "turn"
         ? { seq: r.seq, kind: "turn", tenant: r.tenant, conversation: r.conversation, turn: JSON.parse(r.json) as Turn }

@@ -780,12 +780,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
         const isolating = cursor < isolateUntil;
         // An erasure holds what was accepted after its call (erase) until it ends.
         const held = this.heldAt;
-        const batch =
-          held !== undefined && cursor >= held
-            ? []
-            : log
-                .readInbox(cursor, isolating ? 1 : this.settings.batchSize)
-                .filter((e) => held === undefined || e.seq <= held);
+        const batch = log.readInbox(cursor, isolating ? 1 : this.settings.batchSize, held);
         if (batch.length === 0) {
           // No entry left up to the hold: an erasure deleted what stood there (the flushes of its
           // conversations), and the cursor moves to the hold, where the erasure waits for it.

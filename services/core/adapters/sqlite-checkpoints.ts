@@ -25,9 +25,6 @@ import { Worker } from "node:worker_threads";
 import { SQLITE_DEFAULTS } from "../config.ts";
 import { SQLITE_WAL_AUTOCHECKPOINT_PAGES, type SqliteDatabase } from "./sqlite-db.ts";
 
-/** How often at most the worker checkpoints while the log is being written (config cache.sqliteCheckpointMs). */
-export const WAL_CHECKPOINT_INTERVAL_MS = SQLITE_DEFAULTS.checkpointMs;
-
 /** A log at least this long has the store's next write wait for a copy first (catchUp). */
 export const BEHIND_FRAMES = 8_000;
 
@@ -46,8 +43,6 @@ export interface CheckpointReport {
 }
 
 export interface WalCheckpointer {
-  /** Checkpoints the worker has run so far (its timer's, catchUp's and truncateAfterCopy's). */
-  readonly runs: number;
   /** The timer's last report had a log of BEHIND_FRAMES or more, and no catchUp copied it all since. */
   readonly behind: boolean;
   /** Resolves with the next checkpoint the worker reports (tests; a bench's figures). */
@@ -124,7 +119,8 @@ export const startWalCheckpointer = (
   db: SqliteDatabase,
   options: { intervalMs?: number; pollMs?: number; behindFrames?: number; onError?: (message: string) => void } = {},
 ): WalCheckpointer => {
-  const intervalMs = options.intervalMs ?? WAL_CHECKPOINT_INTERVAL_MS;
+  // How often at most the worker checkpoints while the log is written (config cache.sqliteCheckpointMs).
+  const intervalMs = options.intervalMs ?? SQLITE_DEFAULTS.checkpointMs;
   const behindFrames = options.behindFrames ?? BEHIND_FRAMES;
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
@@ -148,7 +144,6 @@ export const startWalCheckpointer = (
     });
   };
   db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_WITH_WORKER_PAGES}`);
-  let runs = 0;
   let behind = false;
   let nextId = 1;
   let failure: Error | undefined;
@@ -162,7 +157,6 @@ export const startWalCheckpointer = (
     }
     const { kind: _kind, id, message, ...report } = m;
     if (message !== undefined) options.onError?.(message);
-    else runs++;
     // A refused checkpoint (another one under way, the main connection's) says nothing of the log.
     // A timer's report counts only the frames there were when it began (writes went on meanwhile);
     // a catchUp's ran while the store's writer waited, so a complete one lets its write restart it.
@@ -200,9 +194,6 @@ export const startWalCheckpointer = (
     });
   };
   const checkpointer: WalCheckpointer = {
-    get runs() {
-      return runs;
-    },
     get behind() {
       return behind;
     },

@@ -104,7 +104,7 @@ export const truncateWal = (db: SqliteDatabase): void => {
   if (r && r.busy !== 0) throw new Error(TRUNCATE_BUSY);
 };
 
-/** Why truncateWal (or the checkpoint worker's purge, sqlite-checkpoints.ts) failed. */
+/** Why truncateWal failed (a reader of another connection keeps the log from being reset). */
 export const TRUNCATE_BUSY =
   "SQLite: the write-ahead log could not be truncated (another connection is reading memory.db); " +
   "the erased rows are deleted, their old page images stay in memory.db-wal until the next checkpoint";

@@ -201,6 +201,9 @@ const toRelation = (r: RelationRow): RecordRelation => ({
 const TURN_COLUMNS =
   "tenant, conversation, turn_id, segment_id, speaker, role, text, compressed, timestamp, session_id";
 
+/** A result or failure nobody needs (checkpointsCaughtUp). */
+const ignore = (): void => undefined;
+
 /**
  * GraphStore over SQLite (better-sqlite3): records with entity/topic/day/event-frame index tables,
  * segments with their raw turns, FTS5 over the shared lexical terms of record and turn text (BM25
@@ -208,9 +211,6 @@ const TURN_COLUMNS =
  * by tenant. Build it on a handle from `openSqlite(dataDir)` (shared with the state and vector
  * stores), or with `SqliteGraphStore.open(dataDir)`, which owns its handle.
  */
-/** A result or failure nobody needs (checkpointsCaughtUp). */
-const ignore = (): void => undefined;
-
 export class SqliteGraphStore implements GraphStore {
   readonly db: SqliteDatabase;
   private readonly ownsDb: boolean;

@@ -14,6 +14,7 @@ import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { SQLITE_FILE } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { seededRandom } from "../helpers/seeded.ts";
 
 const SEEDS = 12;
 const OPERATIONS = 60;
@@ -27,15 +28,6 @@ const within = <T>(p: Promise<T>, what: string): Promise<T> => {
   return Promise.race([p, limit]).finally(() => clearTimeout(timer));
 };
 
-/** A small seeded generator (LCG), in [0, 1). */
-const random = (seed: number): (() => number) => {
-  let s = seed >>> 0;
-  return () => {
-    s = (s * 1664525 + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-};
-
 interface Sent {
   word: string;
   tenant: string;
@@ -44,7 +36,7 @@ interface Sent {
 }
 
 const runSeed = async (seed: number, settings: { batchSize?: number; queueCapacity?: number }): Promise<string[]> => {
-  const next = random(seed);
+  const next = seededRandom(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)] as T;
   const dir = mkdtempSync(join(tmpdir(), "erase-fuzz-"));
   const opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder(), settings });

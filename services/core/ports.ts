@@ -15,6 +15,7 @@ import type {
 export interface EmbedderStats {
   calls: number;
   texts: number;
+  /** The model's own time on those calls: its forward passes, not a call's wait behind others. */
   ms: number;
 }
 

@@ -48,6 +48,22 @@ describe("ThreadedOnnxEmbedder: the ONNX embedder on a worker thread", { skip },
     assert.equal(after.texts - before.texts, 3);
   });
 
+  it("counts the model's time once for calls posted together, not each call's wait behind the others", async () => {
+    const texts = Array.from(
+      { length: 48 },
+      (_, i) => `sentence number ${i} about a long day at work and what came after`,
+    );
+    const before = threaded.stats();
+    const started = performance.now();
+    await Promise.all([threaded.embed(texts), threaded.embed(texts), threaded.embed(texts)]);
+    const wall = performance.now() - started;
+    const ms = threaded.stats().ms - before.ms;
+    // Each call's time counted from when the worker got it would include the calls ahead of it in
+    // the queue: about twice the wall time for three equal calls.
+    assert.ok(ms > 0, "the model's time is counted");
+    assert.ok(ms <= wall, `model time ${ms.toFixed(1)} ms within the ${wall.toFixed(1)} ms the three calls took`);
+  });
+
   it("lets the event loop run while the worker embeds", async () => {
     // On the calling thread a pass holds the event loop until it ends; here a timer fires meanwhile.
     let ticks = 0;

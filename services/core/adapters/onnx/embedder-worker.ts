@@ -21,21 +21,38 @@ const message = (err: unknown): string => (err instanceof Error ? err.message : 
 
 try {
   const embedder = await loadOnnxEmbedder(init.modelDir, init.options);
+  // The model's time already reported (its stats' ms when the last reply went).
+  let reported = 0;
+  /**
+   * The model's own time for the request that just ended. The embedder runs requests one at a
+   * time and adds each one's time when it ends, so what its total grew by since the last reply is
+   * this request's passes, not its wait behind the requests posted before it: summed over the
+   * replies, the time the model was busy (two calls posted together no longer count the first
+   * one's passes twice).
+   */
+  const modelMs = (): number => {
+    const total = embedder.stats().ms;
+    const ms = total - reported;
+    reported = total;
+    return ms;
+  };
   port.on("message", (req: WorkerRequest) => {
     if (req.kind === "close") {
       void embedder.close().then(() => port.close());
       return;
     }
-    const started = performance.now();
     embedder.embed(req.texts).then(
       (vectors) => {
-        const ms = performance.now() - started;
+        const ms = modelMs();
         post(
           { kind: "vectors", id: req.id, vectors, ms },
           vectors.map((v) => v.buffer as ArrayBuffer),
         );
       },
-      (err: unknown) => post({ kind: "error", id: req.id, message: message(err) }),
+      (err: unknown) => {
+        modelMs();
+        post({ kind: "error", id: req.id, message: message(err) });
+      },
     );
   });
   post({

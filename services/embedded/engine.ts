@@ -517,11 +517,15 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       await this.parts.vectors.deleteTenant(tenant);
       inboxEntries = this.parts.log.deleteTenant(tenant, upTo);
     }
-    await this.parts.vectors.flush();
     const stateKeys = await this.eraseState(tenant, conversation);
     // Nothing of the erased scope is left to mix with what waits: the pipeline goes on while the
-    // stores' files are purged.
+    // stores' files are written and purged. The vector deletes are in the store (its SQLite rows
+    // and its graphs) already; writing the index files waits for the rebuild that a large delete
+    // starts in the background (seconds at 100K records), which held every tenant's turns when it
+    // ran before the release. A crash before the files are written leaves them behind their
+    // version, and the next load rebuilds them from SQLite, where the erased vectors are gone.
     release();
+    await this.parts.vectors.flush();
     // Deleted is not yet gone from disk: the vector index file still holds the deleted vectors
     // (hnswlib only marks them) and the WAL holds pages from before the deletes. The graph store's
     // purge covers the whole shared SQLite file (state and inbox too), so it runs last.

@@ -7,6 +7,7 @@ import Database from "better-sqlite3";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { SQLITE_FILE } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
+import type { VectorStore } from "../../services/core/ports.ts";
 import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { Closer } from "../helpers/closer.ts";
@@ -29,7 +30,12 @@ describe("embedded erasure while turns keep arriving", () => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
   const engines = new Closer();
-  afterEach(() => engines.closeAll());
+  /** Gates a test holds an engine's work on: opened before the engines close, even when the test failed. */
+  const gates: (() => void)[] = [];
+  afterEach(() => {
+    for (const open of gates.splice(0)) open();
+    return engines.closeAll();
+  });
   const open = async (): Promise<EmbeddedEngine> => {
     const dir = mkdtempSync(join(tmpdir(), "erase-ingest-"));
     dirs.push(dir);
@@ -117,5 +123,46 @@ describe("embedded erasure while turns keep arriving", () => {
     assert.match(t, /Lisbon/);
     assert.match(t, /Madrid/);
     assert.doesNotMatch(t, /greyhound|Pepper|Porto/);
+  });
+
+  it("the pipeline goes on while the erasure writes the vector index files: turns sent meanwhile are indexed before it returns", {
+    timeout: 60_000,
+  }, async () => {
+    const engine = await open();
+    await seed(engine);
+    // The index files' write waits on a gate (at 100K records it waits seconds for the rebuild a
+    // large delete starts). While the pipeline was held until it was done, the drain below did not
+    // end: the test timed out.
+    const vectors = (engine as unknown as { parts: { vectors: VectorStore } }).parts.vectors;
+    const flush = vectors.flush.bind(vectors);
+    let reached: () => void = () => {};
+    const atFlush = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let openGate: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    gates.push(openGate);
+    vectors.flush = async () => {
+      reached();
+      await gate;
+      return flush();
+    };
+    const erasing = engine.erase("T", "c1");
+    await engine.ingest("U", "c1", [turn("The orchestra tours Japan next spring.", 5)]);
+    await engine.ingest("T", "c1", [turn("I moved to Lisbon in June.", 6)]);
+    await engine.flush("U");
+    await engine.flush("T");
+    await atFlush;
+    await engine.drain();
+    assert.match(await recordTexts(engine, "U"), /Japan/, "another tenant's turn is indexed while the files wait");
+    assert.match(await recordTexts(engine, "T"), /Lisbon/, "the erased conversation's later turn too");
+    openGate();
+    const report = await erasing;
+    assert.equal(report.records, 2);
+    const t = await recordTexts(engine, "T");
+    assert.match(t, /Lisbon/, "kept after the erasure returns");
+    assert.doesNotMatch(t, /greyhound|Pepper/);
   });
 });

@@ -144,6 +144,29 @@ describe("SQLite checkpoints on a worker thread", () => {
     });
   });
 
+  it("a copy asked for while the main connection truncates is refused as busy, so that the truncation never meets it", async () => {
+    await withWorker(async (db, dir, cp) => {
+      for (let round = 0; round < 20; round++) {
+        write(db, 200, round * 1_000);
+        let truncated = false;
+        // A store write's catchUp posted right after the pause: the worker receives it while paused.
+        const purge = cp.truncateAfterCopy(() => {
+          db.pragma("wal_checkpoint(TRUNCATE)");
+          truncated = statSync(join(dir, `${SQLITE_FILE}-wal`)).size === 0;
+        });
+        const caught = await cp.catchUp();
+        await purge;
+        assert.equal(caught.busy, true, `round ${round}: refused while paused (${JSON.stringify(caught)})`);
+        assert.ok(truncated, `round ${round}: the log was truncated`);
+      }
+      // Resumed: a copy goes through again.
+      write(db, 10, 100_000);
+      const report = await cp.catchUp();
+      assert.equal(report.busy, false);
+      assert.equal(report.checkpointed, report.log);
+    });
+  });
+
   it("a purge that cannot truncate the log rejects as truncateWal throws, and the worker goes on", async () => {
     await withWorker(async (db, dir, cp) => {
       const store = new SqliteGraphStore(db);

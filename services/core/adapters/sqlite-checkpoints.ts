@@ -66,7 +66,8 @@ export interface WalCheckpointer {
  * resolved better-sqlite3 module and the database file. It polls the log file's size and mtime
  * every `pollMs` (a stat, no SQLite call) and checkpoints when they changed and `intervalMs` have
  * passed since its last checkpoint; requests run between two polls. It only ever checkpoints (no
- * write of its own: see truncateAfterCopy); "pause" checkpoints and stops the timer until "resume".
+ * write of its own: see truncateAfterCopy); "pause" checkpoints and stops the timer until "resume",
+ * and a checkpoint asked for meanwhile (a store write's catchUp) is answered busy without one.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
@@ -96,6 +97,9 @@ const timer = setInterval(() => {
 parentPort.on("message", (m) => {
   if (m.kind === "close") { clearInterval(timer); db.close(); parentPort.close(); return; }
   if (m.kind === "resume") { paused = false; return; }
+  // Paused, the main connection truncates the log: a checkpoint now would read the log meanwhile
+  // and the truncation would fail ("another connection is reading"). Refused, as a busy one is.
+  if (paused && m.kind === "checkpoint") { parentPort.postMessage({ kind: "checkpoint", id: m.id, log: -1, checkpointed: -1, busy: true, ms: 0 }); return; }
   try { checkpoint(m.id); } catch (err) { parentPort.postMessage({ kind: "checkpoint", id: m.id, log: -1, checkpointed: -1, busy: true, ms: 0, message: message(err) }); }
   if (m.kind === "pause") paused = true;
 });

@@ -40,4 +40,11 @@ CREATE TABLE IF NOT EXISTS turn_id_counters (
 );
 `,
   },
+  {
+    version: 2,
+    name: "inbox entries done ahead of the cursor",
+    // An erasure holds only its own tenant's entries once it has drained up to its call: the other
+    // tenants' entries after them are processed meanwhile, and marked here until the cursor passes them.
+    sql: "CREATE TABLE inbox_done (seq INTEGER PRIMARY KEY);",
+  },
 ];

@@ -9,6 +9,12 @@ export type InboxEntry =
   | { seq: number; kind: "turn"; tenant: string; conversation: string; turn: Turn }
   | { seq: number; kind: "flush"; tenant: string; conversation: string; reason: "session-end" | "idle" | "flush" };
 
+/** A tenant whose inbox entries after `from` wait (an erasure of it past its drain). */
+export interface InboxExclusion {
+  tenant: string;
+  from: number;
+}
+
 /** Work a stage started on: inbox or pending-segment seqs first..last, tried `attempts` times. */
 export interface Attempt {
   first: number;
@@ -101,13 +107,24 @@ export class DurableLog {
       .run(tenant, conversation, JSON.stringify({ reason }));
   }
 
-  /** Up to `limit` entries after `afterSeq`, none after `upTo` (an erasure's hold). */
-  readInbox(afterSeq: number, limit: number, upTo = Number.MAX_SAFE_INTEGER): InboxEntry[] {
+  /**
+   * Up to `limit` entries after `afterSeq` not yet done (completeEntries), none after `upTo` (an
+   * erasure's hold on every tenant) and none of an excluded tenant after its `from` (an erasure's
+   * hold on its own tenant).
+   */
+  readInbox(
+    afterSeq: number,
+    limit: number,
+    upTo = Number.MAX_SAFE_INTEGER,
+    excluded: readonly InboxExclusion[] = [],
+  ): InboxEntry[] {
+    const exclusions = excluded.map(() => " AND NOT (tenant = ? AND seq > ?)").join("");
     const rows = this.db
       .prepare(
-        "SELECT seq, tenant, conversation, kind, json FROM inbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+        `SELECT seq, tenant, conversation, kind, json FROM inbox WHERE seq > ? AND seq <= ?
+         AND seq NOT IN (SELECT seq FROM inbox_done)${exclusions} ORDER BY seq LIMIT ?`,
       )
-      .all(afterSeq, upTo, limit) as InboxRow[];
+      .all(afterSeq, upTo, ...excluded.flatMap((e) => [e.tenant, e.from]), limit) as InboxRow[];
     return rows.map((r) =>
       r.kind === "turn"
         ? { seq: r.seq, kind: "turn", tenant: r.tenant, conversation: r.conversation, turn: JSON.parse(r.json) as Turn }
@@ -145,6 +162,30 @@ export class DurableLog {
         "INSERT INTO runtime_cursor (name, seq) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET seq = excluded.seq",
       )
       .run(name, seq);
+  }
+
+  /**
+   * Records the entries as processed and moves the cursor `name` past every entry it has done: to
+   * just before the first later entry that is neither done nor deleted, or, when none is left, to
+   * the last entry (or `floor`, an erasure's hold whose own entries the erasure deleted). Entries
+   * processed ahead of the cursor (another tenant's, while an erasure holds its own) stay marked
+   * until the cursor passes them, so a restart neither processes them again nor skips what lies
+   * before them. One transaction: the marks and the cursor move together.
+   */
+  completeEntries(name: string, seqs: readonly number[], floor?: number): void {
+    this.db.transaction(() => {
+      const done = this.db.prepare("INSERT OR IGNORE INTO inbox_done (seq) VALUES (?)");
+      for (const seq of seqs) done.run(seq);
+      const cursor = this.cursor(name);
+      const next = (
+        this.db
+          .prepare("SELECT MIN(seq) AS s FROM inbox WHERE seq > ? AND seq NOT IN (SELECT seq FROM inbox_done)")
+          .get(cursor) as { s: number | null }
+      ).s;
+      const to = next === null ? Math.max(this.lastInboxSeq(), floor ?? 0) : next - 1;
+      if (to > cursor) this.setCursor(name, to);
+      this.db.prepare("DELETE FROM inbox_done WHERE seq <= ?").run(Math.max(to, cursor));
+    })();
   }
 
   /**

@@ -63,7 +63,7 @@ import {
 import { compressTurn } from "../sensory/compress-turn.ts";
 import { BoundedQueue } from "./bounded-queue.ts";
 import { withinBudget } from "./budget.ts";
-import type { DurableLog, InboxEntry } from "./durable-log.ts";
+import type { DurableLog, InboxEntry, InboxExclusion } from "./durable-log.ts";
 
 /** What the runtime reports as it works (the Prometheus Metrics class satisfies it). */
 export interface PipelineObserver {
@@ -162,6 +162,15 @@ const INDEX_MERGE_STAGE = "index-merge";
 const VECTOR_FLUSH_TENANTS_PER_TICK = 64;
 const VECTOR_FLUSH_STAGE = "vector-flush";
 
+/** An erasure's hold on the inbox (EmbeddedEngine.hold): its position, what it erases, how wide it holds. */
+interface Hold {
+  seq: number;
+  tenant: string;
+  conversation: string | undefined;
+  /** Past the erasure's drain: only its tenant's entries after `seq` wait, the others go on. */
+  ownTenantOnly: boolean;
+}
+
 /** An idle-time chore (runWhenIdle): the run in progress, and lastActivityMs when it last found nothing left. */
 interface IdleChore {
   running?: Promise<void>;
@@ -229,10 +238,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   private maintenance: Promise<unknown> = Promise.resolve();
   /**
    * Inbox positions erasures hold the pipeline at, with what each erases (one per erasure called
-   * and not yet past its deletes): the ingest loop processes no entry after the lowest until it is
-   * released (erase).
+   * and not yet past its deletes). Until an erasure has drained up to its position (`ownTenantOnly`
+   * false), the ingest loop processes no entry after it; then, while its deletes run, only its own
+   * tenant's entries after it wait, and the other tenants' go on (erase).
    */
-  private readonly holds: { seq: number; tenant: string; conversation: string | undefined }[] = [];
+  private readonly holds: Hold[] = [];
   /** The idle-time merge of the full-text index (mergeIndexIfIdle). */
   private readonly indexMerge: IdleChore = {};
   /** The idle-time write of changed vector index files (flushVectorsIfIdle). */
@@ -352,9 +362,15 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     if (this.failure) throw this.failure;
   }
 
-  /** The lowest inbox position an erasure holds the pipeline at, if any. */
+  /** The lowest inbox position an erasure holds every tenant's entries at, if any. */
   private get heldAt(): number | undefined {
-    return this.holds.length > 0 ? Math.min(...this.holds.map((h) => h.seq)) : undefined;
+    const all = this.holds.filter((h) => !h.ownTenantOnly);
+    return all.length > 0 ? Math.min(...all.map((h) => h.seq)) : undefined;
+  }
+
+  /** The tenants whose entries after a position wait for an erasure's deletes (the others go on). */
+  private get heldTenants(): InboxExclusion[] {
+    return this.holds.filter((h) => h.ownTenantOnly).map((h) => ({ tenant: h.tenant, from: h.seq }));
   }
 
   /** Whether an erasure under way covers the conversation (its idle flush would only leave its name behind). */
@@ -362,15 +378,26 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     return this.holds.some((h) => h.tenant === tenant && (h.conversation ?? conversation) === conversation);
   }
 
-  /** Holds the pipeline at inbox position `seq` until the returned function is first called. */
-  private hold(seq: number, tenant: string, conversation: string | undefined): () => void {
-    const held = { seq, tenant, conversation };
+  /**
+   * Holds the pipeline at inbox position `seq`: every tenant's entries after it, until `narrow`
+   * lets the other tenants' go on, and the tenant's own until `release` (the first call of either
+   * counts; later ones do nothing).
+   */
+  private hold(seq: number, tenant: string, conversation: string | undefined): { narrow(): void; release(): void } {
+    const held: Hold = { seq, tenant, conversation, ownTenantOnly: false };
     this.holds.push(held);
-    return () => {
-      const at = this.holds.indexOf(held);
-      if (at < 0) return;
-      this.holds.splice(at, 1);
-      this.wake?.();
+    return {
+      narrow: () => {
+        if (held.ownTenantOnly || !this.holds.includes(held)) return;
+        held.ownTenantOnly = true;
+        this.wake?.();
+      },
+      release: () => {
+        const at = this.holds.indexOf(held);
+        if (at < 0) return;
+        this.holds.splice(at, 1);
+        this.wake?.();
+      },
     };
   }
 
@@ -472,31 +499,36 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * Erasure, the only real delete: everything of a tenant, or of one of its conversations, from
    * every embedded store: records with all index and FTS rows, update candidates and edges, raw
    * turns, segments, vectors, the inbox and pending segments, keyed stage state, dead letters.
-   * Everything accepted before the call is processed first, so nothing of it is written afterwards.
-   * What is accepted after the call waits in the inbox, unprocessed (for every tenant: the inbox is
-   * one sequence), until the erasure's deletes are done, and is then processed as usual: it is not
-   * erased. Before, it was processed meanwhile and erased with the rest, though its ingest had been
+   * Everything accepted before the call is processed first, so nothing of it is written afterwards;
+   * meanwhile what is accepted after the call waits in the inbox, for every tenant (the inbox is one
+   * sequence). While the deletes run, only the erased tenant's later entries wait, and the other
+   * tenants' are processed (marked done ahead of the cursor). Once the deletes are done, the
+   * tenant's own are processed as usual: they are not erased. Before, it was processed meanwhile and erased with the rest, though its ingest had been
    * acknowledged. A turn id accepted before the call and sent again after it is that earlier turn
    * (ingest is idempotent by id): it is acknowledged, and erased with it.
    */
   async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
     this.assertRunning();
     const upTo = this.parts.log.lastInboxSeq();
-    const release = this.hold(upTo, tenant, conversation);
+    const held = this.hold(upTo, tenant, conversation);
     try {
-      return await this.exclusive(() => this.eraseUpTo(upTo, release, tenant, conversation));
+      return await this.exclusive(() => this.eraseUpTo(upTo, held, tenant, conversation));
     } finally {
-      release();
+      held.release();
     }
   }
 
   private async eraseUpTo(
     upTo: number,
-    release: () => void,
+    held: { narrow(): void; release(): void },
     tenant: string,
     conversation?: string,
   ): Promise<ErasureReport> {
     await this.drainUpTo(upTo);
+    // Everything before the call is processed and indexed: from here on only the tenant's own later
+    // entries must wait for the deletes (they are not erased, and must not mix with what is). Other
+    // tenants' entries share no key, record or index with it, so they go on meanwhile.
+    held.narrow();
     const started = performance.now();
     const vectorsBefore = await this.parts.vectors.count(tenant);
     let records: number;
@@ -524,7 +556,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     // starts in the background (seconds at 100K records), which held every tenant's turns when it
     // ran before the release. A crash before the files are written leaves them behind their
     // version, and the next load rebuilds them from SQLite, where the erased vectors are gone.
-    release();
+    held.release();
     await this.parts.vectors.flush();
     // Deleted is not yet gone from disk: the vector index file still holds the deleted vectors
     // (hnswlib only marks them) and the WAL holds pages from before the deletes. The graph store's
@@ -613,9 +645,12 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
     );
   }
 
-  /** Wakes the drain waiters once the pipeline has done what it may (up to a hold); each checks its own end. */
+  /**
+   * Wakes the drain waiters once the pipeline has done what it may (up to a hold, or everything but
+   * a held tenant's entries); each checks its own end.
+   */
   private notifyDrain(): void {
-    if (!this.isDrained(this.heldAt) && !this.failure) return;
+    if (!this.isDrained(this.heldAt) && this.heldTenants.length === 0 && !this.failure) return;
     for (const w of this.drainWaiters.splice(0)) w();
   }
 
@@ -782,13 +817,15 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       while (!this.stopping && !this.failure) {
         const cursor = log.cursor(INBOX_CURSOR);
         const isolating = cursor < isolateUntil;
-        // An erasure holds what was accepted after its call (erase) until it ends.
+        // An erasure holds what was accepted after its call (erase) until it ends: every tenant's
+        // entries until it has drained, its own tenant's while its deletes run.
         const held = this.heldAt;
-        const batch = log.readInbox(cursor, isolating ? 1 : this.settings.batchSize, held);
+        const batch = log.readInbox(cursor, isolating ? 1 : this.settings.batchSize, held, this.heldTenants);
         if (batch.length === 0) {
-          // No entry left up to the hold: an erasure deleted what stood there (the flushes of its
-          // conversations), and the cursor moves to the hold, where the erasure waits for it.
-          if (held !== undefined && cursor < held) log.setCursor(INBOX_CURSOR, held);
+          // Nothing to do up to the hold: when no entry is left before it either (an erasure
+          // deleted what stood there, the flushes of its conversations), the cursor moves to the
+          // hold, where the erasure waits for it.
+          if (held !== undefined && cursor < held) log.completeEntries(INBOX_CURSOR, [], held);
           this.notifyDrain();
           await new Promise<void>((resolve) => {
             this.wake = resolve;
@@ -823,7 +860,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       entry,
       `set aside after ${attempts} unfinished attempts: the process stopped (crash, kill or hang) while processing it`,
     );
-    this.parts.log.setCursor(INBOX_CURSOR, entry.seq);
+    this.parts.log.completeEntries(INBOX_CURSOR, [entry.seq]);
     this.notifyDrain();
   }
 
@@ -987,7 +1024,11 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       );
     for (const s of released) this.parts.observer?.segmentClosed(s.closedBy);
     for (const p of pending) await this.queue.push(p);
-    this.parts.log.setCursor(INBOX_CURSOR, (batch[batch.length - 1] as InboxEntry).seq);
+    // Past the batch, or, where a held tenant's entries lie between, past what is done before them.
+    this.parts.log.completeEntries(
+      INBOX_CURSOR,
+      batch.map((e) => e.seq),
+    );
     this.notifyDrain();
   }
 

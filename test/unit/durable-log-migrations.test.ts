@@ -10,7 +10,7 @@ import Database from "better-sqlite3";
 import { openSqlite, SQLITE_FILE, type SqliteDatabase, schemaVersion } from "../../services/core/adapters/sqlite-db.ts";
 import type { Turn } from "../../services/core/types.ts";
 import { DurableLog } from "../../services/embedded/durable-log.ts";
-import { DURABLE_LOG_COMPONENT } from "../../services/embedded/durable-log-schema.ts";
+import { DURABLE_LOG_COMPONENT, DURABLE_LOG_MIGRATIONS } from "../../services/embedded/durable-log-schema.ts";
 
 /** The log's own DDL of the first release (inbox, pending segments, cursors). */
 const FIRST_DDL = `
@@ -40,7 +40,18 @@ const LAST_DDL = `${FIRST_DDL}
       );
 `;
 
-const LOG_TABLES = ["inbox", "pending_segments", "runtime_attempts", "runtime_cursor", "turn_id_counters"];
+/** The tables of version 1, the log's own DDL before migrations. */
+const V1_TABLES = ["inbox", "pending_segments", "runtime_attempts", "runtime_cursor", "turn_id_counters"];
+/** Every table of the log now (version 2 added the marks of entries done ahead of the cursor). */
+const LOG_TABLES = [
+  "inbox",
+  "inbox_done",
+  "pending_segments",
+  "runtime_attempts",
+  "runtime_cursor",
+  "turn_id_counters",
+];
+const LATEST = DURABLE_LOG_MIGRATIONS.at(-1)?.version;
 
 const turn = (turnId: string, text: string): Turn => ({
   tenant: "acme",
@@ -100,12 +111,15 @@ describe("durable log migrations", () => {
     const db = openSqlite(dir);
     try {
       new DurableLog(db);
-      assert.equal(schemaVersion(db, DURABLE_LOG_COMPONENT), 1);
+      assert.equal(schemaVersion(db, DURABLE_LOG_COMPONENT), LATEST);
       assert.deepEqual(tables(db), LOG_TABLES);
       // Opening again applies nothing twice.
       new DurableLog(db);
       const rows = db.prepare("SELECT version FROM migrations WHERE component = ?").all(DURABLE_LOG_COMPONENT);
-      assert.deepEqual(rows, [{ version: 1 }]);
+      assert.deepEqual(
+        rows,
+        DURABLE_LOG_MIGRATIONS.map((m) => ({ version: m.version })),
+      );
     } finally {
       db.close();
     }
@@ -119,7 +133,9 @@ describe("durable log migrations", () => {
     const b = new Database(join(old, SQLITE_FILE));
     try {
       new DurableLog(a);
-      assert.deepEqual(shapes(a), shapes(b));
+      // The tables of version 1 (later versions add their own).
+      const v1 = Object.fromEntries(Object.entries(shapes(a)).filter(([name]) => V1_TABLES.includes(name)));
+      assert.deepEqual(v1, shapes(b));
     } finally {
       a.close();
       b.close();
@@ -127,7 +143,7 @@ describe("durable log migrations", () => {
   });
 
   for (const [label, ddl, before] of [
-    ["just before migrations", LAST_DDL, LOG_TABLES],
+    ["just before migrations", LAST_DDL, V1_TABLES],
     ["of the first release", FIRST_DDL, ["inbox", "pending_segments", "runtime_cursor"]],
   ] as const) {
     it(`opens a data folder written by the log ${label}: rows kept, missing tables added`, () => {
@@ -138,7 +154,7 @@ describe("durable log migrations", () => {
         assert.deepEqual(tables(db), before);
         const oldShapes = shapes(db);
         const log = new DurableLog(db);
-        assert.equal(schemaVersion(db, DURABLE_LOG_COMPONENT), 1);
+        assert.equal(schemaVersion(db, DURABLE_LOG_COMPONENT), LATEST);
         assert.deepEqual(tables(db), LOG_TABLES);
         // The tables that existed are untouched.
         for (const [name, sql] of Object.entries(oldShapes)) assert.equal(shapes(db)[name], sql, name);

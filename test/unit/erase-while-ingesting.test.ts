@@ -7,7 +7,7 @@ import Database from "better-sqlite3";
 import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { SQLITE_FILE } from "../../services/core/adapters/sqlite-db.ts";
 import { loadConfig } from "../../services/core/config.ts";
-import type { VectorStore } from "../../services/core/ports.ts";
+import type { GraphStore, VectorStore } from "../../services/core/ports.ts";
 import type { EmbeddedEngine } from "../../services/embedded/engine.ts";
 import { openEmbeddedEngine } from "../../services/embedded/open.ts";
 import { Closer } from "../helpers/closer.ts";
@@ -164,5 +164,71 @@ describe("embedded erasure while turns keep arriving", () => {
     const t = await recordTexts(engine, "T");
     assert.match(t, /Lisbon/, "kept after the erasure returns");
     assert.doesNotMatch(t, /greyhound|Pepper/);
+  });
+
+  it("while a tenant's deletes run, other tenants' turns are indexed and the tenant's own later turns wait, then are kept", {
+    timeout: 60_000,
+  }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "erase-ingest-"));
+    dirs.push(dir);
+    // Resolves when a segment of tenant U is indexed.
+    let indexedU: () => void = () => {};
+    const uIndexed = new Promise<void>((resolve) => {
+      indexedU = resolve;
+    });
+    const observer = {
+      stageEvent: () => {},
+      segmentClosed: () => {},
+      recordsWritten: () => {},
+      segmentIndexed: (segment: { tenant: string }) => {
+        if (segment.tenant === "U") indexedU();
+      },
+    };
+    const opened = await engines.track(
+      openEmbeddedEngine(loadConfig({ dataDir: dir }), { embedder: new HashingEmbedder(), observer }),
+    );
+    const engine = opened.engine;
+    await engine.ingest("T", "c1", [
+      turn("I adopted a greyhound called Pepper.", 0),
+      turn("Pepper sleeps all day.", 1),
+    ]);
+    await engine.flush("T");
+    await engine.drain();
+    // The tenant's last delete waits on a gate, as a large tenant's deletes take seconds.
+    const graph = (engine as unknown as { parts: { graph: GraphStore } }).parts.graph;
+    const deleteTenant = graph.deleteTenant.bind(graph);
+    let reached: () => void = () => {};
+    const atDelete = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    let openGate: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    gates.push(openGate);
+    graph.deleteTenant = async (tenant: string) => {
+      reached();
+      await gate;
+      return deleteTenant(tenant);
+    };
+    const erasing = engine.erase("T");
+    await engine.ingest("T", "c1", [turn("I moved to Lisbon in June.", 5)]);
+    await engine.ingest("U", "c1", [turn("The orchestra tours Japan next spring.", 5)]);
+    await engine.flush("T");
+    await engine.flush("U");
+    await atDelete;
+    // Before: every tenant's entries after the call waited for the deletes, so this never resolved.
+    await uIndexed;
+    assert.match(await recordTexts(engine, "U"), /Japan/, "another tenant's turn is indexed during the deletes");
+    assert.doesNotMatch(await recordTexts(engine, "T"), /Lisbon/, "the tenant's own later turn waits");
+    openGate();
+    const report = await erasing;
+    assert.equal(report.records, 2);
+    await engine.drain();
+    const t = await recordTexts(engine, "T");
+    assert.match(t, /Lisbon/, "and is kept after the erasure");
+    assert.doesNotMatch(t, /greyhound|Pepper/);
+    // Every entry is done: a second drain has nothing left, the inbox lag is 0.
+    assert.equal((await engine.health()).details.inboxLag, "0");
   });
 });

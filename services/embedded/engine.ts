@@ -503,9 +503,10 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * meanwhile what is accepted after the call waits in the inbox, for every tenant (the inbox is one
    * sequence). While the deletes run, only the erased tenant's later entries wait, and the other
    * tenants' are processed (marked done ahead of the cursor). Once the deletes are done, the
-   * tenant's own are processed as usual: they are not erased. Before, it was processed meanwhile and erased with the rest, though its ingest had been
-   * acknowledged. A turn id accepted before the call and sent again after it is that earlier turn
-   * (ingest is idempotent by id): it is acknowledged, and erased with it.
+   * tenant's own are processed as usual: they are not erased. Before holds, such a turn was
+   * processed meanwhile and erased with the rest, though its ingest had been acknowledged. A turn
+   * id accepted before the call and sent again after it is that earlier turn (ingest is idempotent
+   * by id): it is acknowledged, and erased with it.
    */
   async erase(tenant: string, conversation?: string): Promise<ErasureReport> {
     this.assertRunning();
@@ -650,7 +651,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
    * a held tenant's entries); each checks its own end.
    */
   private notifyDrain(): void {
-    if (!this.isDrained(this.heldAt) && this.heldTenants.length === 0 && !this.failure) return;
+    if (!this.isDrained(this.heldAt) && !this.holds.some((h) => h.ownTenantOnly) && !this.failure) return;
     for (const w of this.drainWaiters.splice(0)) w();
   }
 

@@ -36,6 +36,29 @@ describe("embedded erasure while turns keep arriving", () => {
     for (const open of gates.splice(0)) open();
     return engines.closeAll();
   });
+  /**
+   * A gate a wrapped store call waits at (`pass`): `reached` resolves once a call arrives, `open`
+   * lets it and later ones through.
+   */
+  const gate = (): { reached: Promise<void>; pass: () => Promise<void>; open: () => void } => {
+    let arrived: () => void = () => {};
+    const reached = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    let open: () => void = () => {};
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    gates.push(open);
+    return {
+      reached,
+      pass: async () => {
+        arrived();
+        await opened;
+      },
+      open,
+    };
+  };
   const open = async (): Promise<EmbeddedEngine> => {
     const dir = mkdtempSync(join(tmpdir(), "erase-ingest-"));
     dirs.push(dir);
@@ -135,18 +158,9 @@ describe("embedded erasure while turns keep arriving", () => {
     // end: the test timed out.
     const vectors = (engine as unknown as { parts: { vectors: VectorStore } }).parts.vectors;
     const flush = vectors.flush.bind(vectors);
-    let reached: () => void = () => {};
-    const atFlush = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    let openGate: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      openGate = resolve;
-    });
-    gates.push(openGate);
+    const atFlush = gate();
     vectors.flush = async () => {
-      reached();
-      await gate;
+      await atFlush.pass();
       return flush();
     };
     const erasing = engine.erase("T", "c1");
@@ -154,11 +168,11 @@ describe("embedded erasure while turns keep arriving", () => {
     await engine.ingest("T", "c1", [turn("I moved to Lisbon in June.", 6)]);
     await engine.flush("U");
     await engine.flush("T");
-    await atFlush;
+    await atFlush.reached;
     await engine.drain();
     assert.match(await recordTexts(engine, "U"), /Japan/, "another tenant's turn is indexed while the files wait");
     assert.match(await recordTexts(engine, "T"), /Lisbon/, "the erased conversation's later turn too");
-    openGate();
+    atFlush.open();
     const report = await erasing;
     assert.equal(report.records, 2);
     const t = await recordTexts(engine, "T");
@@ -197,18 +211,9 @@ describe("embedded erasure while turns keep arriving", () => {
     // The tenant's last delete waits on a gate, as a large tenant's deletes take seconds.
     const graph = (engine as unknown as { parts: { graph: GraphStore } }).parts.graph;
     const deleteTenant = graph.deleteTenant.bind(graph);
-    let reached: () => void = () => {};
-    const atDelete = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    let openGate: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      openGate = resolve;
-    });
-    gates.push(openGate);
+    const atDelete = gate();
     graph.deleteTenant = async (tenant: string) => {
-      reached();
-      await gate;
+      await atDelete.pass();
       return deleteTenant(tenant);
     };
     const erasing = engine.erase("T");
@@ -216,12 +221,12 @@ describe("embedded erasure while turns keep arriving", () => {
     await engine.ingest("U", "c1", [turn("The orchestra tours Japan next spring.", 5)]);
     await engine.flush("T");
     await engine.flush("U");
-    await atDelete;
+    await atDelete.reached;
     // Before: every tenant's entries after the call waited for the deletes, so this never resolved.
     await uIndexed;
     assert.match(await recordTexts(engine, "U"), /Japan/, "another tenant's turn is indexed during the deletes");
     assert.doesNotMatch(await recordTexts(engine, "T"), /Lisbon/, "the tenant's own later turn waits");
-    openGate();
+    atDelete.open();
     const report = await erasing;
     assert.equal(report.records, 2);
     await engine.drain();

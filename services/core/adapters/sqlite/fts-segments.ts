@@ -60,9 +60,9 @@ const MAX_PURGE_STEPS = 10_000;
  * rewrites only what writes added after the last step when the step cap was reached).
  *
  * Why it matters for erasure: with FTS5's secure-delete a delete takes the row's terms out of the
- * segments, but keys a segment was indexed by can still hold a deleted term (a scratch test: 2 of
- * 516 deleted rows' unique terms still in the file after the deletes and a checkpoint, none after
- * a merge into one segment). Merging rewrites every segment from what is live.
+ * segments, but keys a segment was indexed by can still hold a deleted term (without the merge,
+ * test/unit/sqlite-fts-merge.test.ts finds erased terms in memory.db after the deletes and a
+ * checkpoint). Merging rewrites every segment from what is live.
  */
 export const mergeIntoOne = async (
   db: SqliteDatabase,

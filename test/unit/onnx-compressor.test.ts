@@ -100,6 +100,8 @@ describe("pure parts of the ONNX compressor", () => {
       false,
       false,
     ]);
+    // A negation too: the model's scores for "not" are low, and dropping it turns the statement around.
+    assert.deepEqual(forcedWords(splitWords("I'm not giving up, I won't")), [false, true, false, false, false, true]);
   });
 
   it("validates the manifest, naming the bad field", () => {

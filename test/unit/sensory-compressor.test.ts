@@ -22,6 +22,22 @@ describe("statistical compressor", () => {
     }
   });
 
+  it("never drops a negation, which would turn the statement around", () => {
+    // Both from the dev set, where r = 0.7 used to drop the "not" (and "I'm giving up!" remained).
+    for (const said of [
+      "Oof, that's tough, Jon. It's been a wild ride starting my business, but I'm not giving up!",
+      "Taking care of ourselves is so important - even if it's not always easy.",
+      "No, I don't think so, and I can\u2019t go. I have never been there and nobody told me; it was nothing without you.",
+    ]) {
+      const out = compressStatistically(said, 0.3).text.split(/\s+/);
+      const negations = said
+        .split(/\s+/)
+        .filter((w) => /^(not|no,?|never|nobody|nothing|without|don't|can\u2019t)$/i.test(w.replace(/[!.;,]+$/, "")));
+      assert.ok(negations.length > 0);
+      for (const n of negations) assert.ok(out.includes(n), `"${n}" kept in "${out.join(" ")}"`);
+    }
+  });
+
   it("keeps everything at r = 1 and never returns an empty text", () => {
     assert.equal(compressStatistically(text, 1).text, text);
     assert.equal(compressStatistically("the the the", 0.01).text.length > 0, true);

@@ -7,20 +7,23 @@ const MONTHS =
 const core = (token: string): string => token.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, "");
 
 /**
- * Words that negate what follows. They are among the most frequent words, so the self-information
- * rule (and a token classifier's low scores) would drop them first, and a dropped "not" turns the
- * statement around: "I'm not giving up!" was compressed to "I'm giving up!" (10 of the dev set's
- * 146 negations were dropped at r = 0.7). The LLM encoder reads the compressed text.
+ * Words that say whether what follows holds: negations and conditions. They are among the most
+ * frequent words, so the self-information rule (and a token classifier's low scores) would drop
+ * them first, and a dropped "not" turns the statement around: "I'm not giving up!" was compressed
+ * to "I'm giving up!" (10 of the dev set's 146 negations were dropped at r = 0.7); a dropped "if"
+ * turns a condition into a claim ("I'm sure if I keep pushing, I'll reach my dreams" → "I'm sure
+ * keep pushing, I'll reach my dreams": 2 of 6). The LLM encoder reads the compressed text.
  */
-const NEGATION = /^(?:not|no|nor|never|none|nothing|nobody|nowhere|neither|cannot|without|\p{L}+n['\u2019]t)$/iu;
+const POLARITY =
+  /^(?:not|no|nor|never|none|nothing|nobody|nowhere|neither|cannot|without|if|unless|\p{L}+n['\u2019]t)$/iu;
 
-/** Numbers, dates, capitalised names and negations carry what a memory needs; they are never dropped. */
+/** Numbers, dates, capitalised names, negations and conditions carry what a memory needs; they are never dropped. */
 export const isForceKept = (token: string, sentenceInitial: boolean): boolean => {
   const w = core(token);
   if (w.length === 0) return false;
   if (/\p{N}/u.test(w)) return true;
   if (MONTHS.test(w)) return true;
-  if (NEGATION.test(w)) return true;
+  if (POLARITY.test(w)) return true;
   return !sentenceInitial && /^\p{Lu}/u.test(w) && w.toLowerCase() !== "i";
 };
 

@@ -100,8 +100,10 @@ describe("pure parts of the ONNX compressor", () => {
       false,
       false,
     ]);
-    // A negation too: the model's scores for "not" are low, and dropping it turns the statement around.
+    // A negation or a condition too: the model's scores for "not" and "if" are low, and dropping
+    // either turns the statement around.
     assert.deepEqual(forcedWords(splitWords("I'm not giving up, I won't")), [false, true, false, false, false, true]);
+    assert.deepEqual(forcedWords(splitWords("we go if it rains")), [false, false, true, false, false]);
   });
 
   it("validates the manifest, naming the bad field", () => {

@@ -33,7 +33,7 @@ export interface EmbedderManifest {
   tokenizer: string;
   tokenizer_config: string;
   max_seq_length: number;
-  pooling: "mean";
+  pooling: "mean" | "cls";
   normalize: boolean;
   output: string;
 }
@@ -71,7 +71,7 @@ export const parseManifest = (raw: unknown, where: string): EmbedderManifest => 
   if (!isVariant(raw.default_variant) || variants[raw.default_variant] === undefined) bad("default_variant");
   const maxLen = raw.max_seq_length;
   if (typeof maxLen !== "number" || !Number.isInteger(maxLen) || maxLen < 3) bad("max_seq_length");
-  if (raw.pooling !== "mean") bad("pooling (only mean pooling is supported)");
+  if (raw.pooling !== "mean" && raw.pooling !== "cls") bad("pooling (mean or cls)");
   if (typeof raw.normalize !== "boolean") bad("normalize");
   for (const f of ["name", "tokenizer", "tokenizer_config", "output"] as const) {
     if (typeof raw[f] !== "string" || raw[f] === "") bad(f);
@@ -83,7 +83,7 @@ export const parseManifest = (raw: unknown, where: string): EmbedderManifest => 
     tokenizer: raw.tokenizer as string,
     tokenizer_config: raw.tokenizer_config as string,
     max_seq_length: maxLen as number,
-    pooling: "mean",
+    pooling: raw.pooling as "mean" | "cls",
     normalize: raw.normalize as boolean,
     output: raw.output as string,
   };
@@ -261,8 +261,9 @@ const forwardPass = async (
   const h = hidden.data;
   const vectors: Float32Array[] = [];
   for (let r = 0; r < b; r++) {
-    // Mean over real tokens (attention mask 1); accumulate in float64.
-    const n = batch[r]!.length;
+    // Mean over real tokens (attention mask 1), or the [CLS] position alone for a model trained
+    // with CLS pooling (bge-small-en-v1.5, the second-opinion model); accumulate in float64.
+    const n = manifest.pooling === "cls" ? 1 : batch[r]!.length;
     const acc = new Float64Array(dim);
     for (let j = 0; j < n; j++) {
       const base = (r * seq + j) * dim;

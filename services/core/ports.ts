@@ -246,6 +246,13 @@ export interface VectorItem {
   id: string;
   vector: Float32Array;
   payload: VectorPayload;
+  /**
+   * The second-opinion model's vector of the same text, when one is configured
+   * (services/query/second-opinion.ts): kept beside the item and read by id, never searched, so it
+   * needs no index of its own and goes with the item on every delete. An upsert without it clears a
+   * stored one, as it replaces the rest of the item.
+   */
+  second?: Float32Array;
 }
 
 export interface VectorFilter {
@@ -291,6 +298,11 @@ export interface VectorStore {
    * uses get().
    */
   getVectors?(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>>;
+  /**
+   * The second-opinion vectors (VectorItem.second) of these ids; ids without one are absent.
+   * Optional: without it the query embeds its candidates' texts with the second model itself.
+   */
+  getSecondVectors?(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>>;
   delete(tenant: string, ids: readonly string[]): Promise<void>;
   deleteTenant(tenant: string): Promise<void>;
   /**

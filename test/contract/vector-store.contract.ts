@@ -364,6 +364,77 @@ export const runVectorStoreContract = (
       await store.deleteTenant(D);
     });
 
+    it("keeps a second-opinion vector beside an item, read by id, gone with the item on every delete", async (t) => {
+      const secondOf = store.getSecondVectors?.bind(store);
+      if (!secondOf) {
+        t.skip("the store keeps no second-opinion vectors");
+        return;
+      }
+      const E = "tenant-e";
+      const F = "tenant-f";
+      const randE = mulberry32(5151);
+      // Another dimension than the first vectors: the second model need not match the first.
+      const SECOND_DIM = DIM + 8;
+      // Items 4 and 14 are turns of c0, 9 and 19 turns of c1; 0-19 records and turns in c0/c1.
+      const withSecond = (tenant: string, i: number): VectorItem => ({
+        ...item(randE, { tenant, i }),
+        second: randomUnit(randE, SECOND_DIM),
+      });
+      const itemsE = Array.from({ length: 20 }, (_, i) => withSecond(E, i));
+      await store.upsert(E, itemsE);
+      // Same ids in another tenant, with other second vectors.
+      const itemsF = Array.from({ length: 5 }, (_, i) => withSecond(F, i));
+      await store.upsert(F, itemsF);
+
+      const got = await secondOf(E, ["item-3", "missing", "item-3", "item-4"]);
+      assert.deepEqual([...got.keys()].sort(), ["item-3", "item-4"]);
+      assert.ok(cos(got.get("item-3") as Float32Array, itemsE[3]?.second as Float32Array) > 0.9999);
+      assert.equal((got.get("item-4") as Float32Array).length, SECOND_DIM);
+      const [viaGet] = await store.get(E, ["item-3"]);
+      assert.ok(cos(viaGet?.second as Float32Array, itemsE[3]?.second as Float32Array) > 0.9999);
+      // Tenant isolation: F's item-3 is F's own, an unknown tenant has none.
+      assert.ok(
+        cos((await secondOf(F, ["item-3"])).get("item-3") as Float32Array, itemsF[3]?.second as Float32Array) > 0.9999,
+      );
+      assert.equal((await secondOf("nobody", ["item-3"])).size, 0);
+      // The first vector and the search are untouched by the second.
+      assert.equal((await store.search(E, (itemsE[2] as VectorItem).vector, 1))[0]?.id, "item-2");
+
+      // An upsert without one replaces the item whole: no stale second vector stays.
+      const { second: _dropped, ...plain } = itemsE[1] as VectorItem;
+      await store.upsert(E, [plain]);
+      assert.equal((await secondOf(E, ["item-1"])).size, 0);
+      assert.equal((await store.get(E, ["item-1"]))[0]?.second, undefined);
+
+      // Every delete takes the second vector with its item.
+      await store.delete(E, ["item-2"]);
+      await store.deleteRawTurns(E, "c0");
+      assert.deepEqual([...(await secondOf(E, ["item-2", "item-4", "item-14", "item-9"])).keys()], ["item-9"]);
+      await store.deleteConversation?.(E, "c1");
+      assert.equal((await secondOf(E, ["item-9", "item-3", "item-5"])).size, 0);
+      await store.deleteTenant(E);
+      assert.equal(
+        (
+          await secondOf(
+            E,
+            itemsE.map((x) => x.id),
+          )
+        ).size,
+        0,
+      );
+      assert.equal(
+        (
+          await secondOf(
+            F,
+            itemsF.map((x) => x.id),
+          )
+        ).size,
+        5,
+        "another tenant's stay",
+      );
+      await store.deleteTenant(F);
+    });
+
     it("refuses an item whose payload names another tenant", async () => {
       const wrong = item(mulberry32(3), { tenant: B, i: 1 });
       await assert.rejects(store.upsert(A, [wrong]));

@@ -33,4 +33,11 @@ CREATE TABLE vector_meta (
 );
 `,
   },
+  {
+    // The second-opinion model's vector of the item's text (VectorItem.second): read by id, never
+    // indexed; null where none was written. In the row, so every delete takes it too.
+    version: 2,
+    name: "vectors-second-opinion",
+    sql: "ALTER TABLE vectors ADD COLUMN second BLOB;",
+  },
 ];

@@ -768,6 +768,7 @@ export class HnswVectorStore implements VectorStore {
         );
       }
       checkVector(item.vector, `vector of ${item.id}`);
+      if (item.second) checkVector(item.second, `second-opinion vector of ${item.id}`);
       if (item.vector.length !== first.vector.length) {
         throw new Error(
           `HnswVectorStore: vectors of one upsert differ in dimension (${first.vector.length} and ${item.vector.length})`,
@@ -779,10 +780,10 @@ export class HnswVectorStore implements VectorStore {
     const getLabel = this.db.prepare<[string, string], { label: number }>(
       "SELECT label FROM vectors WHERE tenant = ? AND id = ?",
     );
-    const put = this.db.prepare<[string, string, number, string, string, string, Buffer]>(
-      `INSERT INTO vectors (tenant, id, label, kind, conversation, payload, vector) VALUES (?, ?, ?, ?, ?, ?, ?)
+    const put = this.db.prepare<[string, string, number, string, string, string, Buffer, Buffer | null]>(
+      `INSERT INTO vectors (tenant, id, label, kind, conversation, payload, vector, second) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (tenant, id) DO UPDATE SET kind = excluded.kind, conversation = excluded.conversation,
-         payload = excluded.payload, vector = excluded.vector`,
+         payload = excluded.payload, vector = excluded.vector, second = excluded.second`,
     );
     const planned = this.db.transaction(() => {
       this.db
@@ -802,6 +803,7 @@ export class HnswVectorStore implements VectorStore {
           item.payload.conversation,
           JSON.stringify(item.payload),
           toBlob(item.vector),
+          item.second ? toBlob(item.second) : null,
         );
         out.push({ label, item });
       }
@@ -999,16 +1001,33 @@ export class HnswVectorStore implements VectorStore {
     if (ids.length === 0) return [];
     const wanted = [...new Set(ids)];
     const rows = this.db
-      .prepare<[string, string], { id: string; payload: string; vector: Buffer }>(
-        "SELECT id, payload, vector FROM vectors WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
+      .prepare<[string, string], { id: string; payload: string; vector: Buffer; second: Buffer | null }>(
+        "SELECT id, payload, vector, second FROM vectors WHERE tenant = ? AND id IN (SELECT value FROM json_each(?))",
       )
       .all(tenant, JSON.stringify(wanted));
     const byId = new Map(rows.map((r) => [r.id, r]));
     const out: VectorItem[] = [];
     for (const id of wanted) {
       const r = byId.get(id);
-      if (r) out.push({ id, vector: vectorOfBlob(r.vector), payload: JSON.parse(r.payload) as VectorPayload });
+      if (!r) continue;
+      const item: VectorItem = { id, vector: vectorOfBlob(r.vector), payload: JSON.parse(r.payload) as VectorPayload };
+      if (r.second) item.second = vectorOfBlob(r.second);
+      out.push(item);
     }
+    return out;
+  }
+
+  /** The second-opinion vectors of these ids, from SQLite (only a query's candidates ask: ~80 ids). */
+  async getSecondVectors(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>> {
+    this.check();
+    const out = new Map<string, Float32Array>();
+    if (ids.length === 0) return out;
+    const rows = this.db
+      .prepare<[string, string], { id: string; second: Buffer }>(
+        "SELECT id, second FROM vectors WHERE tenant = ? AND second IS NOT NULL AND id IN (SELECT value FROM json_each(?))",
+      )
+      .all(tenant, JSON.stringify([...new Set(ids)]));
+    for (const r of rows) out.set(r.id, vectorOfBlob(r.second));
     return out;
   }
 

@@ -49,6 +49,7 @@ interface VectorRow {
   entities: string[] | null;
   score?: unknown;
   embedding?: unknown[];
+  second?: unknown[] | null;
 }
 
 const payloadOf = (r: VectorRow): VectorPayload => {
@@ -234,6 +235,7 @@ export class Neo4jVectorStore implements VectorStore {
       entities: i.payload.entities ? [...i.payload.entities] : null,
       entityKeys: i.payload.entities ? [...new Set(i.payload.entities.map(entityKey))] : null,
       embedding: Array.from(i.vector),
+      second: i.second ? Array.from(i.second) : null,
     }));
     await this.write(async (tx) => {
       for (let i = 0; i < all.length; i += this.batchSize) {
@@ -241,7 +243,8 @@ export class Neo4jVectorStore implements VectorStore {
           `UNWIND $items AS item
            MERGE (v:${this.label} {tenant: $tenant, id: item.id})
            SET v.conversation = item.conversation, v.kind = item.kind, v.type = item.type, v.time = item.time,
-             v.entities = item.entities, v.entityKeys = item.entityKeys, v.embedding = item.embedding`,
+             v.entities = item.entities, v.entityKeys = item.entityKeys, v.embedding = item.embedding,
+             v.second = item.second`,
           { tenant, items: all.slice(i, i + this.batchSize) },
         );
       }
@@ -515,7 +518,7 @@ export class Neo4jVectorStore implements VectorStore {
     this.check();
     const found = await this.read<VectorRow>(
       `UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id}) ${this.keySeek}
-       RETURN ${RETURN_PAYLOAD}, v.embedding AS embedding`,
+       RETURN ${RETURN_PAYLOAD}, v.embedding AS embedding, v.second AS second`,
       { tenant, ids: [...new Set(ids)] },
     );
     const byId = new Map(found.filter((r) => r.tenant === tenant).map((r) => [r.id, r]));
@@ -525,7 +528,27 @@ export class Neo4jVectorStore implements VectorStore {
       const r = byId.get(id);
       if (!r || seen.has(id)) continue;
       seen.add(id);
-      out.push({ id, vector: Float32Array.from((r.embedding ?? []).map(num)), payload: payloadOf(r) });
+      const item: VectorItem = { id, vector: Float32Array.from((r.embedding ?? []).map(num)), payload: payloadOf(r) };
+      if (r.second) item.second = Float32Array.from(r.second.map(num));
+      out.push(item);
+    }
+    return out;
+  }
+
+  /** The second-opinion vectors (a node property beside the embedding, not indexed) of these ids. */
+  async getSecondVectors(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>> {
+    const out = new Map<string, Float32Array>();
+    if (ids.length === 0) return out;
+    this.check();
+    const found = await this.read<{ tenant: unknown; id: unknown; second: unknown[] | null }>(
+      `UNWIND $ids AS id MATCH (v:${this.label} {tenant: $tenant, id: id}) ${this.keySeek}
+       WHERE v.second IS NOT NULL
+       RETURN v.tenant AS tenant, v.id AS id, v.second AS second`,
+      { tenant, ids: [...new Set(ids)] },
+    );
+    for (const r of found) {
+      if (r.tenant !== tenant || typeof r.id !== "string" || !r.second) continue;
+      out.set(r.id, Float32Array.from(r.second.map(num)));
     }
     return out;
   }

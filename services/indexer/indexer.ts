@@ -7,6 +7,11 @@ export interface IndexerDeps {
   graph: GraphStore;
   vectors: VectorStore;
   embedder: Embedder;
+  /**
+   * The second-opinion model (config secondOpinion): when set, every vector written carries its
+   * vector of the same text too (VectorItem.second), which the query reads by id.
+   */
+  secondEmbedder?: Embedder;
   /** Update-candidate selection (default: DEFAULT_CANDIDATE_SETTINGS); false: write no candidates. */
   candidates?: CandidateSettings | false;
   /**
@@ -39,14 +44,21 @@ export interface IndexOutcome {
  * turn is embedded once), and not written again either (same vector, same payload).
  */
 const embedMissing = async (
-  deps: Pick<IndexerDeps, "vectors" | "embedder">,
+  deps: Pick<IndexerDeps, "vectors" | "embedder" | "secondEmbedder">,
   tenant: string,
   texts: readonly { id: string; text: string; payload: { kind: string } }[],
 ): Promise<{ vectors: Float32Array[]; stored: ReadonlySet<string> }> => {
   if (texts.length === 0) return { vectors: [], stored: new Set() };
   const turnIds = texts.filter((t) => t.payload.kind === "turn").map((t) => t.id);
   const stored = new Map<string, Float32Array>();
-  if (turnIds.length > 0) for (const item of await deps.vectors.get(tenant, turnIds)) stored.set(item.id, item.vector);
+  // A turn stored without the second-opinion vector (written before the setting was on) is written
+  // again with one; a store that keeps no second vectors (Qdrant) is not asked for them.
+  const needsSecond = deps.secondEmbedder !== undefined && deps.vectors.getSecondVectors !== undefined;
+  if (turnIds.length > 0) {
+    for (const item of await deps.vectors.get(tenant, turnIds)) {
+      if (!needsSecond || item.second) stored.set(item.id, item.vector);
+    }
+  }
   const missing = texts.filter((t) => !(t.payload.kind === "turn" && stored.has(t.id)));
   const fresh = missing.length > 0 ? await deps.embedder.embed(missing.map((t) => t.text)) : [];
   const byId = new Map(missing.map((t, i) => [t.id, fresh[i] as Float32Array]));
@@ -74,11 +86,13 @@ export const indexSegment = async (
   const { vectors, stored } = await embedMissing(deps, batch.tenant, texts);
   deps.onEmbedded?.();
   if (deps.yieldTo) await deps.yieldTo();
+  const fresh = texts.flatMap((t, i) =>
+    stored.has(t.id) ? [] : [{ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload, text: t.text }],
+  );
+  const seconds = deps.secondEmbedder ? await deps.secondEmbedder.embed(fresh.map((f) => f.text)) : undefined;
   await deps.vectors.upsert(
     batch.tenant,
-    texts.flatMap((t, i) =>
-      stored.has(t.id) ? [] : [{ id: t.id, vector: vectors[i] as Float32Array, payload: t.payload }],
-    ),
+    fresh.map(({ text: _text, ...item }, i) => (seconds ? { ...item, second: seconds[i] as Float32Array } : item)),
   );
   if (deps.yieldTo) await deps.yieldTo();
   await deps.graph.writeBatch(batch);

@@ -31,6 +31,8 @@ export interface IndexerStageDeps {
   graph: GraphStore;
   vectors: VectorStore;
   embedder: Embedder;
+  /** The second-opinion model (config secondOpinion): its vectors are written beside the first's. */
+  secondEmbedder?: Embedder;
   candidates?: CandidateSettings;
   /** A write slower than this marks the sink saturated: the runtime pauses consumption (default 5000 ms). */
   slowWriteMs?: number;
@@ -84,6 +86,7 @@ export const indexerStage = (deps: IndexerStageDeps): StageHandler<RecordsEvent,
           graph: deps.graph,
           vectors: deps.vectors,
           embedder: prefetch ?? deps.embedder,
+          ...(deps.secondEmbedder ? { secondEmbedder: deps.secondEmbedder } : {}),
           candidates: deps.candidates ?? DEFAULT_CANDIDATE_SETTINGS,
           ...(deps.yieldTo ? { yieldTo: deps.yieldTo } : {}),
           ...(prefetch && next ? { onEmbedded: () => prefetch.prefetch(next.records.map(recordVectorText)) } : {}),

@@ -37,6 +37,8 @@ export interface RawTurnStageDeps extends EraseDeps {
    * its model (the records consumer then reads their stored vectors at segment close).
    */
   embedder: Embedder;
+  /** The second-opinion model (config secondOpinion): each turn's vector by it is written too. */
+  secondEmbedder?: Embedder;
   onIndexed?(turns: number): void;
   /**
    * Input partitions handled at once (default 1). Each partition's chunk is one embedding call and

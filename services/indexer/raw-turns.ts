@@ -20,6 +20,8 @@ export interface RawTurnDeps {
   graph: Pick<GraphStore, "writeTurns">;
   vectors: Pick<VectorStore, "upsert">;
   embedder: Embedder;
+  /** The second-opinion model (IndexerDeps.secondEmbedder): each turn's vector by it goes beside the first. */
+  secondEmbedder?: Embedder;
 }
 
 /** The text a raw turn's vector is computed from (the boundary gate embeds the same string). */
@@ -56,6 +58,7 @@ export const indexRawTurns = async (
 ): Promise<number> => {
   if (turns.length === 0) return 0;
   const embedded = await completeVectors(deps.embedder, turns, vectors);
+  const seconds = deps.secondEmbedder ? await deps.secondEmbedder.embed(turns.map(rawTurnText)) : undefined;
   const groups = new Map<string, { tenant: string; conversation: string; items: VectorItem[]; rows: SegmentTurn[] }>();
   turns.forEach((t, i) => {
     const key = `${t.tenant}\u0000${t.conversation}`;
@@ -68,6 +71,7 @@ export const indexRawTurns = async (
       id: turnRowId(t.conversation, t.turnId),
       vector: embedded[i] as Float32Array,
       payload: { tenant: t.tenant, conversation: t.conversation, kind: "turn", time: Date.parse(t.timestamp) },
+      ...(seconds ? { second: seconds[i] as Float32Array } : {}),
     });
     g.rows.push(segmentTurnOf(t));
   });

@@ -22,6 +22,8 @@ export interface WarmUpDeps {
   graph: GraphStore;
   vectors: VectorStore;
   embedder: Embedder;
+  /** The second-opinion model, when on: its property is written (and planned) like the rest. */
+  secondEmbedder?: Embedder;
   candidates?: CandidateSettings;
 }
 

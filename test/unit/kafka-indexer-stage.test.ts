@@ -7,8 +7,10 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { type UpdateCandidatesEvent, UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
+import { turnRowId } from "../../services/core/ids.ts";
 import type { Embedder, GraphStore, VectorStore } from "../../services/core/ports.ts";
 import { keyOf, type RecordsEvent, RecordsEventSchema, type Segment } from "../../services/core/types.ts";
 import { type IndexerStageDeps, indexerStage } from "../../services/indexer/kafka-handler.ts";
@@ -80,6 +82,22 @@ const byKey = (outs: { key: string; value: UpdateCandidatesEvent }[]) =>
   [...outs].sort((a, b) => (a.key < b.key ? -1 : 1));
 
 describe("indexer stage handler", () => {
+  it("with a second-opinion model, every record and raw turn it writes carries that model's vector", async () => {
+    await withStores(async (s) => {
+      const secondEmbedder = new HashingEmbedder(40);
+      const value = second();
+      await handle(stageWith(s, { secondEmbedder }), value);
+      const ids = [
+        ...value.records.map((r) => r.id),
+        ...value.segment.turns.map((t) => turnRowId(value.conversation, t.turnId)),
+      ];
+      const got = await s.vectors.getSecondVectors(value.tenant, ids);
+      assert.equal(got.size, ids.length);
+      const [record] = value.records;
+      assert.deepEqual(got.get(record?.id as string), (await secondEmbedder.embed([record?.text as string]))[0]);
+    });
+  });
+
   it("is a stateless sink writing update candidates to the update queue", async () => {
     await withStores(async (s) => {
       const stage = stageWith(s);

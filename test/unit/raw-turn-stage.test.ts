@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import hnswlib from "hnswlib-node";
-import type { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
+import { HashingEmbedder } from "../../services/core/adapters/hash/embedder.ts";
 import { hnswFileOf } from "../../services/core/adapters/hnsw/vector-store.ts";
 import { UpdateCandidatesEventSchema } from "../../services/core/adapters/kafka/serde.ts";
 import { PoisonError } from "../../services/core/adapters/kafka/stage-runtime.ts";
@@ -31,7 +31,7 @@ interface Stores {
 
 const withStores = (fn: (s: LocalStores) => Promise<void>): Promise<void> => withLocalStores("raw-turn-stage-", fn);
 
-const stageOf = (s: Stores) =>
+const stageOf = (s: Stores & { secondEmbedder?: HashingEmbedder }) =>
   rawTurnStage({
     input: jsonCodec("memory.sensory.v1", SensoryTurnSchema),
     output: jsonCodec("memory.update-queue.v1", UpdateCandidatesEventSchema),
@@ -156,6 +156,16 @@ describe("indexer raw-turn consumer", () => {
       // Other tenants see nothing of it.
       assert.deepEqual(await s.graph.searchTurnsLexical("globex", "greyhound", 5), []);
       assert.equal(await s.vectors.count("globex"), 0);
+    });
+  });
+
+  it("with a second-opinion model, each turn it writes carries that model's vector of the turn's text", async () => {
+    await withStores(async (s) => {
+      const second = new HashingEmbedder(40);
+      await feed(stageOf({ ...s, secondEmbedder: second }), [sensoryOf(T1), sensoryOf(T2)]);
+      const got = await s.vectors.getSecondVectors("acme", [turnRowId("c1", "t1"), turnRowId("c1", "t2")]);
+      assert.equal(got.size, 2);
+      assert.deepEqual(got.get(turnRowId("c1", "t2")), (await second.embed([rawTurnText(T2)]))[0]);
     });
   });
 

@@ -5,7 +5,20 @@
  */
 import type { MemoryRecord, RecordType } from "./types.ts";
 
-export type RouteName = "dense" | "lexical" | "entity" | "topic" | "time" | "event-frame" | "raw-dense" | "raw-lexical";
+/**
+ * Where an item's rank came from. "second-opinion" is no route the planner picks: it is the second
+ * embedding model's order of what the routes found (services/query/second-opinion.ts), when on.
+ */
+export type RouteName =
+  | "dense"
+  | "lexical"
+  | "entity"
+  | "topic"
+  | "time"
+  | "event-frame"
+  | "raw-dense"
+  | "raw-lexical"
+  | "second-opinion";
 
 export interface ContextItem {
   kind: "record" | "turn";

@@ -12,12 +12,15 @@ import type { MemoryRecord } from "../core/types.ts";
 import { UnsupportedOperation } from "../platform/grpc/status-mapping.ts";
 import { StoreMemoryReader } from "./memory-reader.ts";
 import type { QuerySettings } from "./query.ts";
+import type { SecondOpinion } from "./second-opinion.ts";
 
 export interface StoreQueryServiceDeps {
   graph: GraphStore;
   vectors: VectorStore;
   embedder: Embedder;
   planner?: QueryPlanner;
+  /** The second embedding model's order of the candidates (config secondOpinion; second-opinion.ts). */
+  secondOpinion?: SecondOpinion;
   settings: QuerySettings;
   /** What the stores are, for health details (e.g. "neo4j bolt://..."). */
   storeLabel: string;

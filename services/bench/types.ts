@@ -150,6 +150,8 @@ export interface BenchConfig {
   budgets: number[];
   encoder: string;
   embedder: string;
+  /** The second-opinion model's id when it was on (MEMORY_SECOND_OPINION). */
+  secondOpinion?: string;
   keepRate: number;
   /** The sensory compressor the engine ran with (its id). */
   compressor: string;

@@ -4,6 +4,7 @@
  * The embedded runtime, every stage process, the query service and the CLI build their parts here,
  * so one setting means the same thing in every process. Stores: ./stores.ts.
  */
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { type ClosableLlm, createLlm } from "../core/adapters/llm-factory.ts";
 import { loadOnnxTurnAttention, type OnnxTurnAttention } from "../core/adapters/onnx/attention.ts";
@@ -18,6 +19,7 @@ import { LlmEncoder } from "../encoder/llm-encoder.ts";
 import { type CandidateSettings, DEFAULT_CANDIDATE_SETTINGS } from "../indexer/candidates.ts";
 import { LlmPlanner } from "../query/llm-planner.ts";
 import type { QuerySettings } from "../query/query.ts";
+import type { SecondOpinion } from "../query/second-opinion.ts";
 import { type BoundaryMode, DEFAULT_ATTENTION } from "../segmenter/attention-rule.ts";
 import { DEFAULT_GATE } from "../segmenter/gate.ts";
 import type { SegmenterConfig } from "../segmenter/segment-state.ts";
@@ -106,6 +108,41 @@ export const openStageEmbedderThread = (
   onFailure?: (err: Error) => void,
 ): Promise<ThreadedOnnxEmbedder> =>
   openEmbedderThread(config, { defaultThreads: STAGE_EMBEDDER_THREADS, ...(onFailure ? { onFailure } : {}) });
+
+/** The second-opinion model's folder under the model folder (config.secondOpinion). */
+export const SECOND_OPINION_DIR = "bge-small-en-v1.5";
+
+/**
+ * The second-opinion embedder (query/second-opinion.ts) on a worker thread when
+ * config.secondOpinion is on, else undefined; threads as the first embedder's. A missing model
+ * folder is an error that names the setup step, not a silent fallback to one model.
+ */
+export const openSecondOpinionEmbedder = async (
+  config: Pick<Config, "modelDir" | "secondOpinion"> & Partial<Pick<Config, "embedder">>,
+  options: { defaultThreads?: number; onFailure?: (err: Error) => void } = {},
+): Promise<ThreadedOnnxEmbedder | undefined> => {
+  if (!config.secondOpinion.enabled) return undefined;
+  const dir = join(config.modelDir, SECOND_OPINION_DIR);
+  if (!existsSync(join(dir, "manifest.json"))) {
+    throw new Error(
+      `secondOpinion is on (MEMORY_SECOND_OPINION) but ${dir}/manifest.json is missing: run \`node scripts/setup.mjs\` with MEMORY_SECOND_OPINION=1 (it fetches the model from Maven Central)`,
+    );
+  }
+  return loadThreadedOnnxEmbedder(
+    dir,
+    {
+      variant: config.secondOpinion.variant,
+      threads: embedderThreadsOf(config, options.defaultThreads ?? EMBEDDER_THREADS),
+    },
+    options.onFailure,
+  );
+};
+
+/** What the query needs of the second opinion: the model and its list's weight. */
+export const secondOpinionOf = (
+  config: Pick<Config, "secondOpinion">,
+  embedder: Embedder | undefined,
+): SecondOpinion | undefined => (embedder ? { embedder, weight: config.secondOpinion.weight } : undefined);
 
 /**
  * The segmenter's turn attention (attention.onnx beside the embedder, built by the setup step)

@@ -218,6 +218,23 @@ export const ConfigSchema = z.object({
       threads: num.int("must be a whole number").min(1).optional(),
     })
     .default({ variant: "fp32" }),
+  /**
+   * A second embedding model as a second opinion on the order of a query's candidates
+   * (services/query/second-opinion.ts; docs/design.md, "Second opinion"): bge-small-en-v1.5 under
+   * modelDir/bge-small-en-v1.5 (fetched from Maven Central by the setup step). On
+   * (MEMORY_SECOND_OPINION), the indexer stores its vector of every record and raw turn beside the
+   * first model's, and the query fuses the candidates' order by it into the routes' as one more
+   * list of weight `weight` (MEMORY_SECOND_OPINION_WEIGHT). `variant`: which model file
+   * (MEMORY_SECOND_OPINION_VARIANT; int8 by default, 0.77x the first model's time a text). Off by
+   * default: it about doubles the build's embedding work (every text is embedded by both models).
+   */
+  secondOpinion: z
+    .object({
+      enabled: flag,
+      variant: z.enum(["fp32", "int8"]).default("int8"),
+      weight: num.positive().default(4),
+    })
+    .prefault({}),
   http: z
     .object({
       host: z.string().default("127.0.0.1"),
@@ -509,6 +526,9 @@ const ENV_PATHS: Record<string, string[]> = {
   MEMORY_MODEL_DIR: ["modelDir"],
   MEMORY_EMBEDDER_VARIANT: ["embedder", "variant"],
   MEMORY_EMBEDDER_THREADS: ["embedder", "threads"],
+  MEMORY_SECOND_OPINION: ["secondOpinion", "enabled"],
+  MEMORY_SECOND_OPINION_VARIANT: ["secondOpinion", "variant"],
+  MEMORY_SECOND_OPINION_WEIGHT: ["secondOpinion", "weight"],
   MEMORY_HTTP_HOST: ["http", "host"],
   MEMORY_HTTP_PORT: ["http", "port"],
   MEMORY_HTTP_MAX_BODY_BYTES: ["http", "maxBodyBytes"],

@@ -50,6 +50,7 @@ import { type ArrivingTurn, indexRawTurns } from "../indexer/raw-turns.ts";
 import { StoreExplorerReader } from "../query/explorer-reader.ts";
 import { StoreMemoryReader } from "../query/memory-reader.ts";
 import type { QuerySettings } from "../query/query.ts";
+import type { SecondOpinion } from "../query/second-opinion.ts";
 import { type WarmUpResult, warmUpQueries } from "../query/warm-up.ts";
 import { AttentionScorer, type TurnPair } from "../segmenter/attention-scorer.ts";
 import {
@@ -82,6 +83,11 @@ export interface EngineParts {
   vectors: VectorStore;
   state: StateStore;
   embedder: Embedder;
+  /**
+   * A second embedding model (config secondOpinion): its vector of every record and raw turn is
+   * stored beside the first's, and the query fuses its order of the candidates in.
+   */
+  secondOpinion?: SecondOpinion;
   compressor: Compressor;
   encoder: SegmentEncoder;
   planner?: QueryPlanner;
@@ -220,6 +226,8 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
   private readonly clock: () => number;
   /** The read side, shared with the distributed query service. */
   private readonly reader: StoreMemoryReader;
+  /** What the indexer writes with: the parts, and the second-opinion model when one is on. */
+  private readonly indexDeps: EngineParts & { secondEmbedder?: Embedder };
   /** The explorer's read side (the gateway's /ui), shared with the distributed gateway. */
   private readonly explorer: StoreExplorerReader;
   private wake: (() => void) | undefined;
@@ -276,11 +284,13 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       boundaries !== "gate" && parts.attention
         ? new AttentionScorer(parts.attention, settings.attentionPairs)
         : undefined;
+    this.indexDeps = parts.secondOpinion ? { ...parts, secondEmbedder: parts.secondOpinion.embedder } : parts;
     this.reader = new StoreMemoryReader({
       graph: parts.graph,
       vectors: parts.vectors,
       embedder: parts.embedder,
       ...(parts.planner ? { planner: parts.planner } : {}),
+      ...(parts.secondOpinion ? { secondOpinion: parts.secondOpinion } : {}),
       settings: settings.query,
     });
     this.explorer = new StoreExplorerReader(parts.graph, settings.segmenter.gate.threshold);
@@ -1008,7 +1018,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       released.push(...out.segments);
     }
     await indexRawTurns(
-      this.parts,
+      this.indexDeps,
       arriving.map((a) => a.turn),
       arriving.map((a) => a.vector),
     );
@@ -1085,7 +1095,7 @@ export class EmbeddedEngine implements MemoryService, MemoryMaintenance, Explore
       this.addConstructionCost(segment.tenant, cost);
       await indexSegment(
         {
-          ...this.parts,
+          ...this.indexDeps,
           candidates: {
             ...DEFAULT_CANDIDATE_SETTINGS,
             similarityThreshold:

@@ -9,9 +9,11 @@ import {
   openCompressor,
   openEmbedderThread,
   openLlm,
+  openSecondOpinionEmbedder,
   openTurnAttention,
   plannerFrom,
   querySettingsFrom,
+  secondOpinionOf,
   segmenterSettingsFrom,
   stageEmbedder,
 } from "../composition/parts.ts";
@@ -38,6 +40,8 @@ export const EMBEDDED_EMBED_BATCH = 8;
 
 export interface OpenOptions {
   embedder?: Embedder;
+  /** The second-opinion model (default: bge-small-en-v1.5 from the model folder when config.secondOpinion is on). */
+  secondEmbedder?: Embedder;
   compressor?: Compressor;
   /** Default: the deterministic extractor (no LLM). */
   encoder?: SegmentEncoder;
@@ -90,6 +94,20 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
         else failedEarly = failure;
       },
     }));
+  const secondEmbedder =
+    options.secondEmbedder ??
+    (await openSecondOpinionEmbedder(config, {
+      onFailure: (err) => {
+        const failure = new Error(`the second-opinion model's worker thread failed: ${err.message}`);
+        if (halt) halt(failure);
+        else failedEarly = failure;
+      },
+    }).catch(async (err: unknown) => {
+      // The first model's worker thread would otherwise outlive the failed open.
+      if (!options.embedder) await embedder.close?.();
+      throw err;
+    }));
+  const secondOpinion = secondOpinionOf(config, secondEmbedder);
   const compressor = options.compressor
     ? { compressor: options.compressor, close: async () => {} }
     : await openCompressor(config);
@@ -116,6 +134,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
         options.observer?.embedding?.bind(options.observer),
         config.cache.embeddingEntries,
       ),
+      ...(secondOpinion ? { secondOpinion } : {}),
       compressor: compressor.compressor,
       encoder,
       ...(planner ? { planner } : {}),
@@ -136,6 +155,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       await stores.close();
       await llm?.close?.();
       if (!options.embedder) await embedder.close?.();
+      if (!options.secondEmbedder) await secondEmbedder?.close?.();
       await opened?.close();
       await compressor.close();
     },

@@ -10,7 +10,13 @@
  * then become queryable at segment close only, as before).
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { candidateSettingsFrom, openStageEmbedderThread, stageEmbedder } from "../composition/parts.ts";
+import {
+  candidateSettingsFrom,
+  openSecondOpinionEmbedder,
+  openStageEmbedderThread,
+  STAGE_EMBEDDER_THREADS,
+  stageEmbedder,
+} from "../composition/parts.ts";
 import { openStores } from "../composition/stores.ts";
 import { runStageProcess } from "../core/adapters/kafka/process.ts";
 import { loadProcessConfig } from "../core/config.ts";
@@ -41,6 +47,14 @@ await runStageProcess({
       log("error", "embedding worker thread failed; exiting", { error: err.message });
       process.exit(1);
     });
+    const second = await openSecondOpinionEmbedder(config, {
+      defaultThreads: STAGE_EMBEDDER_THREADS,
+      onFailure: (err) => {
+        log("error", "second-opinion worker thread failed; exiting", { error: err.message });
+        process.exit(1);
+      },
+    });
+    const secondEmbedder = second ? { secondEmbedder: second } : {};
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.
@@ -70,6 +84,7 @@ await runStageProcess({
         graph: stores.graph,
         vectors: stores.vectors,
         embedder: model,
+        ...secondEmbedder,
         candidates,
       }).then(
         ({ ms, leftovers }) =>
@@ -89,6 +104,7 @@ await runStageProcess({
         graph: stores.graph,
         vectors: stores.vectors,
         embedder: recordsEmbedder,
+        ...secondEmbedder,
         candidates,
         ...(yieldTo ? { yieldTo } : {}),
         onIndexed: (n) => metrics.recordsWritten(n),
@@ -103,6 +119,7 @@ await runStageProcess({
               graph: stores.graph,
               vectors: stores.vectors,
               embedder,
+              ...secondEmbedder,
               onErased,
               partitionsAtOnce: config.kafka.rawTurnPartitionsAtOnce,
               ...(gate ? { gate } : {}),
@@ -112,6 +129,7 @@ await runStageProcess({
       close: async () => {
         await stores.close();
         await model.close();
+        await second?.close();
       },
     };
   },

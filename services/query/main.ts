@@ -18,7 +18,15 @@
  * MEMORY_METRICS_PORT (9105; /metrics, /healthz, /readyz), the usual MEMORY_* query settings.
  * Logs JSON lines on stdout; "started" carries the bound addresses.
  */
-import { openEmbedderThread, openLlm, plannerFrom, querySettingsFrom, stageEmbedder } from "../composition/parts.ts";
+import {
+  openEmbedderThread,
+  openLlm,
+  openSecondOpinionEmbedder,
+  plannerFrom,
+  querySettingsFrom,
+  secondOpinionOf,
+  stageEmbedder,
+} from "../composition/parts.ts";
 import { StoreMaintenance } from "../composition/store-maintenance.ts";
 import { openStores } from "../composition/stores.ts";
 import { loadProcessConfig } from "../core/config.ts";
@@ -45,6 +53,13 @@ const model = await openEmbedderThread(config, {
     process.exit(1);
   },
 });
+const second = await openSecondOpinionEmbedder(config, {
+  onFailure: (err) => {
+    log("error", "second-opinion worker thread failed; exiting", { error: err.message });
+    process.exit(1);
+  },
+});
+const secondOpinion = secondOpinionOf(config, second);
 const stores = await openStores(config);
 const llm = await openLlm(config, { planner: true }, metrics);
 const planner = plannerFrom(config, llm);
@@ -52,6 +67,7 @@ const readDeps = {
   graph: stores.graph,
   vectors: stores.vectors,
   embedder: stageEmbedder(model, undefined, config.cache.embeddingEntries),
+  ...(secondOpinion ? { secondOpinion } : {}),
   settings: querySettingsFrom(config),
 };
 const service = new StoreQueryService({ ...readDeps, ...(planner ? { planner } : {}), storeLabel: stores.label });
@@ -92,6 +108,7 @@ onShutdownSignals(log, () => [
   { name: "closing the metrics server", run: () => http.close() },
   { name: "closing the stores", run: () => stores.close() },
   { name: "closing the embedder", run: () => model.close() },
+  { name: "closing the second-opinion model", run: async () => second?.close() },
   { name: "closing the LLM", run: async () => llm?.close?.() },
 ]);
 

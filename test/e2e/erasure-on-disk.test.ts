@@ -2,7 +2,9 @@
  * Erasure leaves nothing on disk: after erase() returns (engine still open) and after close, no file
  * under the data folder holds the erased conversation's (or tenant's) text, lexical terms, ids or
  * embedding bytes, while the other conversation's (or tenant's) are still there. The raw bytes of
- * every file are searched: memory.db, its -wal and -shm files, the HNSW index files.
+ * every file are searched: memory.db, its -wal and -shm files, the HNSW index files. The second
+ * opinion is on (the real bge-small-en-v1.5 model): its vectors, stored beside the first model's,
+ * must go too.
  */
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -20,6 +22,7 @@ import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/o
 import { seededRandom } from "../helpers/seeded.ts";
 
 const MODEL_DIR = "models/all-MiniLM-L6-v2";
+const SECOND_DIR = "models/bge-small-en-v1.5";
 const SEED = 20261201;
 
 /** Made-up words: letters then digits, so the lexical term is the word itself (no stemming). */
@@ -77,6 +80,8 @@ interface StoredVector {
   raw: Buffer;
   /** As hnswlib keeps it in the index file (normalised for the cosine space). */
   indexed: Buffer;
+  /** The second-opinion model's vector (the row's `second` column). */
+  second: Buffer | null;
 }
 
 /** Every vector of the data folder, read from the closed store's files. */
@@ -84,8 +89,15 @@ const storedVectors = (dataDir: string): StoredVector[] => {
   const db = new Database(join(dataDir, SQLITE_FILE), { readonly: true });
   try {
     const rows = db
-      .prepare("SELECT tenant, id, conversation, label, vector FROM vectors ORDER BY tenant, id")
-      .all() as { tenant: string; id: string; conversation: string; label: number; vector: Buffer }[];
+      .prepare("SELECT tenant, id, conversation, label, vector, second FROM vectors ORDER BY tenant, id")
+      .all() as {
+      tenant: string;
+      id: string;
+      conversation: string;
+      label: number;
+      vector: Buffer;
+      second: Buffer | null;
+    }[];
     const indexes = new Map<string, InstanceType<typeof hnswlib.HierarchicalNSW>>();
     return rows.map((r) => {
       let index = indexes.get(r.tenant);
@@ -95,7 +107,8 @@ const storedVectors = (dataDir: string): StoredVector[] => {
         indexes.set(r.tenant, index);
       }
       const indexed = Buffer.from(new Float32Array(index.getPoint(r.label)).buffer);
-      return { tenant: r.tenant, id: r.id, conversation: r.conversation, raw: Buffer.from(r.vector), indexed };
+      const second = r.second ? Buffer.from(r.second) : null;
+      return { tenant: r.tenant, id: r.id, conversation: r.conversation, raw: Buffer.from(r.vector), indexed, second };
     });
   } finally {
     db.close();
@@ -114,7 +127,7 @@ const assertGone = (files: Map<string, Buffer>, erased: Scope, when: string): vo
     }
   }
   for (const v of erased.vectors) {
-    for (const bytes of [v.raw, v.indexed]) {
+    for (const bytes of [v.raw, v.indexed, ...(v.second ? [v.second] : [])]) {
       const found = pieces(bytes).flatMap((p) => holding(files, p));
       assert.deepEqual([...new Set(found)], [], `${when}: bytes of the vector of ${v.id} are still on disk`);
     }
@@ -129,25 +142,35 @@ const assertKept = (files: Map<string, Buffer>, kept: Scope, when: string): void
   for (const v of kept.vectors) {
     assert.ok(holding(files, v.raw).length > 0, `${when}: kept vector ${v.id} is in memory.db`);
     assert.ok(
+      v.second && holding(files, v.second).length > 0,
+      `${when}: kept second vector of ${v.id} is in memory.db`,
+    );
+    assert.ok(
       holding(files, v.indexed).some((p) => p.endsWith(".hnsw")),
       `${when}: kept vector ${v.id} is in its index file`,
     );
   }
 };
 
-describe("erasure leaves nothing on disk (embedded engine, real embedder)", {
-  skip: existsSync(join(MODEL_DIR, "model.onnx")) ? false : "model missing: run node scripts/setup.mjs",
+describe("erasure leaves nothing on disk (embedded engine, real embedder, second opinion on)", {
+  skip:
+    existsSync(join(MODEL_DIR, "model.onnx")) && existsSync(join(SECOND_DIR, "manifest.json"))
+      ? false
+      : "model missing: run node scripts/setup.mjs",
 }, () => {
   let embedder: OnnxEmbedder;
+  let secondEmbedder: OnnxEmbedder;
   const dirs: string[] = [];
   const rnd = seededRandom(SEED);
   const marker = markerMaker(rnd);
 
   before(async () => {
     embedder = await loadOnnxEmbedder(MODEL_DIR);
+    secondEmbedder = await loadOnnxEmbedder(SECOND_DIR, { variant: "int8" });
   });
   after(async () => {
     await embedder?.close?.();
+    await secondEmbedder?.close?.();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
@@ -159,7 +182,7 @@ describe("erasure leaves nothing on disk (embedded engine, real embedder)", {
         // No compaction by threshold: the erasure alone must rewrite the index file.
         vectors: { compactDeletedRatio: 1 },
       }),
-      { embedder },
+      { embedder, secondEmbedder },
     );
 
   /** Ingests, processes and closes (so every store has written its files), then reads the vectors back. */
@@ -202,6 +225,10 @@ describe("erasure leaves nothing on disk (embedded engine, real embedder)", {
     assert.ok(
       erased.vectors.some((v) => !v.id.includes("::")),
       "record vectors of the conversation",
+    );
+    assert.ok(
+      vectors.every((v) => v.second?.length === 384 * 4),
+      "every record and raw turn has its second-opinion vector",
     );
     // The search finds what is there: before the erasure both conversations are on disk.
     assertKept(filesUnder(dir), erased, "before");

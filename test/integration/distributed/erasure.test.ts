@@ -7,7 +7,9 @@
 // Then every stage is restarted (state restored from the changelogs) and nothing of the erased
 // subjects is found by a route, a listing, a Neo4j query or a read of the compacted topics to their
 // end with tombstones applied (the update queue included: no live key of a record that is gone);
-// the other two are intact.
+// the other two are intact. The second opinion is on (MEMORY_SECOND_OPINION): the indexer writes a
+// second vector beside every record's and raw turn's, the query service fuses its order in, and
+// the erasure takes those vectors with their nodes.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
@@ -98,7 +100,8 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
   const T = { a: `tenant-a-${run}`, b: `tenant-b-${run}`, c: `tenant-c-${run}` };
   const K = { a: newKey(), b: newKey(), c: newKey() };
   const keys = { [K.a]: T.a, [K.b]: T.b, [K.c]: T.c };
-  const env = sharedEnv(prefix, keys);
+  const extra = { MEMORY_SECOND_OPINION: "1" };
+  const env = sharedEnv(prefix, keys, extra);
   const config = loadConfig({}, env);
   const kafka = kafkaClient(config, "erasure-test");
   const { driver } = openDriver(neo4jConnection());
@@ -116,7 +119,7 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
   const flush = async (d: Deployment, key: string, conversation: string) =>
     assert.equal((await httpJson(d.http, key, "POST", `/v1/conversations/${conversation}/flush`)).status, 202);
   try {
-    dep = await startDeployment(prefix, keys);
+    dep = await startDeployment(prefix, keys, extra);
     const d = dep;
 
     // 1. Everything ingested and indexed. The erased conversation goes first and alone, then the
@@ -144,6 +147,15 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
       c: await listAllHttp(d.http, K.c),
     };
     assert.ok(before.erased.length > 0 && before.keepA.length > 0 && before.keepB.length > 0 && before.c.length > 0);
+    // Every record and raw turn the Kafka indexer wrote has its second-opinion vector.
+    for (const tenant of [T.a, T.b, T.c]) {
+      const ids = (
+        await driver.executeQuery("MATCH (v:Vector {tenant: $tenant}) RETURN v.id AS id, v.second IS NULL AS missing", {
+          tenant,
+        })
+      ).records.map((r) => ({ id: String(r.get("id")), missing: r.get("missing") === true }));
+      assert.ok(ids.length > 0 && ids.every((v) => !v.missing), `${tenant}: every vector node has its second vector`);
+    }
 
     // 2. Turns in flight (a flushed segment on its way to the indexer, then an open one in the
     // segmenter), then the erasures through the gateway: the stores at once, then the erase controls
@@ -181,7 +193,7 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
 
     // 3. Every stage restarted: state comes back from the changelogs only.
     await d.stop();
-    dep = await startDeployment(prefix, keys);
+    dep = await startDeployment(prefix, keys, extra);
     const d2 = dep;
     // New turns after the restart: the pipeline flows, and the open segments of the kept
     // conversations were restored (released by these flushes).
@@ -232,6 +244,10 @@ test("erasing a conversation and a tenant with turns in flight: nothing comes ba
       budget: 2000,
     });
     assert.match(secretA.body.context, new RegExp(WORDS.keepA), "the kept conversation is still found");
+    assert.ok(
+      secretA.body.items.every((i) => i.routes.some((r) => r.route === "second-opinion")),
+      "the query service fused the second opinion in",
+    );
 
     // Neo4j: no node of the erased conversation or tenant, no text of theirs anywhere.
     const session = driver.session();

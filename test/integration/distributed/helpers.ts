@@ -132,8 +132,13 @@ export interface Deployment {
 }
 
 /** Test settings shared by the distributed run and the in-process embedded reference. */
-export const sharedEnv = (prefix: string, apiKeys: Record<string, string>): NodeJS.ProcessEnv =>
+export const sharedEnv = (
+  prefix: string,
+  apiKeys: Record<string, string>,
+  extra: Record<string, string> = {},
+): NodeJS.ProcessEnv =>
   testEnv(prefix, {
+    ...extra,
     MEMORY_MODEL_DIR: MODEL_DIR,
     MEMORY_COMPRESSOR: "statistical",
     MEMORY_IDLE_TIMEOUT_MS: "3600000",
@@ -147,9 +152,16 @@ export const sharedEnv = (prefix: string, apiKeys: Record<string, string>): Node
       .join(","),
   });
 
-/** Starts the four stages and the query service, then the gateway pointing at it; resolves when all are up. */
-export const startDeployment = async (prefix: string, apiKeys: Record<string, string>): Promise<Deployment> => {
-  const env = sharedEnv(prefix, apiKeys);
+/**
+ * Starts the four stages and the query service, then the gateway pointing at it; resolves when all
+ * are up. `extra`: settings every process gets (e.g. MEMORY_SECOND_OPINION).
+ */
+export const startDeployment = async (
+  prefix: string,
+  apiKeys: Record<string, string>,
+  extra: Record<string, string> = {},
+): Promise<Deployment> => {
+  const env = sharedEnv(prefix, apiKeys, extra);
   const procs: Proc[] = [];
   const stop = async (): Promise<void> => {
     // Gateway first (no new input), then the rest.

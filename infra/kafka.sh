@@ -53,7 +53,13 @@ kafka_start() {
   conf="$(kafka_write_config)"
   if [[ ! -f "$DATA_DIR/kafka/meta.properties" ]]; then
     local cluster_id
-    cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    # A base64url id of 16 random bytes, as Kafka's own random-uuid makes it, and like it never
+    # starting with '-': the format command's argument parser takes "-B0a2…" for an option and
+    # fails ("--cluster-id: expected one argument"), one start in 64 (it failed a CI rehearsal).
+    cluster_id="-"
+    while [[ "$cluster_id" == -* ]]; do
+      cluster_id="$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+    done
     log "kafka: formatting storage (cluster id $cluster_id)"
     "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$INFRA_DIR/config/kafka-log4j2.xml" -cp "$cp" \
       kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" >"$LOG_DIR/kafka-format.log" 2>&1 || {

@@ -122,20 +122,23 @@ export const openSecondOpinionEmbedder = async (
   options: { defaultThreads?: number; onFailure?: (err: Error) => void } = {},
 ): Promise<ThreadedOnnxEmbedder | undefined> => {
   if (!config.secondOpinion.enabled) return undefined;
+  const { variant } = config.secondOpinion;
   const dir = join(config.modelDir, SECOND_OPINION_DIR);
+  // The setup step fetches the int8 file always and the fp32 file only when asked for it.
+  const setup = `run \`${variant === "fp32" ? "MEMORY_SECOND_OPINION_VARIANT=fp32 " : ""}node scripts/setup.mjs\` (it fetches the model from Maven Central)`;
   if (!existsSync(join(dir, "manifest.json"))) {
-    throw new Error(
-      `secondOpinion is on (MEMORY_SECOND_OPINION) but ${dir}/manifest.json is missing: run \`node scripts/setup.mjs\` with MEMORY_SECOND_OPINION=1 (it fetches the model from Maven Central)`,
-    );
+    throw new Error(`secondOpinion is on (MEMORY_SECOND_OPINION) but ${dir}/manifest.json is missing: ${setup}`);
   }
   return loadThreadedOnnxEmbedder(
     dir,
-    {
-      variant: config.secondOpinion.variant,
-      threads: embedderThreadsOf(config, options.defaultThreads ?? EMBEDDER_THREADS),
-    },
+    { variant, threads: embedderThreadsOf(config, options.defaultThreads ?? EMBEDDER_THREADS) },
     options.onFailure,
-  );
+  ).catch((err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    throw new Error(`secondOpinion (MEMORY_SECOND_OPINION) could not load its ${variant} model: ${message}; ${setup}`, {
+      cause: err,
+    });
+  });
 };
 
 /** What the query needs of the second opinion: the model and its list's weight. */

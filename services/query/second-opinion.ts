@@ -34,8 +34,9 @@ const embeddedText = (c: OpinionCandidate): string =>
 
 /**
  * The candidates ordered by the second model's cosine to the question (ties: the order given), as
- * a fusion list, and how many candidates had to be embedded here. Vectors come from the store; a candidate without one (written before the setting
- * was on, or a store that keeps none) is embedded here, so every candidate gets an opinion.
+ * a fusion list, and how many candidates had to be embedded here. Vectors come from the store; a
+ * candidate without one (written before the setting was on, or a store that keeps none) is
+ * embedded here, so every candidate gets an opinion.
  */
 export const secondOpinionList = async (
   opinion: SecondOpinion,

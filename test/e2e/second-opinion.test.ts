@@ -6,7 +6,7 @@
  * configuration that asks for it without the model fails with a message that names the fix.
  */
 import assert from "node:assert/strict";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
@@ -101,6 +101,32 @@ describe("second opinion with bge-small-en-v1.5", { skip }, () => {
       await assert.rejects(
         openEmbeddedEngine(loadConfig({ dataDir, modelDir }, { MEMORY_SECOND_OPINION: "1" }), { embedder }),
         /bge-small-en-v1\.5.*manifest\.json is missing.*setup\.mjs/,
+      );
+    } finally {
+      await embedder.close?.();
+    }
+  });
+
+  it("refuses the fp32 file when only the int8 one was fetched, naming the setup step that fetches it", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "memory-second-opinion-fp32-"));
+    dirs.push(dataDir);
+    const modelDir = mkdtempSync(join(tmpdir(), "memory-int8-only-"));
+    dirs.push(modelDir);
+    // The folder the setup step writes by default: its manifest lists the int8 file only.
+    const manifest = JSON.parse(readFileSync(join(DIR, "manifest.json"), "utf8")) as {
+      variants: Record<string, string>;
+    };
+    delete manifest.variants.fp32;
+    mkdirSync(join(modelDir, SECOND_OPINION_DIR));
+    writeFileSync(join(modelDir, SECOND_OPINION_DIR, "manifest.json"), JSON.stringify(manifest));
+    const embedder = await loadOnnxEmbedder(join("models", "all-MiniLM-L6-v2"));
+    try {
+      await assert.rejects(
+        openEmbeddedEngine(
+          loadConfig({ dataDir, modelDir }, { MEMORY_SECOND_OPINION: "1", MEMORY_SECOND_OPINION_VARIANT: "fp32" }),
+          { embedder },
+        ),
+        /could not load its fp32 model: .*"fp32" is not in .*MEMORY_SECOND_OPINION_VARIANT=fp32 node scripts\/setup\.mjs/,
       );
     } finally {
       await embedder.close?.();

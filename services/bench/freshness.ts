@@ -517,11 +517,13 @@ export const runFreshnessBench = async (
           };
           const warmEmbedded = warmUp.length > 0 ? await throughEmbedded(warmUpTenant, warmUp) : undefined;
           const cpu0 = process.cpuUsage();
-          const texts0 = opened.embedder.stats().texts;
+          // Both models' texts when the second opinion is on, as the stage processes count them.
+          const textsNow = () => opened.embedder.stats().texts + (opened.secondEmbedder?.stats().texts ?? 0);
+          const texts0 = textsNow();
           const embeddedSeconds = await throughEmbedded(throughputTenant, picked);
           const cpu = process.cpuUsage(cpu0);
           const embeddedCpuSeconds = (cpu.user + cpu.system) / 1e6;
-          const embeddedTexts = opened.embedder.stats().texts - texts0;
+          const embeddedTexts = textsNow() - texts0;
           throughput = {
             conversations: picked.map((c) => c.id),
             turns: turns.length,

@@ -103,7 +103,7 @@ export interface CostReport {
     keptRatio: number | null;
     turns: number;
     ingestSeconds: number;
-    /** Of which the embedder's own time (embedder.stats().ms). */
+    /** Of which the embedders' own time (stats().ms; both models' with the second opinion on). */
     ingestEmbeddingSeconds: number;
     ingestTurnsPerSecond: number;
     queryMsP50: number | null;

@@ -63,6 +63,8 @@ export interface OpenOptions {
 export interface OpenedEngine {
   engine: EmbeddedEngine;
   embedder: Embedder;
+  /** The second-opinion model, when config.secondOpinion is on (or one was given). */
+  secondEmbedder?: Embedder;
   /** Drains, stops the stages, persists the vector index and closes the database. */
   close(): Promise<void>;
 }
@@ -107,7 +109,18 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
       if (!options.embedder) await embedder.close?.();
       throw err;
     }));
-  const secondOpinion = secondOpinionOf(config, secondEmbedder);
+  // Counted, cached and traced as the first model is: the bench's and the observer's embedding
+  // calls are both models' work.
+  const secondOpinion = secondOpinionOf(
+    config,
+    secondEmbedder
+      ? stageEmbedder(
+          secondEmbedder,
+          options.observer?.embedding?.bind(options.observer),
+          config.cache.embeddingEntries,
+        )
+      : undefined,
+  );
   const compressor = options.compressor
     ? { compressor: options.compressor, close: async () => {} }
     : await openCompressor(config);
@@ -150,6 +163,7 @@ export const openEmbeddedEngine = async (config: Config, options: OpenOptions = 
   return {
     engine,
     embedder,
+    ...(secondEmbedder ? { secondEmbedder } : {}),
     close: async () => {
       await engine.close();
       await stores.close();

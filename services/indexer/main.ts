@@ -54,7 +54,17 @@ await runStageProcess({
         process.exit(1);
       },
     });
-    const secondEmbedder = second ? { secondEmbedder: second } : {};
+    // Counted with the first model's texts (memory_embedded_texts_total is the process's model work)
+    // and cached apart from them.
+    const secondEmbedder = second
+      ? {
+          secondEmbedder: stageEmbedder(
+            second,
+            (calls, texts) => metrics.embedding(calls, texts),
+            config.cache.embeddingEntries,
+          ),
+        }
+      : {};
     const stores = await openStores(config);
     log("info", "stores opened", { store: stores.kind, where: stores.label });
     // One cache for both consumers: a turn embedded on arrival is not embedded again at segment close.

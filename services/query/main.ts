@@ -59,7 +59,10 @@ const second = await openSecondOpinionEmbedder(config, {
     process.exit(1);
   },
 });
-const secondOpinion = secondOpinionOf(config, second);
+const secondOpinion = secondOpinionOf(
+  config,
+  second ? stageEmbedder(second, undefined, config.cache.embeddingEntries) : undefined,
+);
 const stores = await openStores(config);
 const llm = await openLlm(config, { planner: true }, metrics);
 const planner = plannerFrom(config, llm);

@@ -91,6 +91,42 @@ describe("second opinion with bge-small-en-v1.5", { skip }, () => {
     });
   });
 
+  it("counts both models' work as the engine's embedding calls (the bench's build and query figures)", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "memory-second-opinion-count-"));
+    dirs.push(dataDir);
+    const first = await loadOnnxEmbedder(join("models", "all-MiniLM-L6-v2"));
+    const second = await loadOnnxEmbedder(DIR, { variant: "int8" });
+    const counted = { calls: 0, texts: 0 };
+    const observer = {
+      stageEvent: () => {},
+      segmentClosed: () => {},
+      recordsWritten: () => {},
+      embedding: (calls: number, texts: number) => {
+        counted.calls += calls;
+        counted.texts += texts;
+      },
+    };
+    const conv = loadLocomo(DATA).find((c) => c.id === "conv-26") as LocomoConversation;
+    const opened = await openEmbeddedEngine(loadConfig({ dataDir }, { MEMORY_SECOND_OPINION: "1" }), {
+      embedder: first,
+      secondEmbedder: second,
+      observer,
+    });
+    try {
+      await opened.engine.ingest("count", conv.id, conv.turns.slice(0, 20));
+      await opened.engine.flush("count", conv.id);
+      await opened.engine.drain();
+      await opened.engine.query("count", { question: "Where did Caroline go?", budget: 500 });
+      assert.ok(second.stats().texts > 0, "the second model embedded the records and turns");
+      assert.equal(counted.texts, first.stats().texts + second.stats().texts);
+      assert.equal(counted.calls, first.stats().calls + second.stats().calls);
+    } finally {
+      await opened.close();
+      await first.close?.();
+      await second.close?.();
+    }
+  });
+
   it("refuses to start when asked for it without the model, naming the setup step", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "memory-second-opinion-missing-"));
     dirs.push(dataDir);

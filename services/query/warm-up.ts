@@ -1,8 +1,8 @@
 /**
  * A query process's warm-up, before it takes requests. The first query of a process loaded on the
  * request path what every later query reuses: the o200k rank table (tokens.ts, ~0.6 s), the place
- * gazetteer's regions and cities (core/text/places.ts, ~0.2 s), the embedding model's first
- * forward pass, the store statements and the JIT of the whole query path. On a 100,000-record
+ * gazetteer's regions and cities (core/text/places.ts, ~0.2 s), the embedding models' first
+ * forward passes (the second opinion's too, when on), the store statements and the JIT of the whole query path. On a 100,000-record
  * store the first query after a start took 1.35 s and the second 0.15 s, against ~0.03 s warm
  * (docs/benchmarks.md): the first user after every restart or new replica paid for it.
  *
@@ -46,7 +46,14 @@ export const warmUpQueries = async (
   // One at a time, as requests come: each one warms what the next reuses.
   for (const question of QUESTIONS)
     await runQuery(
-      { graph: deps.graph, vectors: deps.vectors, embedder: deps.embedder },
+      {
+        graph: deps.graph,
+        vectors: deps.vectors,
+        embedder: deps.embedder,
+        // The second model's first forward pass too (the question's second vector is computed even
+        // when the empty tenant yields no candidates).
+        ...(deps.secondOpinion ? { secondOpinion: deps.secondOpinion } : {}),
+      },
       tenant,
       { question },
       settings,

@@ -76,6 +76,18 @@ describe("warmUpQueries", () => {
     );
   });
 
+  it("runs the second-opinion model's first forward pass too, when one is configured", async () => {
+    const secondCalls: { method: string; tenant: unknown }[] = [];
+    const deps: QueryDeps = {
+      graph: local.graph,
+      vectors: local.vectors,
+      embedder: local.embedder,
+      secondOpinion: { embedder: recording(local.embedder, secondCalls), weight: 4 },
+    };
+    await warmUpQueries(deps, settings);
+    assert.equal(secondCalls.filter((c) => c.method === "embed").length, 3, "one question vector per warm-up query");
+  });
+
   it("asks a fresh tenant each time", async () => {
     const calls: { method: string; tenant: unknown }[] = [];
     const deps = { ...local, graph: recording(local.graph, calls) };

@@ -306,8 +306,9 @@ export const runHarness = async (
         const base = done;
         const startTurns = opened.engine.progress.turns;
         const ingestStart = performance.now();
-        const statsBefore = embedder.stats();
-        const secondBefore = options.secondEmbedder?.stats();
+        // Both models' time when the second opinion is on: the build embeds every text with each.
+        const modelMs = () => embedder.stats().ms + (options.secondEmbedder?.stats().ms ?? 0);
+        const msBefore = modelMs();
         await opened.engine.ingest(tenant, c.id, c.turns);
         await opened.engine.flush(tenant, c.id);
         const poll = setInterval(
@@ -325,10 +326,7 @@ export const runHarness = async (
         totals.llmIn += opened.engine.construction.inputTokens;
         totals.llmOut += opened.engine.construction.outputTokens;
         compressors.add((await opened.engine.health()).details.compressor ?? "unknown");
-        totals.ingestEmbedMs += embedder.stats().ms - statsBefore.ms;
-        // Both models' time when the second opinion is on: the build embeds every text with each.
-        if (options.secondEmbedder && secondBefore)
-          totals.ingestEmbedMs += options.secondEmbedder.stats().ms - secondBefore.ms;
+        totals.ingestEmbedMs += modelMs() - msBefore;
         done = base + turns.length;
         bar?.update(done, { phase: "query", case: c.id });
         totals.ingestCalls += observer.embeddingCalls;

@@ -2,9 +2,10 @@
  * A query process's warm-up, before it takes requests. The first query of a process loaded on the
  * request path what every later query reuses: the o200k rank table (tokens.ts, ~0.6 s), the place
  * gazetteer's regions and cities (core/text/places.ts, ~0.2 s), the embedding models' first
- * forward passes (the second opinion's too, when on), the store statements and the JIT of the whole query path. On a 100,000-record
- * store the first query after a start took 1.35 s and the second 0.15 s, against ~0.03 s warm
- * (docs/benchmarks.md): the first user after every restart or new replica paid for it.
+ * forward passes (the second opinion's too, when on), the store statements and the JIT of the
+ * whole query path. On a 100,000-record store the first query after a start took 1.35 s and the
+ * second 0.15 s, against ~0.03 s warm (docs/benchmarks.md): the first user after every restart or
+ * new replica paid for it.
  *
  * The warm-up loads the tables, then asks a few questions of a tenant that holds nothing (a fresh
  * name per warm-up, so no tenant's data is read) with the deterministic planner, whatever planner

@@ -303,6 +303,19 @@ export interface VectorStore {
    * Optional: without it the query embeds its candidates' texts with the second model itself.
    */
   getSecondVectors?(tenant: string, ids: readonly string[]): Promise<ReadonlyMap<string, Float32Array>>;
+  /**
+   * A page of the tenant's ids without a second-opinion vector, in the store's id order after
+   * `after` (undefined: from the start), at most `limit`. With setSecondVectors, what the backfill
+   * of items written before the setting was on walks (composition/second-opinion-backfill.ts);
+   * optional with it.
+   */
+  idsWithoutSecond?(tenant: string, after: string | undefined, limit: number): Promise<string[]>;
+  /**
+   * Sets the second-opinion vectors of items the store holds and changes nothing else of them; an
+   * id it does not hold (deleted meanwhile) stays absent, never written as a new item. Returns how
+   * many items were set.
+   */
+  setSecondVectors?(tenant: string, vectors: ReadonlyMap<string, Float32Array>): Promise<number>;
   delete(tenant: string, ids: readonly string[]): Promise<void>;
   deleteTenant(tenant: string): Promise<void>;
   /**

@@ -435,6 +435,70 @@ export const runVectorStoreContract = (
       await store.deleteTenant(F);
     });
 
+    it("lists the items without a second-opinion vector a page at a time and sets theirs in place", async (t) => {
+      const without = store.idsWithoutSecond?.bind(store);
+      const setSecond = store.setSecondVectors?.bind(store);
+      if (!without || !setSecond) {
+        t.skip("the store keeps no second-opinion vectors");
+        return;
+      }
+      const G = "tenant-g";
+      const H = "tenant-g/eu";
+      const rand = mulberry32(6262);
+      const SECOND_DIM = DIM + 8;
+      // Even items of G carry a second vector, odd ones do not; H has the same ids, none with one.
+      const itemsG = Array.from({ length: 12 }, (_, i) => {
+        const it = item(rand, { tenant: G, i });
+        return i % 2 === 0 ? { ...it, second: randomUnit(rand, SECOND_DIM) } : it;
+      });
+      await store.upsert(G, itemsG);
+      await store.upsert(
+        H,
+        Array.from({ length: 3 }, (_, i) => item(rand, { tenant: H, i })),
+      );
+      const odd = itemsG.filter((_, i) => i % 2 === 1).map((x) => x.id);
+      // Pages along the store's id order, each after the last id of the one before.
+      const walked: string[] = [];
+      let after: string | undefined;
+      for (let page = 0; page < 10; page++) {
+        const ids = await without(G, after, 4);
+        assert.ok(ids.length <= 4);
+        walked.push(...ids);
+        if (ids.length < 4) break;
+        after = ids[ids.length - 1];
+      }
+      assert.deepEqual([...walked].sort(), [...odd].sort(), "the odd items, each once");
+      assert.equal(new Set(walked).size, walked.length);
+
+      // Set in place: the first vector, the payload and the search stay; a deleted id is not written back.
+      const seconds = new Map(odd.map((id) => [id, randomUnit(rand, SECOND_DIM)] as const));
+      await store.delete(G, ["item-11"]);
+      assert.equal(await setSecond(G, seconds), odd.length - 1, "every odd item but the deleted one");
+      assert.equal((await store.get(G, ["item-11"])).length, 0, "the deleted item stays deleted");
+      assert.equal(await store.count(G), 11);
+      const [three] = await store.get(G, ["item-3"]);
+      assert.ok(cos(three?.second as Float32Array, seconds.get("item-3") as Float32Array) > 0.9999);
+      assert.ok(cos(three?.vector as Float32Array, itemsG[3]?.vector as Float32Array) > 0.9999);
+      assert.deepEqual(three?.payload, itemsG[3]?.payload);
+      assert.equal((await store.search(G, (itemsG[3] as VectorItem).vector, 1))[0]?.id, "item-3");
+      assert.deepEqual(await without(G, undefined, 100), []);
+      // Tenant isolation: H's items of the same ids were not set, and a setter of H touches only H.
+      assert.equal((await without(H, undefined, 100)).length, 3);
+      assert.equal(await setSecond(H, new Map([["item-5", randomUnit(rand, SECOND_DIM)]])), 0, "H has no item-5");
+      assert.equal((await store.get(G, ["item-5"]))[0]?.second?.length, SECOND_DIM);
+
+      // The tenants by prefix, a name with a separator included, the deleted ones not.
+      if (store.tenantsNamed) {
+        assert.deepEqual(await store.tenantsNamed("tenant-g"), [G, H]);
+        await store.deleteTenant(H);
+        assert.deepEqual(await store.tenantsNamed("tenant-g"), [G]);
+        assert.ok((await store.tenantsNamed("")).includes(G));
+      }
+      await store.deleteTenant(G);
+      await store.deleteTenant(H);
+      assert.deepEqual(await without(G, undefined, 100), []);
+    });
+
     it("refuses an item whose payload names another tenant", async () => {
       const wrong = item(mulberry32(3), { tenant: B, i: 1 });
       await assert.rejects(store.upsert(A, [wrong]));

@@ -1031,6 +1031,44 @@ export class HnswVectorStore implements VectorStore {
     return out;
   }
 
+  /** A page of the ids without a second-opinion vector, by the (tenant, id) key: no index of its own. */
+  async idsWithoutSecond(tenant: string, after: string | undefined, limit: number): Promise<string[]> {
+    this.check();
+    return this.db
+      .prepare<[string, string, number], { id: string }>(
+        "SELECT id FROM vectors WHERE tenant = ? AND id > ? AND second IS NULL ORDER BY id LIMIT ?",
+      )
+      .all(tenant, after ?? "", limit)
+      .map((r) => r.id);
+  }
+
+  /**
+   * An UPDATE of the rows alone: no index, label or payload changes, so the tenant's index and its
+   * file stay as they are, and a row deleted meanwhile is not written back.
+   */
+  async setSecondVectors(tenant: string, vectors: ReadonlyMap<string, Float32Array>): Promise<number> {
+    this.check();
+    for (const [id, v] of vectors) checkVector(v, `second-opinion vector of ${id}`);
+    const set = this.db.prepare<[Buffer, string, string]>("UPDATE vectors SET second = ? WHERE tenant = ? AND id = ?");
+    return this.db.transaction(() => {
+      let n = 0;
+      for (const [id, v] of vectors) n += set.run(toBlob(v), tenant, id).changes;
+      return n;
+    })();
+  }
+
+  /** The tenants holding any item, in byte order (SQLite's BINARY collation compares UTF-8 bytes). */
+  async tenantsNamed(prefix: string): Promise<string[]> {
+    this.check();
+    return this.db
+      .prepare<[string, string], { tenant: string }>(
+        `SELECT tenant FROM vector_tenants t WHERE substr(tenant, 1, length(?)) = ?
+           AND EXISTS (SELECT 1 FROM vectors v WHERE v.tenant = t.tenant) ORDER BY tenant`,
+      )
+      .all(prefix, prefix)
+      .map((r) => r.tenant);
+  }
+
   /**
    * The vectors alone, as get() reads them (the payload's JSON is not parsed): from the tenant's
    * resident block when its index is in memory (a copy of each vector as stored; a SQLite read was

@@ -553,6 +553,39 @@ export class Neo4jVectorStore implements VectorStore {
     return out;
   }
 
+  /** A page of the ids without a second-opinion vector, walked along the (tenant, id) key. */
+  async idsWithoutSecond(tenant: string, after: string | undefined, limit: number): Promise<string[]> {
+    this.check();
+    const found = await this.read<{ tenant: unknown; id: unknown }>(
+      `MATCH (v:${this.label}) USING INDEX v:${this.label}(tenant, id)
+       WHERE v.tenant = $tenant AND v.id > $after AND v.second IS NULL
+       RETURN v.tenant AS tenant, v.id AS id ORDER BY v.id LIMIT $limit`,
+      { tenant, after: after ?? "", limit: int(limit) },
+    );
+    return found.flatMap((r) => (r.tenant === tenant && typeof r.id === "string" ? [r.id] : []));
+  }
+
+  /** Sets the property on the nodes that exist: a node deleted meanwhile is not created again. */
+  async setSecondVectors(tenant: string, vectors: ReadonlyMap<string, Float32Array>): Promise<number> {
+    this.check();
+    const all = [...vectors].map(([id, v]) => ({ id, second: Array.from(v) }));
+    if (all.length === 0) return 0;
+    return this.write(async (tx) => {
+      let n = 0;
+      for (let i = 0; i < all.length; i += this.batchSize) {
+        const [row] = rows<{ n: unknown }>(
+          await tx.run(
+            `UNWIND $items AS item MATCH (v:${this.label} {tenant: $tenant, id: item.id}) ${this.keySeek}
+             SET v.second = item.second RETURN count(v) AS n`,
+            { tenant, items: all.slice(i, i + this.batchSize) },
+          ),
+        );
+        n += num(row?.n);
+      }
+      return n;
+    });
+  }
+
   async delete(tenant: string, ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     this.check();

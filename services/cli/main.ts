@@ -3,6 +3,7 @@ import { Command, InvalidArgumentError } from "commander";
 import { registerBenchCommands } from "../bench/cli.ts";
 import { loadProcessConfig } from "../core/config.ts";
 import { registerAskCommand } from "./ask.ts";
+import { registerBackfillCommand } from "./backfill.ts";
 import { runIngest, runQueryCommand, runServe } from "./commands.ts";
 import { registerConsolidationCommands } from "./consolidate.ts";
 import { runDemo } from "./demo.ts";
@@ -73,6 +74,7 @@ registerBenchCommands(program, config);
 registerConsolidationCommands(program, config);
 registerAskCommand(program, config);
 registerMcpCommand(program, config);
+registerBackfillCommand(program, config, int);
 
 program.parseAsync().catch((err: unknown) => {
   console.error(err instanceof Error ? err.message : err);

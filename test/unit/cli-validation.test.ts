@@ -89,6 +89,16 @@ describe("CLI validation", { timeout: 300_000 }, () => {
     assert.ok(nothingStored());
   });
 
+  it("memory backfill-second-opinion: the setting off or a bad tenant is a usage error (exit 2); nothing is opened", () => {
+    const off = memory(["backfill-second-opinion"], { MEMORY_SECOND_OPINION: "" });
+    assert.equal(off.code, 2, off.stderr);
+    assert.match(off.stderr, /the second opinion is off: run with MEMORY_SECOND_OPINION=1/);
+    const bad = memory(["backfill-second-opinion", "--tenant", "bad\ttenant"], { MEMORY_SECOND_OPINION: "1" });
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /invalid tenant "bad\\ttenant": a tenant name may hold only/);
+    assert.ok(nothingStored());
+  });
+
   it("memory serve: refuses a non-loopback address while the default API key is configured", () => {
     const r = memory(["serve"], { MEMORY_HTTP_HOST: "0.0.0.0" });
     assert.equal(r.code, 2);

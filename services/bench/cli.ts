@@ -2,6 +2,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import { openEmbedder, openTurnAttention, segmenterSettingsFrom } from "../composition/parts.ts";
 import type { Config } from "../core/config.ts";
 import { BOUNDARY_MODES, type BoundaryMode } from "../segmenter/attention-rule.ts";
+import { runBackfillBench } from "./backfill.ts";
 import { resolveCompressorModel, runCompressorBench } from "./compressor.ts";
 import { registerFreshnessCommand } from "./freshness.ts";
 import { runLoadBench } from "./load.ts";
@@ -350,5 +351,39 @@ export const registerBenchCommands = (program: Command, config: () => Config): v
     .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
     .option("--no-progress", "no progress bar")
     .action(async (o: ScaleFlags) => runScale(config(), o));
+  bench
+    .command("backfill")
+    .description(
+      "second-opinion backfill: query latency with the second opinion on over a store built with it off, before and after `memory backfill-second-opinion`",
+    )
+    .option("--data <file>", "LoCoMo-format file", "../shared/data/locomo-dev.json")
+    .option("--conversation <id>", "sample id (default the file's first)")
+    .option("--turns <n>", "turns ingested at most (default all)", positive)
+    .option("--questions <n>", "questions asked before and after", positive, 100)
+    .option("--budget <tokens>", "context budget of each question", positive, 1000)
+    .option("--out <dir>", "output folder for the markdown and JSON reports", "bench-out")
+    .action(async (o: BackfillFlags) => {
+      const { markdown, files } = await runBackfillBench({
+        config: config(),
+        data: o.data,
+        ...(o.conversation ? { conversation: o.conversation } : {}),
+        ...(o.turns ? { turns: o.turns } : {}),
+        questions: o.questions,
+        budget: o.budget,
+        out: o.out,
+        log: (line) => console.error(line),
+      });
+      console.log(markdown);
+      if (files.length > 0) console.log(`written: ${files.join(", ")}`);
+    });
   registerFreshnessCommand(bench, config);
 };
+
+interface BackfillFlags {
+  data: string;
+  conversation?: string;
+  turns?: number;
+  questions: number;
+  budget: number;
+  out: string;
+}

@@ -90,6 +90,34 @@ describe("second-opinion backfill", () => {
     });
   });
 
+  it("an erasure while a step embeds wins: the erased items are counted as gone and not written back", async () => {
+    await withLocalStores("memory-backfill-erase-", async (s) => {
+      await index(s, TENANT);
+      const count = await s.vectors.count(TENANT);
+      const model = new HashingEmbedder(64);
+      let erased: string[] = [];
+      // The erasure lands between the step's read of the page and its update, as a concurrent
+      // DELETE /v1/conversations would.
+      const erasing: Embedder = Object.assign(Object.create(model) as Embedder, {
+        embed: async (batch: readonly string[]) => {
+          if (erased.length === 0) {
+            erased = (await s.vectors.idsWithoutSecond(TENANT, undefined, 2)).slice(0, 2);
+            await s.vectors.delete(TENANT, erased);
+          }
+          return model.embed(batch);
+        },
+      });
+      const report = await backfillSecondVectors({ graph: s.graph, vectors: s.vectors, embedder: erasing }, TENANT, {
+        batch: 4,
+      });
+      assert.equal(erased.length, 2);
+      assert.equal(report.gone, 2);
+      assert.equal(report.set, count - 2);
+      assert.equal(await s.vectors.count(TENANT), count - 2, "nothing erased came back");
+      assert.equal((await s.vectors.get(TENANT, erased)).length, 0);
+    });
+  });
+
   it("stops between steps when aborted, and refuses a store that keeps no second vectors", async () => {
     await withLocalStores("memory-backfill-abort-", async (s) => {
       await index(s, TENANT);

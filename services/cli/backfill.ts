@@ -15,21 +15,13 @@ import {
 } from "../composition/second-opinion-backfill.ts";
 import { openStores } from "../composition/stores.ts";
 import type { Config } from "../core/config.ts";
-import { TenantNameSchema } from "../core/tenant-name.ts";
-import { UsageError } from "./usage.ts";
+import { tenantFromArg, UsageError } from "./usage.ts";
 
 export const formatBackfillReport = (r: BackfillReport): string =>
   `tenant "${r.tenant}": ${r.set} items given a second-opinion vector` +
   (r.withoutText > 0 ? `, ${r.withoutText} without a stored text left as they were` : "") +
   (r.gone > 0 ? `, ${r.gone} deleted meanwhile` : "") +
   `; ${(r.ms / 1000).toFixed(1)} s`;
-
-const tenantOf = (flag: string): string => {
-  const parsed = TenantNameSchema.safeParse(flag);
-  if (!parsed.success)
-    throw new UsageError(`invalid tenant ${JSON.stringify(flag)}: ${parsed.error.issues[0]?.message ?? ""}`);
-  return parsed.data;
-};
 
 export const runBackfillSecondOpinion = async (
   config: Config,
@@ -40,7 +32,7 @@ export const runBackfillSecondOpinion = async (
       "the second opinion is off: run with MEMORY_SECOND_OPINION=1 (and the variant the service uses, MEMORY_SECOND_OPINION_VARIANT)",
     );
   }
-  const only = o.tenant !== undefined ? tenantOf(o.tenant) : undefined;
+  const only = o.tenant !== undefined ? tenantFromArg(o.tenant) : undefined;
   const embedder = await openSecondOpinionEmbedder(config);
   if (!embedder) throw new Error("the second-opinion model did not open");
   try {
@@ -62,7 +54,6 @@ export const runBackfillSecondOpinion = async (
         reports.push(report);
         if (!o.json) console.log(formatBackfillReport(report));
       }
-      await stores.vectors.flush();
       if (o.json) console.log(JSON.stringify(reports, null, 2));
       else if (tenants.length === 0) console.log("no tenant holds any vector: nothing to backfill");
       return reports;

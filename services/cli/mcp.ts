@@ -6,20 +6,16 @@
  */
 import type { Command } from "commander";
 import { type Config, DEFAULT_API_KEY } from "../core/config.ts";
-import { TenantNameSchema } from "../core/tenant-name.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { serveMcpOverStdio } from "../mcp/stdio.ts";
 import { onShutdownSignals } from "../platform/shutdown.ts";
-import { UsageError } from "./usage.ts";
+import { tenantFromArg, UsageError } from "./usage.ts";
 
 /** The tenant `memory mcp` serves (see the module comment for the order). */
 export const mcpTenant = (config: Pick<Config, "apiKeys">, flag?: string, env = process.env): string => {
   const chosen = flag ?? env.MEMORY_MCP_TENANT;
   if (chosen !== undefined && chosen !== "") {
-    const parsed = TenantNameSchema.safeParse(chosen);
-    if (!parsed.success)
-      throw new UsageError(`invalid tenant ${JSON.stringify(chosen)}: ${parsed.error.issues[0]?.message ?? ""}`);
-    return parsed.data;
+    return tenantFromArg(chosen);
   }
   const byDefaultKey = Object.hasOwn(config.apiKeys, DEFAULT_API_KEY) ? config.apiKeys[DEFAULT_API_KEY] : undefined;
   if (byDefaultKey !== undefined) return byDefaultKey;

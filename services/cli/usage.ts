@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import { type QueryRequest, QueryRequestSchema } from "../core/requests.ts";
+import { TenantNameSchema } from "../core/tenant-name.ts";
 
 /** Exit status of a command given bad arguments (as conventional for usage errors). */
 export const USAGE_EXIT_CODE = 2;
@@ -36,5 +37,13 @@ export const queryRequestFromArgs = (
       describe(parsed.error, { question: "<question>", budget: "--budget", conversation: "--conversation" }),
     );
   }
+  return parsed.data;
+};
+
+/** A `--tenant` argument checked with the API's tenant-name rule, or a UsageError naming the rule. */
+export const tenantFromArg = (flag: string): string => {
+  const parsed = TenantNameSchema.safeParse(flag);
+  if (!parsed.success)
+    throw new UsageError(`invalid tenant ${JSON.stringify(flag)}: ${parsed.error.issues[0]?.message ?? ""}`);
   return parsed.data;
 };

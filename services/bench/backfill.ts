@@ -15,7 +15,6 @@ import { type BackfillReport, backfillSecondVectors } from "../composition/secon
 import { openSqliteStores } from "../composition/stores.ts";
 import type { Config } from "../core/config.ts";
 import { loadLocomo } from "../core/datasets/locomo.ts";
-import type { Embedder } from "../core/ports.ts";
 import { openEmbeddedEngine } from "../embedded/open.ts";
 import { runEnvironment, writeReportFiles } from "./run.ts";
 import { percentile } from "./scoring.ts";
@@ -64,18 +63,6 @@ export interface BackfillBenchReport {
   /** after / before, the lower the better. */
   ratio: { p50: number | undefined; p95: number | undefined };
 }
-
-/** Counts the texts the model is asked for, below the engine's cache: the model's own work. */
-const counting = (inner: Embedder): Embedder & { texts: () => number } => {
-  let texts = 0;
-  return Object.assign(Object.create(inner) as Embedder, {
-    embed: (batch: readonly string[]) => {
-      texts += batch.length;
-      return inner.embed(batch);
-    },
-    texts: () => texts,
-  });
-};
 
 const ratioOf = (a: number | undefined, b: number | undefined): number | undefined =>
   a !== undefined && b !== undefined && b > 0 ? a / b : undefined;
@@ -132,7 +119,6 @@ export const runBackfillBench = async (
   const tenant = "bench";
   const model = await openSecondOpinionEmbedder(on);
   if (!model) throw new Error("the second-opinion model did not open");
-  const second = counting(model);
   try {
     log(`building ${conv.id} (${turns.length} turns) with the second opinion off`);
     const started = performance.now();
@@ -148,12 +134,13 @@ export const runBackfillBench = async (
 
     const ask = async (label: string): Promise<QueryPhase> => {
       log(`asking ${questions.length} questions ${label}`);
-      const opened = await openEmbeddedEngine(on, { secondEmbedder: second });
+      const opened = await openEmbeddedEngine(on, { secondEmbedder: model });
       try {
         // What a serving process does before it takes requests (the models' first passes, the
         // tokenizer's table): not measured, and no candidate of the store embedded.
         await opened.engine.warmUpQueries();
-        const texts = second.texts();
+        // The model's own count, below the engine's cache: the texts it really embedded.
+        const texts = model.stats().texts;
         const ms: number[] = [];
         for (const question of questions) {
           const t = performance.now();
@@ -164,7 +151,7 @@ export const runBackfillBench = async (
           questions: ms.length,
           p50Ms: percentile(ms, 50),
           p95Ms: percentile(ms, 95),
-          secondTextsPerQuestion: ms.length > 0 ? (second.texts() - texts) / ms.length : 0,
+          secondTextsPerQuestion: ms.length > 0 ? (model.stats().texts - texts) / ms.length : 0,
         };
       } finally {
         await opened.close();
@@ -176,10 +163,7 @@ export const runBackfillBench = async (
     const stores = openSqliteStores(on);
     let backfill: BackfillReport;
     try {
-      backfill = await backfillSecondVectors(
-        { graph: stores.graph, vectors: stores.vectors, embedder: second },
-        tenant,
-      );
+      backfill = await backfillSecondVectors({ graph: stores.graph, vectors: stores.vectors, embedder: model }, tenant);
     } finally {
       await stores.close();
     }

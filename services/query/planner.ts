@@ -1,6 +1,6 @@
-import * as chrono from "chrono-node";
 import { NO_LLM_COST, type PlannerInput, type QueryPlanner } from "../core/ports.ts";
 import type { QueryPlan, RouteName } from "../core/query-types.ts";
+import { questionWindow } from "./question-time.ts";
 
 const TEMPORAL =
   /\b(when|what (date|day|year|month|time)|how long|since when|which (year|month|day)|before|after|ago)\b/i;
@@ -56,37 +56,6 @@ const hasPhrase = (haystack: string[], phrase: string): boolean => {
   return false;
 };
 
-/** A parsed time expression as a window: a day, a month or a year, whatever the text pinned down. */
-const timeWindow = (question: string, ref: Date): { from: string; to: string } | undefined => {
-  // A time of day alone ("the opening night", "in the morning") names no date: chrono puts it on
-  // the reference day, and the window would be that day's year, a second similarity list that
-  // only adds noise to the fusion. The first expression that names a date is the window.
-  const hit = chrono
-    .parse(question, { instant: ref, timezone: 0 }, { forwardDate: false })
-    .find((r) => (["year", "month", "day", "weekday"] as const).some((c) => r.start.isCertain(c)));
-  if (!hit) return undefined;
-  const known = (c: "day" | "month" | "year") => hit.start.isCertain(c);
-  const start = hit.start.date();
-  const m = start.getUTCMonth();
-  const window = (y: number): { from: Date; to: Date } =>
-    known("day")
-      ? { from: new Date(Date.UTC(y, m, start.getUTCDate())), to: new Date(Date.UTC(y, m, start.getUTCDate() + 1) - 1) }
-      : known("month")
-        ? { from: new Date(Date.UTC(y, m, 1)), to: new Date(Date.UTC(y, m + 1, 1) - 1) }
-        : { from: new Date(Date.UTC(y, 0, 1)), to: new Date(Date.UTC(y + 1, 0, 1) - 1) };
-  let { from, to } = window(start.getUTCFullYear());
-  const end = hit.end?.date();
-  // A month or day without a year ("in June", "on May 7") is the latest one that began by now:
-  // the question asks about the past, and chrono takes the nearest, which can lie ahead ("in
-  // December" asked in October).
-  if (!known("year") && (known("month") || known("day")) && from.getTime() > ref.getTime()) {
-    ({ from, to } = window(start.getUTCFullYear() - 1));
-    end?.setUTCFullYear(end.getUTCFullYear() - 1);
-  }
-  if (end) to = new Date(Math.max(to.getTime(), end.getTime()));
-  return { from: from.toISOString(), to: to.toISOString() };
-};
-
 /**
  * The deterministic planner (no LLM): entities matched against the entity index, time expressions
  * parsed, the question type by pattern, and the routes that follow from them.
@@ -97,7 +66,7 @@ export const planQuery = ({ question, knownEntities, knownTopics, now }: Planner
   const content = qWords.filter((w) => !STOP.has(w) && w.length > 2);
   const topicSet = new Set(knownTopics.map((t) => t.toLowerCase()));
   const topics = [...new Set(content.filter((w) => topicSet.has(w)))];
-  const window = timeWindow(question, now);
+  const window = questionWindow(question, now);
   const questionType: QueryPlan["questionType"] = TEMPORAL.test(question)
     ? "temporal"
     : MULTI_HOP.test(question) || entities.length > 1

@@ -1,0 +1,82 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { planQuery } from "../../services/query/planner.ts";
+import { OPEN_START, questionWindow } from "../../services/query/question-time.ts";
+
+const october = new Date("2023-10-20T14:00:00Z");
+const day = (iso: string) => iso.slice(0, 10);
+const windowOf = (question: string, ref = october): [string, string] | undefined => {
+  const w = questionWindow(question, ref);
+  return w && [day(w.from), day(w.to)];
+};
+
+describe("the dates a question names, as one window", () => {
+  it("keeps a single date as the day, month or year it pins down", () => {
+    assert.deepEqual(windowOf("What did Ana do in May 2023?"), ["2023-05-01", "2023-05-31"]);
+    assert.deepEqual(windowOf("What did Ana say on October 13, 2023?"), ["2023-10-13", "2023-10-13"]);
+    assert.deepEqual(windowOf("What did Ana do last year?"), ["2022-01-01", "2022-12-31"]);
+    // Ends are inclusive to the last millisecond of the period.
+    assert.equal(questionWindow("What did Ana do in May 2023?", october)?.to, "2023-05-31T23:59:59.999Z");
+  });
+
+  it("reads a year written alone after a preposition, which chrono leaves alone", () => {
+    assert.deepEqual(windowOf("Where did Ana live in 2019?"), ["2019-01-01", "2019-12-31"]);
+    assert.deepEqual(windowOf("What did Ana do during 2021?"), ["2021-01-01", "2021-12-31"]);
+    assert.deepEqual(windowOf("Where was Ana in the summer of 2022?"), ["2022-01-01", "2022-12-31"]);
+    // A number that is not said as a time is not a year.
+    assert.equal(windowOf("How many of 2000 people came to Ana's show?"), undefined);
+    assert.equal(windowOf("Did Ana sell 2019 paintings?"), undefined);
+    assert.equal(windowOf("Ana ran 2020 meters"), undefined);
+  });
+
+  it("spans dates joined into one period", () => {
+    assert.deepEqual(windowOf("Where did Jon live between 2019 and 2021?"), ["2019-01-01", "2021-12-31"]);
+    assert.deepEqual(windowOf("Where did Jon live from 2019 to 2021?"), ["2019-01-01", "2021-12-31"]);
+    assert.deepEqual(windowOf("Where was Jon between June and August 2022?"), ["2022-06-01", "2022-08-31"]);
+    // A yearless month before the joined date's month is in that year, one after it in the year before.
+    assert.deepEqual(windowOf("Where was Jon between December and February 2023?"), ["2022-12-01", "2023-02-28"]);
+    // A range chrono reads itself ends at the end of what its end pins down.
+    assert.deepEqual(windowOf("What did Jon do from May 2022 until June 2023?"), ["2022-05-01", "2023-06-30"]);
+    assert.deepEqual(windowOf("Where was Gina from May 3 to May 20?"), ["2023-05-03", "2023-05-20"]);
+    assert.deepEqual(windowOf("What did Jon do since May until August?"), ["2023-05-01", "2023-08-31"]);
+  });
+
+  it("opens the other side of a date said with a side", () => {
+    const start = day(OPEN_START);
+    assert.deepEqual(windowOf("How many books had Ana read as of August 2023?"), [start, "2023-08-31"]);
+    assert.deepEqual(windowOf("What had Ana painted by September 2023?"), [start, "2023-09-30"]);
+    assert.deepEqual(windowOf("Where did Ana work until July?"), [start, "2023-07-31"]);
+    assert.deepEqual(windowOf("Where did Ana live before 2020?"), [start, "2019-12-31"]);
+    assert.deepEqual(windowOf("Where did Ana live prior to June 2023?"), [start, "2023-05-31"]);
+    assert.deepEqual(windowOf("What has Ana done since May 2023?"), ["2023-05-01", "2023-10-20"]);
+    assert.deepEqual(windowOf("What did Ana do after May 3?"), ["2023-05-04", "2023-10-20"]);
+    assert.deepEqual(windowOf("What has Ana done since 2019?"), ["2019-01-01", "2023-10-20"]);
+    // "throughout" is during, not up to.
+    assert.deepEqual(windowOf("Where did Ana work throughout 2020?"), ["2020-01-01", "2020-12-31"]);
+  });
+
+  it("takes the first date alone when the others are not joined to it", () => {
+    // Old behaviour for unrelated dates: one window, not the span from one to the other.
+    assert.deepEqual(windowOf("What did Ana do in June after moving in 2019?"), ["2023-06-01", "2023-06-30"]);
+    // A side word that is not next to the date gives it no side.
+    assert.deepEqual(windowOf("What did Ben do at night after the party on May 3?"), ["2023-05-03", "2023-05-03"]);
+    assert.deepEqual(windowOf("What was painted by Ana on May 3?"), ["2023-05-03", "2023-05-03"]);
+  });
+
+  it("names no window without a date", () => {
+    assert.equal(windowOf("When did Melanie go on a hike after the roadtrip?"), undefined);
+    assert.equal(windowOf("How does Ben feel about the opening night of his studio?"), undefined);
+    assert.equal(windowOf("Since when has Ben painted?"), undefined);
+  });
+
+  it("is the planner's time window, with the time route", () => {
+    const plan = planQuery({
+      question: "How many books had Ana read as of August 2023?",
+      knownEntities: ["Ana"],
+      knownTopics: [],
+      now: october,
+    });
+    assert.deepEqual(plan.timeWindow, { from: OPEN_START, to: "2023-08-31T23:59:59.999Z" });
+    assert.ok(plan.routes.includes("time"));
+  });
+});

@@ -24,6 +24,7 @@ import { type PackInput, packContext } from "./pack.ts";
 import { PERSON_LIST_WEIGHT, personOf } from "./person-lists.ts";
 import { asksForDuration, collectsMentions, DeterministicPlanner } from "./planner.ts";
 import { QueryVectors } from "./query-vectors.ts";
+import { askedAsOf } from "./question-time.ts";
 import { questionTurnsLast } from "./question-turns.ts";
 import { type RankedList, reciprocalRankFusion } from "./rrf.ts";
 import { type SecondOpinion, secondOpinionList } from "./second-opinion.ts";
@@ -89,8 +90,39 @@ const FEEDBACK_ITEMS = 5;
 const FEEDBACK_WEIGHT = 0.5;
 const FEEDBACK_LIST_WEIGHT = 0.4;
 
+/**
+ * The time route reads this many times its depth of the records in the window, the tightest dated
+ * first, and keeps the depth most like the question.
+ */
+const TIME_READ = 5;
+
 /** A key matching more than this share of the records says nothing about which record is meant. */
 export const SELECTIVE_SHARE = 0.3;
+
+/**
+ * Whether a time window narrows what the question matches: it leaves out at least SELECTIVE_SHARE
+ * of the dense routes' hits that carry a time. A window that holds nearly all of them (the year a
+ * conversation was held in, "in 2023") separates nothing, and its list would be one more
+ * similarity list over the same items, noise in the fusion; a day, a month or "as of August" in a
+ * longer memory leaves most of them out. On the dev set the month and day windows held 0-39% of
+ * their questions' hits, the one year window 99% (docs/benchmarks.md).
+ */
+const narrows = (
+  window: { from: number; to: number },
+  lists: readonly RankedList[],
+  timeOf: ReadonlyMap<string, number>,
+): boolean => {
+  let timed = 0;
+  let inside = 0;
+  for (const list of lists)
+    for (const hit of list.ids) {
+      const t = timeOf.get(hit.id);
+      if (t === undefined) continue;
+      timed++;
+      if (t >= window.from && t <= window.to) inside++;
+    }
+  return timed === 0 || timed - inside >= timed * SELECTIVE_SHARE;
+};
 
 /**
  * Entities and topics that narrow the search: in a two-person conversation both speakers appear
@@ -218,6 +250,11 @@ export const runQuery = async (
     knownEntities,
   });
   const plan = withNearMatches(planned.plan, near);
+  // A question asked as of a moment before the query's own (question-time.ts) also reads the
+  // versions valid at that moment: superseded since, they are what it asks about. The current ones
+  // stay candidates too, since a later turn can tell of what was so then.
+  const askedMoment = askedAsOf(plan.timeWindow);
+  const askedAt = askedMoment !== undefined && askedMoment < now.getTime() ? askedMoment : undefined;
   const findByEntities = (keys: readonly string[], k: number) =>
     deps.graph.recordsByEntities(tenant, keys, k, conversation, asOf);
   const countKey =
@@ -334,10 +371,26 @@ export const runQuery = async (
     );
   if (plan.timeWindow) {
     const window = { from: Date.parse(plan.timeWindow.from), to: Date.parse(plan.timeWindow.to) };
+    const read = depth * TIME_READ;
+    // Asked as of a moment ("where did P live as of February"), the versions valid then.
+    const inTime = deps.graph.recordsInTime(tenant, window, read, conversation, askedAt ?? asOf);
+    inTime.catch(() => {});
+    // The question's own dense lists (jobs' first two), whose hits carry their time.
+    const similarHits = Promise.all(jobs.slice(0, 2));
     jobs.push(
-      timed("time", async (wait) =>
-        reranked(wait, await deps.graph.recordsInTime(tenant, window, depth * 5, conversation, asOf)),
-      ),
+      timed("time", async (wait) => {
+        if (!narrows(window, await similarHits, hitTime)) return [];
+        const inWindow = await inTime;
+        if (inWindow.length < read) return reranked(wait, inWindow);
+        // A window holding more records than the read takes (a year of a long memory, "since
+        // 2019"): the tightest dated are no better a sample of it than any, so what is most like
+        // the question within it, records and raw turns.
+        return deps.vectors.search(tenant, await wait(question), depth, {
+          ...scope,
+          timeFrom: window.from,
+          timeTo: window.to,
+        });
+      }),
     );
   }
   const lists = await Promise.all(jobs);
@@ -388,7 +441,8 @@ export const runQuery = async (
     stored.of(fused.map((f) => f.id)),
   ]);
   const items = new Map<string, Candidate>();
-  for (const r of records) if (validAt(r, asOf)) items.set(r.id, recordItem(r));
+  for (const r of records)
+    if (validAt(r, asOf) || (askedAt !== undefined && validAt(r, askedAt))) items.set(r.id, recordItem(r));
   for (const t of turns) {
     const id = turnRowId(t.conversation, t.turnId);
     if (asOf === undefined || Date.parse(t.timestamp) <= asOf) items.set(id, turnItem(id, t));

@@ -14,6 +14,7 @@ import { loadConfig } from "../../services/core/config.ts";
 import type { ScoredId } from "../../services/core/ports.ts";
 import type { MemoryRecord } from "../../services/core/types.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
+import { OPEN_START } from "../../services/query/question-time.ts";
 import { LIFE } from "../helpers/consolidation-scenario.ts";
 
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
@@ -118,5 +119,28 @@ describe("as-of through every route (embedded runtime, real embedder)", {
     );
     const current = await opened.engine.query(TENANT, { question: "Did Ana live in Boston?", budget: 2000 });
     assert.ok(!current.items.some((i) => i.id === boston.id), "not current");
+  });
+  it("a question asked as of a moment reads the versions valid then, without the request's asOf", async () => {
+    const boston = find(/lives in Boston/);
+    const denver = find(/moved to Denver/);
+    const asked = await opened.engine.query(TENANT, {
+      question: "Where did Ana live as of February 2024?",
+      budget: 2000,
+    });
+    const item = asked.items.find((i) => i.id === boston.id);
+    assert.ok(item, `the version valid in February is in the context: ${asked.context}`);
+    assert.ok(
+      item.routes.some((r) => r.route === "time"),
+      `found by the time route: ${item.routes.map((r) => r.route).join(", ")}`,
+    );
+    assert.deepEqual(asked.plan.timeWindow, { from: OPEN_START, to: "2024-02-29T23:59:59.999Z" });
+    // The current version stays a candidate (a later turn can tell of what was so then).
+    assert.ok(
+      asked.items.some((i) => i.id === denver.id),
+      "the current version is in the context too",
+    );
+    // Without the moment in the question, current versions only.
+    const plain = await opened.engine.query(TENANT, { question: "Where did Ana live?", budget: 2000 });
+    assert.ok(!plain.items.some((i) => i.id === boston.id), "not current");
   });
 });

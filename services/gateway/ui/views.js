@@ -156,7 +156,14 @@ const planView = (plan) =>
     h("dt", {}, "topics"),
     h("dd", {}, chips(plan.topics, "topic")),
     h("dt", {}, "time window"),
-    h("dd", {}, plan.timeWindow ? `${when(plan.timeWindow.from)} – ${when(plan.timeWindow.to)}` : "—"),
+    // A question asked as of a moment has a window open at the start (services/query/question-time.ts).
+    h(
+      "dd",
+      {},
+      plan.timeWindow
+        ? `${plan.timeWindow.from.startsWith("0001-01-01") ? "…" : when(plan.timeWindow.from)} – ${when(plan.timeWindow.to)}`
+        : "—",
+    ),
     h("dt", {}, "routes"),
     h("dd", {}, chips(plan.routes, "route")),
     h("dt", {}, "rewrites"),

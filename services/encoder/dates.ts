@@ -14,7 +14,8 @@
  *   moved by one year (one week) when the sentence's tense says so: "I went there in May" said in
  *   March 2023 is May 2022.
  */
-import { casual, type ParsedResult, type Parser } from "chrono-node";
+import { casual, type ParsedResult } from "chrono-node";
+import { bareYearParser } from "../core/text/bare-year.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
 import type { TimeRange } from "../core/types.ts";
 import { hasFutureCue, hasPastCue } from "./tense.ts";
@@ -51,13 +52,8 @@ const MONTH_NAMES = [
   "December",
 ];
 
-/** chrono does not parse a bare year; this parser adds "in 2022", "since 2016", "back in 2019". */
-const yearParser: Parser = {
-  pattern: () => /\b(?:in|since|during|from|until|till|by|around|before|after|circa)\s+(?:19|20)\d{2}\b(?!\s*[:%])/i,
-  // The preposition stays in the result text: chrono drops results whose text is only digits.
-  extract: (context, match) =>
-    context.createParsingResult(match.index ?? 0, match[0], { year: Number.parseInt(match[0].slice(-4), 10) }),
-};
+/** chrono does not parse a bare year; this adds "in 2022", "since 2016", "back in 2019". */
+const yearParser = bareYearParser("in|since|during|from|until|till|by|around|before|after|circa");
 
 const parserInstance = (() => {
   const c = casual.clone();

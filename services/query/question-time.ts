@@ -1,4 +1,5 @@
 import * as chrono from "chrono-node";
+import { bareYearParser } from "../core/text/bare-year.ts";
 
 /** The dates a question restricts its answer to, as an ISO window (inclusive ends). */
 export interface QuestionWindow {
@@ -14,19 +15,14 @@ export const OPEN_START = "0001-01-01T00:00:00.000Z";
 
 /**
  * A year written alone after a preposition ("in 2019", "between 2019 and 2021", "the summer of
- * 2022", "as of 2021"). chrono's English parsers leave a bare number alone, since most four-digit
- * numbers are not years; after one of these words it is one. The preposition is part of the match
- * because chrono drops a result whose text is a number only; a time of day after it ("in 2023 at
- * 20:30") is chrono's own.
+ * 2022", "as of 2021"): more words count before it than in the encoder's free text, since a
+ * question's "and 2021" or "to 2021" after a date is the other end of a span.
  */
-const YEAR_AFTER_PREPOSITION =
-  /\b(?:in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|(?:as|(?:summer|winter|spring|autumn|fall|end|start|beginning|middle|rest|half) of))\s+((?:19|20)\d{2})(?![\d:])\b/i;
+const YEAR_AFTER =
+  "in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:summer|winter|spring|autumn|fall|end|start|beginning|middle|rest|half) of";
 
 const parser = chrono.casual.clone();
-parser.parsers.push({
-  pattern: () => YEAR_AFTER_PREPOSITION,
-  extract: (_context, match) => ({ year: Number(match[1]) }),
-});
+parser.parsers.push(bareYearParser(YEAR_AFTER));
 
 /**
  * Which side of a date the question asks about, from the words just before it: up to and including
@@ -44,10 +40,15 @@ const SIDE_WORDS: readonly [RegExp, Side][] = [
 ];
 
 const LEADING_WORDS =
-  /^(?:\s*\b(?:in|during|of|on|since|until|till|by|before|after|between|and|from|to|through|throughout)\b)*\s*/i;
+  /^(?:\s*\b(?:as|up|prior|in|during|of|on|since|until|till|by|before|after|between|and|from|to|through|throughout)\b)*\s*/i;
 
-/** What joins two dates of one span ("June and August 2023", "May 3 to May 20"). */
-const JOINED = /^\s*(?:,|-|–|\b(?:and|or|to|until|till|through)\b)?\s*(?:\b(?:and|or|to|until|till|through)\b)?\s*$/i;
+/**
+ * What joins two dates of one span ("June and August 2023", "May 3 to May 20"); two dates joined
+ * by "and" or "or" ("in 2019 and in 2021") are taken as the span from one to the other too, a
+ * window wider than asked rather than one that leaves a date out.
+ */
+const JOINED =
+  /^\s*(?:,|-|–|\b(?:and|or|to|until|till|through)\b)?\s*(?:\b(?:and|or|to|until|till|through|in|on|during)\b)?\s*$/i;
 
 const sideOf = (question: string, hit: chrono.ParsedResult): Side => {
   // A range has both ends ("since May until August").

@@ -37,8 +37,7 @@ describe("runQuery: the time route", () => {
 
   before(async () => {
     local = openLocalStores("query-time-route-");
-    const index = (d: ReturnType<typeof dayOf>) =>
-      indexSegment({ ...local, candidates: false }, d.segment, d.records);
+    const index = (d: ReturnType<typeof dayOf>) => indexSegment({ ...local, candidates: false }, d.segment, d.records);
     // Conversation "years": where Sam lived, said in 2022 and 2023; in 2020 a dozen records with an
     // event time of their own (the tightest dates, which a read sorted by tightness takes first)
     // and the one that answers, dated only by when it was said.

@@ -39,6 +39,8 @@ describe("the dates a question names, as one window", () => {
     assert.deepEqual(windowOf("What did Jon do from May 2022 until June 2023?"), ["2022-05-01", "2023-06-30"]);
     assert.deepEqual(windowOf("Where was Gina from May 3 to May 20?"), ["2023-05-03", "2023-05-20"]);
     assert.deepEqual(windowOf("What did Jon do since May until August?"), ["2023-05-01", "2023-08-31"]);
+    // Two dates joined by "and": from one to the other, wider than asked rather than one left out.
+    assert.deepEqual(windowOf("Where did Jon live in 2019 and in 2021?"), ["2019-01-01", "2021-12-31"]);
   });
 
   it("opens the other side of a date said with a side", () => {
@@ -51,6 +53,9 @@ describe("the dates a question names, as one window", () => {
     assert.deepEqual(windowOf("What has Ana done since May 2023?"), ["2023-05-01", "2023-10-20"]);
     assert.deepEqual(windowOf("What did Ana do after May 3?"), ["2023-05-04", "2023-10-20"]);
     assert.deepEqual(windowOf("What has Ana done since 2019?"), ["2019-01-01", "2023-10-20"]);
+    assert.deepEqual(windowOf("Where did Ana live as of 2021?"), [start, "2021-12-31"]);
+    assert.deepEqual(windowOf("Where did Ana work prior to 2020?"), [start, "2019-12-31"]);
+    assert.deepEqual(windowOf("Where did Ana work up to 2020?"), [start, "2020-12-31"]);
     // "throughout" is during, not up to.
     assert.deepEqual(windowOf("Where did Ana work throughout 2020?"), ["2020-01-01", "2020-12-31"]);
   });

@@ -239,6 +239,16 @@ test("consolidation, history, as-of and erasure through the gateway equal the em
       bostonItem?.routes.some((r) => r.route !== "dense"),
       "found by more than the dense route",
     );
+    // A question that asks as of a moment itself (question-time.ts) reads Neo4j at that moment.
+    const askedThen = await call<QueryResult>(dep.http, keyOf(alice), "POST", "/v1/query", {
+      question: "Where did Ana live as of February 2024?",
+      budget: 2000,
+    });
+    const bostonThen = askedThen.body.items.find((i) => i.id === boston.id);
+    assert.ok(
+      bostonThen?.routes.some((r) => r.route === "time"),
+      `as of February in the question: the Boston version, by the time route (${JSON.stringify(bostonThen?.routes)})`,
+    );
 
     // --- Erasure of a conversation through the gateway --------------------------------------------
     const travelIds = records.filter((r) => r.source.conversation === "travel").map((r) => r.id);

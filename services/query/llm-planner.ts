@@ -9,6 +9,7 @@ import type { Llm, LlmCost, MeteredLlmRequest, PlannerInput, QueryPlanner } from
 import type { QueryPlan, RouteName } from "../core/query-types.ts";
 import { countTokens } from "../core/tokens.ts";
 import { planQuery } from "./planner.ts";
+import { OPEN_START } from "./question-time.ts";
 
 export const ROUTES: readonly RouteName[] = [
   "dense",
@@ -49,7 +50,7 @@ export const PLANNER_SYSTEM = `You plan a search over a long-term memory of chat
 - rewrites: up to three short search queries with the question's key words, names resolved;
 - entities: the people, places or things the question is about, spelled as in the known entities when listed;
 - topics: up to four short topic labels, from the known topics when listed;
-- timeWindow: the dates the question restricts to, as YYYY-MM-DD (from, to), or nulls when it names no time;
+- timeWindow: the dates the question restricts to, as YYYY-MM-DD (from, to), one day as the same date twice; from null when it asks as of, by or before a date, to null when it asks since or after one; both null when it names no time;
 - routes: the searches to run: dense and lexical (text), entity, topic, time (needs a timeWindow), event-frame (neighbouring facts), raw-dense and raw-lexical (the original chat turns).`;
 
 const day = z
@@ -127,11 +128,19 @@ export const planFromAnswer = (raw: string, input: PlannerInput): QueryPlan => {
         .filter((t): t is string => t !== undefined),
     ),
   ];
-  let { from, to } = a.timeWindow;
-  if (from && !to) to = from;
-  if (to && !from) from = to;
-  if (from && to && from > to) [from, to] = [to, from];
-  const timeWindow = from && to ? { from: `${from}T00:00:00.000Z`, to: `${to}T23:59:59.999Z` } : undefined;
+  const { from, to } = a.timeWindow;
+  // One end given: the window is open on the other, as the deterministic planner's for "as of",
+  // "before" and "since" a date (question-time.ts): from the start of memory, or up to now.
+  const start = from ? `${from}T00:00:00.000Z` : to ? OPEN_START : undefined;
+  const end = to ? `${to}T23:59:59.999Z` : from ? input.now.toISOString() : undefined;
+  const timeWindow =
+    start === undefined || end === undefined
+      ? undefined
+      : start <= end
+        ? { from: start, to: end }
+        : from && to
+          ? { from: `${to}T00:00:00.000Z`, to: `${from}T23:59:59.999Z` }
+          : { from: start, to: `${from}T23:59:59.999Z` };
   const routes = new Set<RouteName>(a.routes);
   // Text recall always runs; key routes follow from the keys the plan found.
   routes.add("dense");

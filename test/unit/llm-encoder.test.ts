@@ -18,6 +18,7 @@ import { annotateDates, encoderJsonSchema, encoderUserPrompt } from "../../servi
 import { Metrics } from "../../services/platform/metrics.ts";
 import { answerQuestion, LlmAnswerError, withAnswerCost } from "../../services/query/answer.ts";
 import { LlmPlanner, planFromAnswer } from "../../services/query/llm-planner.ts";
+import { OPEN_START } from "../../services/query/question-time.ts";
 
 /** Answers from a script, one per call; records every request. */
 class ScriptedLlm implements Llm {
@@ -292,6 +293,22 @@ describe("LLM planner", () => {
     assert.deepEqual(p.timeWindow, { from: "2023-05-01T00:00:00.000Z", to: "2023-05-31T23:59:59.999Z" });
     assert.deepEqual(p.routes, ["dense", "lexical", "entity", "topic", "time"]);
     assert.equal(p.questionType, "temporal");
+  });
+
+  it("opens the window on the side the plan leaves null, as the deterministic planner does", () => {
+    const asOf = planFromAnswer(plan({ timeWindow: { from: null, to: "2023-05-15" } }), input);
+    assert.deepEqual(asOf.timeWindow, { from: OPEN_START, to: "2023-05-15T23:59:59.999Z" });
+    assert.ok(asOf.routes.includes("time"));
+    const since = planFromAnswer(plan({ timeWindow: { from: "2023-05-15", to: null } }), input);
+    assert.deepEqual(since.timeWindow, { from: "2023-05-15T00:00:00.000Z", to: "2023-06-01T00:00:00.000Z" });
+    // A start after now with no end: that day.
+    const ahead = planFromAnswer(plan({ timeWindow: { from: "2023-07-04", to: null } }), input);
+    assert.deepEqual(ahead.timeWindow, { from: "2023-07-04T00:00:00.000Z", to: "2023-07-04T23:59:59.999Z" });
+    const one = planFromAnswer(plan({ timeWindow: { from: "2023-05-15", to: "2023-05-15" } }), input);
+    assert.deepEqual(one.timeWindow, { from: "2023-05-15T00:00:00.000Z", to: "2023-05-15T23:59:59.999Z" });
+    const none = planFromAnswer(plan({ timeWindow: { from: null, to: null } }), input);
+    assert.equal(none.timeWindow, undefined);
+    assert.ok(!none.routes.includes("time"));
   });
 
   it("falls back to the deterministic planner on invalid output, counting the failed call", async () => {

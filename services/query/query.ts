@@ -379,7 +379,8 @@ export const runQuery = async (
     const similarHits = Promise.all(jobs.slice(0, 2));
     jobs.push(
       timed("time", async (wait) => {
-        if (!narrows(window, await similarHits, hitTime)) return [];
+        // Waiting for the dense lists is not this route's work (as waiting for the question's vector).
+        if (!narrows(window, await wait(similarHits), hitTime)) return [];
         const inWindow = await inTime;
         if (inWindow.length < read) return reranked(wait, inWindow);
         // A window holding more records than the read takes (a year of a long memory, "since

@@ -129,18 +129,14 @@ export const planFromAnswer = (raw: string, input: PlannerInput): QueryPlan => {
     ),
   ];
   const { from, to } = a.timeWindow;
-  // One end given: the window is open on the other, as the deterministic planner's for "as of",
-  // "before" and "since" a date (question-time.ts): from the start of memory, or up to now.
-  const start = from ? `${from}T00:00:00.000Z` : to ? OPEN_START : undefined;
-  const end = to ? `${to}T23:59:59.999Z` : from ? input.now.toISOString() : undefined;
-  const timeWindow =
-    start === undefined || end === undefined
-      ? undefined
-      : start <= end
-        ? { from: start, to: end }
-        : from && to
-          ? { from: `${to}T00:00:00.000Z`, to: `${from}T23:59:59.999Z` }
-          : { from: start, to: `${from}T23:59:59.999Z` };
+  // Both ends in either order; one end given: the window is open on the other, as the
+  // deterministic planner's for "as of", "before" and "since" a date (question-time.ts): from the
+  // start of memory, or up to now (that day alone if it lies ahead).
+  const [lo, hi] = from && to && from > to ? [to, from] : [from, to];
+  const start = lo ? `${lo}T00:00:00.000Z` : OPEN_START;
+  const now = input.now.toISOString();
+  const end = hi ? `${hi}T23:59:59.999Z` : start > now ? `${lo}T23:59:59.999Z` : now;
+  const timeWindow = lo || hi ? { from: start, to: end } : undefined;
   const routes = new Set<RouteName>(a.routes);
   // Text recall always runs; key routes follow from the keys the plan found.
   routes.add("dense");

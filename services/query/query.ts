@@ -6,6 +6,7 @@ import type {
   QueryPlanner,
   ScoredId,
   StoredTurn,
+  VectorFilter,
   VectorHit,
   VectorStore,
 } from "../core/ports.ts";
@@ -313,14 +314,15 @@ export const runQuery = async (
     for (const h of hits) if (h.payload.time !== undefined) hitTime.set(h.id, h.payload.time);
     return [...hits];
   };
+  /** A dense search in the query's scope, narrowed by `filter` (a kind, entities, a time window). */
   const similar =
-    (vector: Promise<Float32Array | undefined>, kind: "record" | "turn", entities?: string[]) => async (wait: Wait) => {
+    (vector: Promise<Float32Array | undefined>, filter: Omit<VectorFilter, "conversation">) => async (wait: Wait) => {
       const v = await wait(vector);
-      return v ? deps.vectors.search(tenant, v, depth, { ...scope, kind, ...(entities ? { entities } : {}) }) : [];
+      return v ? deps.vectors.search(tenant, v, depth, { ...scope, ...filter }) : [];
     };
   const jobs: Promise<RankedList>[] = [
-    timed("dense", async (wait) => dated(await similar(question, "record")(wait))),
-    timed("raw-dense", async (wait) => dated(await similar(question, "turn")(wait))),
+    timed("dense", async (wait) => dated(await similar(question, { kind: "record" })(wait))),
+    timed("raw-dense", async (wait) => dated(await similar(question, { kind: "turn" })(wait))),
     timed("lexical", () =>
       searchWithNearMatches(
         (text, k) => deps.graph.searchRecordsLexical(tenant, text, k, conversation, asOf),
@@ -342,12 +344,18 @@ export const runQuery = async (
   // so what matches the content of the question weighs more than what matches the names.
   if (content !== undefined) {
     const nameFree = embedded.then((v) => v.cvec);
-    jobs.push(timed("dense", similar(nameFree, "record")), timed("raw-dense", similar(nameFree, "turn")));
+    jobs.push(
+      timed("dense", similar(nameFree, { kind: "record" })),
+      timed("raw-dense", similar(nameFree, { kind: "turn" })),
+    );
     // And once more among the records naming the person it is about, at half weight (person-lists.ts).
     const person = personOf(commonNames);
     if (person !== undefined)
       jobs.push(
-        timed("dense", similar(nameFree, "record", [person])).then((list) => ({ ...list, weight: PERSON_LIST_WEIGHT })),
+        timed("dense", similar(nameFree, { kind: "record", entities: [person] })).then((list) => ({
+          ...list,
+          weight: PERSON_LIST_WEIGHT,
+        })),
       );
   }
   const lookup = (
@@ -386,11 +394,7 @@ export const runQuery = async (
         // A window holding more records than the read takes (a year of a long memory, "since
         // 2019"): the tightest dated are no better a sample of it than any, so what is most like
         // the question within it, records and raw turns.
-        return deps.vectors.search(tenant, await wait(question), depth, {
-          ...scope,
-          timeFrom: window.from,
-          timeTo: window.to,
-        });
+        return similar(question, { timeFrom: window.from, timeTo: window.to })(wait);
       }),
     );
   }

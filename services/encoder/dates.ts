@@ -16,6 +16,7 @@
  */
 import { casual, type ParsedResult } from "chrono-node";
 import { bareYearParser } from "../core/text/bare-year.ts";
+import { MONTH_NAMES } from "../core/text/day-span.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
 import type { TimeRange } from "../core/types.ts";
 import { hasFutureCue, hasPastCue } from "./tense.ts";
@@ -37,20 +38,6 @@ export interface DateMention {
 }
 
 const DAY_MS = 86_400_000;
-const MONTH_NAMES = [
-  "January",
-  "February",
-  "March",
-  "April",
-  "May",
-  "June",
-  "July",
-  "August",
-  "September",
-  "October",
-  "November",
-  "December",
-];
 
 /** chrono does not parse a bare year; this adds "in 2022", "since 2016", "back in 2019". */
 const yearParser = bareYearParser("in|since|during|from|until|till|by|around|before|after|circa");

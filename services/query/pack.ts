@@ -1,4 +1,5 @@
 import type { ContextItem } from "../core/query-types.ts";
+import { daySpanWording } from "../core/text/day-span.ts";
 import { recordParts, withoutSaidDay } from "../core/text/record-text.ts";
 import { wordCount } from "../core/text/words.ts";
 import { countTokens } from "../core/tokens.ts";
@@ -15,7 +16,12 @@ const contextHeader = (conversation?: string): string =>
  * What the packer ranks: a context item plus where it was said (session and the moment), which
  * place it in the history; both optional for callers that have neither (then the item's date).
  */
-export type PackInput = Omit<ContextItem, "tokens"> & { session?: string; saidAt?: string };
+export type PackInput = Omit<ContextItem, "tokens"> & {
+  session?: string;
+  saidAt?: string;
+  /** A record's event time, where it spans days: its last day (its first is `date`). */
+  dateTo?: string;
+};
 
 const day = (iso: string): string => iso.slice(0, 10);
 
@@ -89,10 +95,10 @@ const quoteless = new WeakSet<PackInput>();
  * form (an LLM encoder's record) is written as it is.
  */
 const recordBody = (item: PackInput): string => {
-  const eventDay = day(item.date);
   const saidDay = day(saidAtOf(item));
   const parts = recordParts(item.text);
-  const dated = eventDay !== saidDay && !parts.statement.includes(eventDay) ? `(${eventDay}) ` : "";
+  const event = eventWording(item);
+  const dated = event !== saidDay && !givesEventTime(parts.statement, item, event) ? `(${event}) ` : "";
   if (parts.speaker === undefined || parts.day !== saidDay) return `${dated}${withoutSaidDay(item.text, saidDay)}`;
   const asked = parts.asked && !readsAlone(parts.statement) && !quoteless.has(item) ? parts.asked : undefined;
   const label = asked
@@ -101,6 +107,24 @@ const recordBody = (item: PackInput): string => {
       ? ""
       : `${parts.speaker}: `;
   return `${dated}${label}${parts.statement}`;
+};
+
+/**
+ * A record's event time as the encoder words it ("2023-05-07", "June 2023", "2022", "the week of
+ * 2023-02-20"), which is also how its statement gives it when the date is its own.
+ */
+const eventWording = (item: PackInput): string => {
+  const first = day(item.date);
+  return item.dateTo === undefined ? first : daySpanWording(first, day(item.dateTo));
+};
+
+/**
+ * Whether a statement already gives its record's event time: in the same words ("The week of
+ * 2023-06-26 was wild"), or both of its days ("the opening on 2023-06-19 moved to 2023-06-20").
+ */
+const givesEventTime = (statement: string, item: PackInput, wording: string): boolean => {
+  if (statement.toLowerCase().includes(wording.toLowerCase())) return true;
+  return item.dateTo !== undefined && statement.includes(day(item.date)) && statement.includes(day(item.dateTo));
 };
 
 /** An item's line without its sources. */
@@ -321,7 +345,7 @@ const render = (chosen: readonly PackInput[], counts: Counts): string => {
 };
 
 const toContextItem = (item: PackInput, tokens: number): ContextItem => {
-  const { session: _session, saidAt: _saidAt, ...rest } = item;
+  const { session: _session, saidAt: _saidAt, dateTo: _dateTo, ...rest } = item;
   return { ...rest, tokens };
 };
 

@@ -152,6 +152,7 @@ const recordItem = (r: MemoryRecord): Candidate => ({
   id: r.id,
   text: r.text,
   date: r.time.at ?? r.time.from ?? r.source.saidAt,
+  ...(r.time.at === undefined && r.time.from !== undefined && r.time.to !== undefined ? { dateTo: r.time.to } : {}),
   conversation: r.source.conversation,
   turnIds: r.source.turnIds,
   speakers: r.source.speakers,

@@ -6,6 +6,7 @@ import { after, before, describe, it } from "node:test";
 import { evidenceRecall, mean } from "../../services/bench/scoring.ts";
 import { loadConfig } from "../../services/core/config.ts";
 import { type LocomoConversation, loadLocomo } from "../../services/core/datasets/locomo.ts";
+import { MONTH_NAMES } from "../../services/core/text/day-span.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
 
 const DATA = "../shared/data/locomo-dev.json";
@@ -46,6 +47,16 @@ describe("conv-30 through the embedded runtime", { skip }, () => {
     for (const q of conv.questions.filter((x) => x.category >= 1 && x.category <= 4)) {
       const result = await opened.engine.query("e2e", { question: q.question, budget: 2000, conversation: conv.id });
       assert.ok(result.contextTokens <= 2000, "the context stays inside its budget");
+      // An event of a month or a year ("in 2022") is never dated by its first day, which nobody said.
+      for (const line of result.context.split("\n")) {
+        const first = /^\((\d{4})-(\d{2})-01\) /.exec(line);
+        if (first)
+          assert.doesNotMatch(
+            line,
+            new RegExp(`\\b(in ${first[1]}|${MONTH_NAMES[Number(first[2]) - 1]} ${first[1]})\\b`),
+            line,
+          );
+      }
       const r = evidenceRecall(q.evidence, result.items);
       if (r !== undefined) scores.push(r);
     }

@@ -88,6 +88,36 @@ describe("a record's line in the packed context", () => {
     );
   });
 
+  it("writes an event time over several days as the encoder words it, never as its first day", () => {
+    const spanning = (n: number, text: string, from: string, to: string): PackInput => ({
+      ...record(n, text, `${from}T00:00:00.000Z`),
+      dateTo: `${to}T23:59:59.999Z`,
+    });
+    assert.deepEqual(
+      linesOf([
+        // The statement gives it: no date before the line (before, "(2022-01-01)": a day nobody said).
+        spanning(1, "Ana (2023-05-08): Ana painted that lake in 2022.", "2022-01-01", "2022-12-31"),
+        spanning(2, "Ana (2023-05-08): The week of 2023-02-20 was wild.", "2023-02-20", "2023-02-26"),
+        spanning(
+          3,
+          "Ana (2023-05-08): Ana moved the opening from 2023-06-19 to 2023-06-20.",
+          "2023-06-19",
+          "2023-06-20",
+        ),
+        // The statement does not: the span, in the words the encoder would have used.
+        spanning(4, "Ana (2023-05-08): Ana went to Oslo.", "2023-03-01", "2023-03-31"),
+        spanning(5, "Ana (2023-05-08): Ana ran.", "2023-04-01", "2023-04-09"),
+      ]),
+      [
+        "Ana painted that lake in 2022. […1]",
+        "Ana: The week of 2023-02-20 was wild. […2]",
+        "(March 2023) Ana went to Oslo. […4]",
+        "(2023-04-01 to 2023-04-09) Ana ran. […5]",
+        "Ana moved the opening from 2023-06-19 to 2023-06-20. […3]",
+      ],
+    );
+  });
+
   const turn = (n: number, speaker: string, text: string): PackInput => ({
     ...record(n, text),
     kind: "turn",

@@ -182,6 +182,7 @@ describe("budget packing", () => {
         turn("D1:3", "2023-05-08T10:02:00Z", "Ben", "Nice!"),
         {
           ...item("r1", "2023-05-01T00:00:00Z", "Ana signed up for pottery the week before."),
+          dateTo: "2023-05-07T23:59:59.999Z",
           turnIds: ["D1:9"],
           session: "s1",
           saidAt: "2023-05-08T10:03:00Z",
@@ -196,14 +197,14 @@ describe("budget packing", () => {
       "Ana: I started a class. […1]",
       "  Pottery is my thing. […2]",
       "Ben: Nice! […3]",
-      "(2023-05-01) Ana signed up for pottery the week before. […9]",
+      "(the week of 2023-05-01) Ana signed up for pottery the week before. […9]",
       // One line does not: its id stays whole (and says the session the header does not name).
       "2023-06-01:",
       "Ben: I moved to Oslo. [D2:1]",
     ]);
     assert.equal(packed.tokens, countTokens(packed.context));
     assert.ok(
-      packed.items.every((i) => !("session" in i) && !("saidAt" in i)),
+      packed.items.every((i) => !("session" in i) && !("saidAt" in i) && !("dateTo" in i)),
       "pack-only fields stay internal",
     );
   });

@@ -26,6 +26,11 @@ export interface ContextItem {
   text: string;
   /** ISO date the item is dated by (event time, else when it was said). */
   date: string;
+  /**
+   * Where a record's event time spans days ("in June 2023", "in 2022", "the week of …"): its last
+   * moment, `date` being its first. Absent for one day, and for a raw turn.
+   */
+  dateTo?: string;
   conversation: string;
   turnIds: string[];
   speakers: string[];

@@ -60,7 +60,7 @@ const recallText = (r: QueryResult): string => {
   if (r.items.length === 0) return "(no memories found)";
   const sources = r.items.map(
     (it, i) =>
-      `[${i + 1}] ${it.kind} ${it.id} · ${it.date} · conversation ${it.conversation} · turns ${it.turnIds.join(", ") || "-"}`,
+      `[${i + 1}] ${it.kind} ${it.id} · ${it.dateTo ? `${it.date} to ${it.dateTo}` : it.date} · conversation ${it.conversation} · turns ${it.turnIds.join(", ") || "-"}`,
   );
   return `${r.context}\n\nSources (${r.contextTokens}/${r.budget} tokens):\n${sources.join("\n")}`;
 };

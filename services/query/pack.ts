@@ -16,12 +16,7 @@ const contextHeader = (conversation?: string): string =>
  * What the packer ranks: a context item plus where it was said (session and the moment), which
  * place it in the history; both optional for callers that have neither (then the item's date).
  */
-export type PackInput = Omit<ContextItem, "tokens"> & {
-  session?: string;
-  saidAt?: string;
-  /** A record's event time, where it spans days: its last day (its first is `date`). */
-  dateTo?: string;
-};
+export type PackInput = Omit<ContextItem, "tokens"> & { session?: string; saidAt?: string };
 
 const day = (iso: string): string => iso.slice(0, 10);
 
@@ -345,7 +340,7 @@ const render = (chosen: readonly PackInput[], counts: Counts): string => {
 };
 
 const toContextItem = (item: PackInput, tokens: number): ContextItem => {
-  const { session: _session, saidAt: _saidAt, dateTo: _dateTo, ...rest } = item;
+  const { session: _session, saidAt: _saidAt, ...rest } = item;
   return { ...rest, tokens };
 };
 

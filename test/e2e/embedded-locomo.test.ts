@@ -44,6 +44,7 @@ describe("conv-30 through the embedded runtime", { skip }, () => {
 
   it(`covers the evidence of category 1-4 questions at 2,000 tokens (floor ${FLOOR_2000})`, async () => {
     const scores: number[] = [];
+    let spans = 0;
     for (const q of conv.questions.filter((x) => x.category >= 1 && x.category <= 4)) {
       const result = await opened.engine.query("e2e", { question: q.question, budget: 2000, conversation: conv.id });
       assert.ok(result.contextTokens <= 2000, "the context stays inside its budget");
@@ -57,11 +58,18 @@ describe("conv-30 through the embedded runtime", { skip }, () => {
             line,
           );
       }
+      for (const item of result.items)
+        if (item.dateTo !== undefined) {
+          spans++;
+          assert.equal(item.kind, "record");
+          assert.ok(item.dateTo > item.date, `${item.date} to ${item.dateTo}`);
+        }
       const r = evidenceRecall(q.evidence, result.items);
       if (r !== undefined) scores.push(r);
     }
     const overall = mean(scores) ?? 0;
     assert.ok(scores.length > 80, `${scores.length} scored questions`);
+    assert.ok(spans > 0, "records of a month or a year carry the end of their time");
     assert.ok(overall >= FLOOR_2000, `evidence recall ${overall.toFixed(3)} below the floor ${FLOOR_2000}`);
   });
 

@@ -56,6 +56,17 @@ describe("MCP tools over the service contracts (fake service)", () => {
     await mcp.close();
   });
 
+  it("lists recall's sources with their dates: an event of several days by both ends", async () => {
+    const mcp = await connected(new FakeMemoryService());
+    const text = textOf(await mcp.call("recall", { question: "Where did Caroline move?" }));
+    assert.match(
+      text,
+      /\n\[1\] record rec-1 · 2023-05-01T00:00:00\.000Z to 2023-05-31T23:59:59\.999Z · conversation conv-1/,
+    );
+    assert.match(text, /\n\[2\] turn turn-1 · 2023-06-02T09:00:00\.000Z · conversation conv-1/);
+    await mcp.close();
+  });
+
   it("says when the runtime has no maintenance, names conflicting turns, and hides internal errors", async () => {
     const fake = new FakeMemoryService();
     const internal: unknown[] = [];

@@ -204,7 +204,7 @@ describe("budget packing", () => {
     ]);
     assert.equal(packed.tokens, countTokens(packed.context));
     assert.ok(
-      packed.items.every((i) => !("session" in i) && !("saidAt" in i) && !("dateTo" in i)),
+      packed.items.every((i) => !("session" in i) && !("saidAt" in i)),
       "pack-only fields stay internal",
     );
   });

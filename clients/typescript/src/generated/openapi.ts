@@ -489,6 +489,8 @@ export interface components {
             text: string;
             /** @description ISO date the item is dated by (event time, else when it was said). */
             date: string;
+            /** @description Where a record's event time spans days ("in June 2023", "in 2022"): its last moment, `date` being its first. Absent for one day, and for a raw turn. */
+            dateTo?: string;
             conversation: string;
             turnIds: string[];
             speakers: string[];

@@ -128,6 +128,11 @@ export interface ContextItem {
   routes: RouteHit[];
   fused_score: number;
   tokens: number;
+  /**
+   * Where a record's event time spans days ("in June 2023", "in 2022"): its last moment, date being
+   * its first. Empty for one day, and for a raw turn.
+   */
+  date_to: string;
 }
 
 export interface TimeWindow {
@@ -1075,6 +1080,7 @@ function createBaseContextItem(): ContextItem {
     routes: [],
     fused_score: 0,
     tokens: 0,
+    date_to: "",
   };
 }
 
@@ -1109,6 +1115,9 @@ export const ContextItem: MessageFns<ContextItem> = {
     }
     if (message.tokens !== 0) {
       writer.uint32(80).int32(message.tokens);
+    }
+    if (message.date_to !== "") {
+      writer.uint32(90).string(message.date_to);
     }
     return writer;
   },
@@ -1206,6 +1215,14 @@ export const ContextItem: MessageFns<ContextItem> = {
             message.tokens = reader.int32();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.date_to = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1233,6 +1250,7 @@ export const ContextItem: MessageFns<ContextItem> = {
     message.routes = object.routes?.map((e) => RouteHit.fromPartial(e)) || [];
     message.fused_score = object.fused_score ?? 0;
     message.tokens = object.tokens ?? 0;
+    message.date_to = object.date_to ?? "";
     return message;
   },
 };

@@ -9,6 +9,10 @@
  *   time {from: Monday 00:00Z, to: Sunday 23:59:59.999Z}
  * - weekend -> Saturday..Sunday, "on the weekend of 2023-02-25"
  * - month ("last month", "this month", "in May") -> "in December 2022", {from: 1st, to: last day}
+ * - season ("last summer", "the summer of 2022", "during the summer": core/text/season.ts) ->
+ *   "in summer 2022", {from: June 1, to: August 31}; a season after a preposition with nothing to
+ *   place it is moved by a year as the tense says, and is no date in a sentence with no tense cue
+ *   ("in the winter we ski": a habit, not a time)
  * - year ("last year", "in 2022", "a few years ago") -> "in 2022", {from: Jan 1, to: Dec 31}
  * - a date without a year (or a bare weekday) that chrono put on the wrong side of the turn is
  *   moved by one year (one week) when the sentence's tense says so: "I went there in May" said in
@@ -16,12 +20,13 @@
  */
 import { casual, type ParsedResult } from "chrono-node";
 import { bareYearParser } from "../core/text/bare-year.ts";
-import { MONTH_NAMES } from "../core/text/day-span.ts";
+import { daySpanWording, MONTH_NAMES } from "../core/text/day-span.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
+import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 import type { TimeRange } from "../core/types.ts";
 import { hasFutureCue, hasPastCue } from "./tense.ts";
 
-export type Granularity = "day" | "weekend" | "week" | "month" | "year";
+export type Granularity = "day" | "weekend" | "week" | "month" | "season" | "year";
 
 export interface DateMention {
   /** Offset and length of the replaced span in the input sentence. */
@@ -44,7 +49,7 @@ const yearParser = bareYearParser("in|since|during|from|until|till|by|around|bef
 
 const parserInstance = (() => {
   const c = casual.clone();
-  c.parsers.push(yearParser);
+  c.parsers.push(yearParser, seasonParser());
   return c;
 })();
 
@@ -132,6 +137,26 @@ const spanOf = (r: ParsedResult, which: "start" | "end", ref: number, sentence: 
   return null;
 };
 
+/**
+ * A season's days. One the sentence placed ("last summer", "summer 2022") stands; one after a
+ * preposition alone ("during the summer") is the nearest to the turn, moved a year back or ahead
+ * when the tense says the other side, and no date without a tense cue: "in the summer we go to the
+ * lake" is a habit.
+ */
+const seasonDays = (season: NonNullable<ReturnType<typeof seasonOf>>, ref: number, sentence: string): Span | null => {
+  let year = season.year;
+  if (season.unplaced) {
+    const past = hasPastCue(sentence);
+    const future = hasFutureCue(sentence);
+    if (past === future) return null;
+    const s = seasonSpan(season.season, year);
+    if (past && s.from > ref) year--;
+    if (future && s.to < ref) year++;
+  }
+  const { from, to } = seasonSpan(season.season, year);
+  return { granularity: "season", from, to: to + 1 - DAY_MS };
+};
+
 const accept = (r: ParsedResult, sentence: string): boolean => {
   const text = r.text.trim();
   if (text.length === 0) return false;
@@ -175,6 +200,8 @@ const phraseOf = (span: Span, approx: boolean): { core: string; prep: string } =
       const d = new Date(span.from);
       return { core: `${MONTH_NAMES[d.getUTCMonth()]} ${d.getUTCFullYear()}`, prep: approx ? "around" : "in" };
     }
+    case "season":
+      return { core: daySpanWording(from, to), prep: approx ? "around" : "in" };
     case "year":
       return { core: from === to ? from : from.slice(0, 4), prep: approx ? "around" : "in" };
   }
@@ -197,11 +224,12 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
   const out: DateMention[] = [];
   for (const r of results) {
     if (!accept(r, sentence)) continue;
-    const start = spanOf(r, "start", ref, sentence);
+    const season = seasonOf(r);
+    const start = season ? seasonDays(season, ref, sentence) : spanOf(r, "start", ref, sentence);
     if (!start) continue;
     let span = start;
     let isRange = false;
-    if (r.end) {
+    if (r.end && !season) {
       const end = spanOf(r, "end", ref, sentence);
       if (end && end.to >= start.from) {
         span = { granularity: start.granularity, from: start.from, to: end.to };
@@ -227,7 +255,10 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);
     let phrase: string;
-    if (!det && TIME_NOUN.test(r.text) && INDEFINITE_BEFORE.test(before)) {
+    if (season && /\d/.test(r.text)) {
+      // "summer 2022", "the summer of 2022": a noun phrase as written, wherever it stands.
+      phrase = core;
+    } else if (!det && TIME_NOUN.test(r.text) && INDEFINITE_BEFORE.test(before)) {
       // "a quiet weekend", "an awesome night": the word is a noun of the sentence, not an adverbial
       // of time; replacing it would lose it ("a quiet on the weekend of …"), so the date follows it.
       phrase = `${r.text} (${core})`;

@@ -1,5 +1,6 @@
 import * as chrono from "chrono-node";
 import { bareYearParser } from "../core/text/bare-year.ts";
+import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 
 /** The dates a question restricts its answer to, as an ISO window (inclusive ends). */
 export interface QuestionWindow {
@@ -14,15 +15,17 @@ export interface QuestionWindow {
 export const OPEN_START = "0001-01-01T00:00:00.000Z";
 
 /**
- * A year written alone after a preposition ("in 2019", "between 2019 and 2021", "the summer of
+ * A year written alone after a preposition ("in 2019", "between 2019 and 2021", "the winter of
  * 2022", "as of 2021"): more words count before it than in the encoder's free text, since a
- * question's "and 2021" or "to 2021" after a date is the other end of a span.
+ * question's "and 2021" or "to 2021" after a date is the other end of a span. The other seasons
+ * of a year are the season parser's ("the summer of 2022": June to August); a winter of a year
+ * is the year, as people differ on which winter it is.
  */
 const YEAR_AFTER =
-  "in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:summer|winter|spring|autumn|fall|end|start|beginning|middle|rest|half) of";
+  "in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:winter|end|start|beginning|middle|rest|half) of";
 
 const parser = chrono.casual.clone();
-parser.parsers.push(bareYearParser(YEAR_AFTER));
+parser.parsers.push(bareYearParser(YEAR_AFTER), seasonParser());
 
 /**
  * Which side of a date the question asks about, from the words just before it: up to and including
@@ -97,8 +100,17 @@ const spanOf = (date: chrono.ParsedComponents, ref: Date, joinedTo?: Span): Span
   return nearest.from > ref.getTime() ? spanIn(date, y - 1) : nearest;
 };
 
-/** A parsed expression as a span: a range ("May 3 to May 20") from its start to its end's end. */
+/**
+ * A parsed expression as a span: a range ("May 3 to May 20") from its start to its end's end; a
+ * season its three months, one nothing placed ("during the summer") the latest that began by `ref`,
+ * as a yearless month is.
+ */
 const expressionSpan = (hit: chrono.ParsedResult, ref: Date, joinedTo?: Span): Span => {
+  const season = seasonOf(hit);
+  if (season) {
+    const span = seasonSpan(season.season, season.year);
+    return season.unplaced && span.from > ref.getTime() ? seasonSpan(season.season, season.year - 1) : span;
+  }
   const end = hit.end && spanOf(hit.end, ref, joinedTo);
   const start = spanOf(hit.start, ref, end ?? joinedTo);
   return end && end.to > start.from ? { from: start.from, to: end.to } : start;

@@ -221,6 +221,58 @@ describe("encoder dates: absolute dates without a year, ranges", () => {
   });
 });
 
+describe("encoder dates: seasons", () => {
+  const july = "2023-07-20T10:00:00Z";
+  const cases: [string, string, string, Record<string, string>][] = [
+    // [sentence, said at, expected text, expected time]
+    ["We went camping last summer.", july, "We went camping in summer 2022.", range("2022-06-01", "2022-08-31")],
+    ["This summer has been great.", july, "Summer 2023 has been great.", range("2023-06-01", "2023-08-31")],
+    ["Next spring I'll start school.", july, "In spring 2024 I'll start school.", range("2024-03-01", "2024-05-31")],
+    ["In the summer of 2022 we met.", july, "In summer 2022 we met.", range("2022-06-01", "2022-08-31")],
+    ["I loved summer 2022.", july, "I loved summer 2022.", range("2022-06-01", "2022-08-31")],
+    ["Fall of 2021 was rough.", july, "Autumn 2021 was rough.", range("2021-09-01", "2021-11-30")],
+    ["Last winter was cold.", july, "Winter 2022-23 was cold.", range("2022-12-01", "2023-02-28")],
+    // "last summer" said in October is the one just ended.
+    [
+      "We went camping last summer.",
+      "2023-10-02T10:00:00Z",
+      "We went camping in summer 2023.",
+      range("2023-06-01", "2023-08-31"),
+    ],
+    // Nothing places it: the nearest, on the side the tense says.
+    ["We went skiing in the winter.", july, "We went skiing in winter 2022-23.", range("2022-12-01", "2023-02-28")],
+    [
+      "We will go skiing over the winter.",
+      july,
+      "We will go skiing over winter 2023-24.",
+      range("2023-12-01", "2024-02-29"),
+    ],
+    [
+      "During the summer, I painted a lot.",
+      july,
+      "During summer 2023, I painted a lot.",
+      range("2023-06-01", "2023-08-31"),
+    ],
+  ];
+  for (const [sentence, saidAt, text, time] of cases) {
+    it(JSON.stringify(sentence), () => {
+      const r = resolveDates(sentence, saidAt);
+      assert.equal(r.text, text);
+      assert.deepEqual(r.time, time);
+    });
+  }
+  it("leaves a habit, a season that qualifies a noun and a fall that is not one as said", () => {
+    for (const s of [
+      "In the winter we ski.",
+      "My kids are so excited about summer break!",
+      "Over the summer break we rested.",
+      "He hurt his knee in the fall.",
+      "We love the last summer camp of the year.",
+    ])
+      assert.deepEqual(findDates(s, july), [], s);
+  });
+});
+
 describe("encoder dates: what is not a date", () => {
   const none = [
     "I sat down and the Sun was out.",

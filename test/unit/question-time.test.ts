@@ -22,11 +22,37 @@ describe("the dates a question names, as one window", () => {
   it("reads a year written alone after a preposition, which chrono leaves alone", () => {
     assert.deepEqual(windowOf("Where did Ana live in 2019?"), ["2019-01-01", "2019-12-31"]);
     assert.deepEqual(windowOf("What did Ana do during 2021?"), ["2021-01-01", "2021-12-31"]);
-    assert.deepEqual(windowOf("Where was Ana in the summer of 2022?"), ["2022-01-01", "2022-12-31"]);
+    // A winter of a year is the year: people differ on which winter that is.
+    assert.deepEqual(windowOf("Where was Ana in the winter of 2022?"), ["2022-01-01", "2022-12-31"]);
     // A number that is not said as a time is not a year.
     assert.equal(windowOf("How many of 2000 people came to Ana's show?"), undefined);
     assert.equal(windowOf("Did Ana sell 2019 paintings?"), undefined);
     assert.equal(windowOf("Ana ran 2020 meters"), undefined);
+  });
+
+  it("reads a season as its three months, the last one begun when nothing places it", () => {
+    assert.deepEqual(windowOf("Where was Ana in the summer of 2022?"), ["2022-06-01", "2022-08-31"]);
+    assert.deepEqual(windowOf("What did Ana paint in fall 2021?"), ["2021-09-01", "2021-11-30"]);
+    // Asked in October 2023: last summer has ended, this autumn is under way, last winter ended in February.
+    assert.deepEqual(windowOf("What did Melanie do last summer?"), ["2023-06-01", "2023-08-31"]);
+    assert.deepEqual(windowOf("What did Melanie do this fall?"), ["2023-09-01", "2023-11-30"]);
+    assert.deepEqual(windowOf("Where did Melanie ski last winter?"), ["2022-12-01", "2023-02-28"]);
+    assert.deepEqual(windowOf("When did Caroline go to a parade during the summer?"), ["2023-06-01", "2023-08-31"]);
+    // Asked in July, "during the summer" is this one and "last summer" the one before.
+    const july = new Date("2023-07-20T10:00:00Z");
+    assert.deepEqual(windowOf("What did Ana read during the summer?", july), ["2023-06-01", "2023-08-31"]);
+    assert.deepEqual(windowOf("What did Ana read last summer?", july), ["2022-06-01", "2022-08-31"]);
+    // Asked in March, "over the winter" is the one just ended, not the next.
+    assert.deepEqual(windowOf("What did Ana read over the winter?", new Date("2024-03-10T10:00:00Z")), [
+      "2023-12-01",
+      "2024-02-29",
+    ]);
+    // A season that qualifies a noun, or said for a plan, names no time of the question.
+    assert.equal(windowOf("What did Caroline's kids do over the summer break?"), undefined);
+    assert.equal(windowOf("What are Caroline's plans for the summer?"), undefined);
+    assert.equal(windowOf("What did Ana hurt in the fall?"), undefined);
+    // Joined seasons are one span.
+    assert.deepEqual(windowOf("Where was Ana in summer 2021 and summer 2022?"), ["2021-06-01", "2022-08-31"]);
   });
 
   it("spans dates joined into one period", () => {

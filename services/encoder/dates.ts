@@ -20,9 +20,12 @@
  */
 import { casual, type ParsedResult } from "chrono-node";
 import { bareYearParser } from "../core/text/bare-year.ts";
+import { beforeLastParser } from "../core/text/before-last.ts";
 import { daySpanWording, MONTH_NAMES } from "../core/text/day-span.ts";
+import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
+import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
 import type { TimeRange } from "../core/types.ts";
 import { hasFutureCue, hasPastCue } from "./tense.ts";
 
@@ -49,7 +52,7 @@ const yearParser = bareYearParser("in|since|during|from|until|till|by|around|bef
 
 const parserInstance = (() => {
   const c = casual.clone();
-  c.parsers.push(yearParser, seasonParser());
+  c.parsers.push(yearParser, seasonParser(), beforeLastParser(), holidayParser());
   return c;
 })();
 
@@ -64,8 +67,6 @@ const dayOf = (iso: string): number => {
   const t = new Date(iso);
   return utcDay(t.getUTCFullYear(), t.getUTCMonth() + 1, t.getUTCDate());
 };
-const weekday = (ms: number): number => new Date(ms).getUTCDay();
-const mondayOf = (ms: number): number => ms - ((weekday(ms) + 6) % 7) * DAY_MS;
 
 interface Span {
   granularity: Granularity;
@@ -95,16 +96,15 @@ const spanOf = (r: ParsedResult, which: "start" | "end", ref: number, sentence: 
   const onlyPast = past && !future;
   const onlyFuture = future && !past;
 
-  if (/\bweekends?\b/.test(text)) {
+  if (WEEKEND_WORD.test(text)) {
     if (!relativeWord) {
       if (onlyPast && pivot > ref) pivot -= 7 * DAY_MS;
       if (onlyFuture && pivot < ref) pivot += 7 * DAY_MS;
     }
-    const wd = weekday(pivot);
-    const sat = wd === 6 ? pivot : wd === 0 ? pivot - DAY_MS : pivot + (6 - wd) * DAY_MS;
+    const sat = saturdayOf(pivot);
     return { granularity: "weekend", from: sat, to: sat + DAY_MS };
   }
-  if (/\bweeks?\b/.test(text)) {
+  if (WEEK_WORD.test(text)) {
     const base = /\bthis week\b/.test(text) ? ref : pivot;
     const mon = mondayOf(base);
     return { granularity: "week", from: mon, to: mon + 6 * DAY_MS };
@@ -155,6 +155,28 @@ const seasonDays = (season: NonNullable<ReturnType<typeof seasonOf>>, ref: numbe
   }
   const { from, to } = seasonSpan(season.season, year);
   return { granularity: "season", from, to: to + 1 - DAY_MS };
+};
+
+/**
+ * A holiday's day: as placed ("last Christmas", "Christmas 2022"), or for a name alone ("on
+ * Halloween") the nearest, moved a year as the tense says, and no date without a tense cue: "we
+ * go to my parents' at Christmas" is a habit.
+ */
+const holidayDays = (
+  holiday: NonNullable<ReturnType<typeof holidayOf>>,
+  year: number,
+  ref: number,
+  sentence: string,
+): Span | null => {
+  let day = holidayDay(holiday.holiday, year);
+  if (holiday.unplaced) {
+    const past = hasPastCue(sentence);
+    const future = hasFutureCue(sentence);
+    if (past === future) return null;
+    if (past && day > ref) day = holidayDay(holiday.holiday, year - 1);
+    if (future && day < ref) day = holidayDay(holiday.holiday, year + 1);
+  }
+  return { granularity: "day", from: day, to: day };
 };
 
 const accept = (r: ParsedResult, sentence: string): boolean => {
@@ -225,7 +247,12 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
   for (const r of results) {
     if (!accept(r, sentence)) continue;
     const season = seasonOf(r);
-    const start = season ? seasonDays(season, ref, sentence) : spanOf(r, "start", ref, sentence);
+    const holiday = holidayOf(r);
+    const start = season
+      ? seasonDays(season, ref, sentence)
+      : holiday
+        ? holidayDays(holiday, r.start.get("year") ?? new Date(ref).getUTCFullYear(), ref, sentence)
+        : spanOf(r, "start", ref, sentence);
     if (!start) continue;
     let span = start;
     let isRange = false;
@@ -255,7 +282,10 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);
     let phrase: string;
-    if (season && /\d/.test(r.text)) {
+    if (holiday) {
+      // "last Christmas (2022-12-25)": the holiday's name stays, it is how people ask about it.
+      phrase = `${r.text} (${core})`;
+    } else if (season && /\d/.test(r.text)) {
       // "summer 2022", "the summer of 2022": a noun phrase as written, wherever it stands.
       phrase = core;
     } else if (!det && TIME_NOUN.test(r.text) && INDEFINITE_BEFORE.test(before)) {

@@ -1,6 +1,9 @@
 import * as chrono from "chrono-node";
 import { bareYearParser } from "../core/text/bare-year.ts";
+import { beforeLastParser } from "../core/text/before-last.ts";
+import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
+import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
 
 /** The dates a question restricts its answer to, as an ISO window (inclusive ends). */
 export interface QuestionWindow {
@@ -25,7 +28,7 @@ const YEAR_AFTER =
   "in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:winter|end|start|beginning|middle|rest|half) of";
 
 const parser = chrono.casual.clone();
-parser.parsers.push(bareYearParser(YEAR_AFTER), seasonParser());
+parser.parsers.push(bareYearParser(YEAR_AFTER), seasonParser(), beforeLastParser(), holidayParser());
 
 /**
  * Which side of a date the question asks about, from the words just before it: up to and including
@@ -69,6 +72,8 @@ export const askedAsOf = (window: QuestionWindow | undefined): number | undefine
 
 type Span = { from: number; to: number };
 
+const DAY_MS = 86_400_000;
+
 /** The day, month or year a parsed date pins down, in year `y`. */
 const spanIn = (date: chrono.ParsedComponents, y: number): Span => {
   const d = date.date();
@@ -102,14 +107,31 @@ const spanOf = (date: chrono.ParsedComponents, ref: Date, joinedTo?: Span): Span
 
 /**
  * A parsed expression as a span: a range ("May 3 to May 20") from its start to its end's end; a
- * season its three months, one nothing placed ("during the summer") the latest that began by `ref`,
- * as a yearless month is.
+ * season its three months and a holiday its day, one that nothing placed ("during the summer", "on
+ * Halloween") the latest that began by `ref`, as a yearless month is.
  */
 const expressionSpan = (hit: chrono.ParsedResult, ref: Date, joinedTo?: Span): Span => {
   const season = seasonOf(hit);
   if (season) {
     const span = seasonSpan(season.season, season.year);
     return season.unplaced && span.from > ref.getTime() ? seasonSpan(season.season, season.year - 1) : span;
+  }
+  // A week or a weekend is its days, not the one day chrono dates it by ("last week": Monday to
+  // Sunday; "last weekend" names only a weekday to chrono, which made it a whole year).
+  if (!hit.end && (WEEKEND_WORD.test(hit.text) || WEEK_WORD.test(hit.text))) {
+    const d = hit.start.date();
+    const pivot = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
+    const weekend = WEEKEND_WORD.test(hit.text);
+    let from = weekend ? saturdayOf(pivot) : mondayOf(pivot);
+    if (from > ref.getTime()) from -= 7 * DAY_MS;
+    return { from, to: from + (weekend ? 2 : 7) * DAY_MS - 1 };
+  }
+  const holiday = holidayOf(hit);
+  const year = hit.start.get("year");
+  if (holiday && year !== null) {
+    const day = holidayDay(holiday.holiday, year);
+    const placed = holiday.unplaced && day > ref.getTime() ? holidayDay(holiday.holiday, year - 1) : day;
+    return { from: placed, to: placed + DAY_MS - 1 };
   }
   const end = hit.end && spanOf(hit.end, ref, joinedTo);
   const start = spanOf(hit.start, ref, end ?? joinedTo);

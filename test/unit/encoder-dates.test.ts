@@ -273,6 +273,50 @@ describe("encoder dates: seasons", () => {
   });
 });
 
+describe("encoder dates: the week before last, holidays", () => {
+  const july = "2023-07-20T10:00:00Z";
+  const cases: [string, string, Record<string, string>][] = [
+    // [sentence, expected text, expected time], said on Thursday 2023-07-20
+    // Before, "in the week of 2023-07-10 last": chrono read "the week before" as last week.
+    ["I started the week before last.", "I started in the week of 2023-07-03.", range("2023-07-03", "2023-07-09")],
+    [
+      "We went camping the weekend before last.",
+      "We went camping on the weekend of 2023-07-08.",
+      range("2023-07-08", "2023-07-09"),
+    ],
+    ["The month before last I moved.", "In May 2023 I moved.", range("2023-05-01", "2023-05-31")],
+    ["The year before last was hard.", "2021 was hard.", range("2021-01-01", "2021-12-31")],
+    // A holiday keeps its name (how people ask about it), its day after it.
+    ["I did it last Christmas.", "I did it last Christmas (2022-12-25).", at("2022-12-25")],
+    ["On Christmas Eve we sang.", "On Christmas Eve (2022-12-24) we sang.", at("2022-12-24")],
+    ["We carved pumpkins on Halloween.", "We carved pumpkins on Halloween (2022-10-31).", at("2022-10-31")],
+    ["I will bake pies for Thanksgiving.", "I will bake pies for Thanksgiving (2023-11-23).", at("2023-11-23")],
+    ["Thanksgiving 2022 was lovely.", "Thanksgiving 2022 (2022-11-24) was lovely.", at("2022-11-24")],
+    ["We hunted eggs on Easter.", "We hunted eggs on Easter (2023-04-09).", at("2023-04-09")],
+    [
+      "We watched fireworks on the Fourth of July.",
+      "We watched fireworks on the Fourth of July (2023-07-04).",
+      at("2023-07-04"),
+    ],
+    ["Next Valentine's Day I will propose.", "Next Valentine's Day (2024-02-14) I will propose.", at("2024-02-14")],
+  ];
+  for (const [sentence, text, time] of cases) {
+    it(JSON.stringify(sentence), () => {
+      const r = resolveDates(sentence, july);
+      assert.equal(r.text, text);
+      assert.deepEqual(r.time, time);
+    });
+  }
+  it("moves Easter and Thanksgiving with the year", () => {
+    assert.deepEqual(resolveDates("Easter 2024 was early.", july).time, at("2024-03-31"));
+    assert.deepEqual(resolveDates("Thanksgiving 2024 was quiet.", july).time, at("2024-11-28"));
+  });
+  it("leaves a habit and a holiday that qualifies a noun as said", () => {
+    for (const s of ["At Christmas we go to my parents'.", "We got a Christmas tree.", "I love Halloween costumes."])
+      assert.deepEqual(findDates(s, july), [], s);
+  });
+});
+
 describe("encoder dates: what is not a date", () => {
   const none = [
     "I sat down and the Sun was out.",

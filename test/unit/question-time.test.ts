@@ -55,6 +55,19 @@ describe("the dates a question names, as one window", () => {
     assert.deepEqual(windowOf("Where was Ana in summer 2021 and summer 2022?"), ["2021-06-01", "2022-08-31"]);
   });
 
+  it("reads a week and a weekend as their days, a holiday as its day", () => {
+    // Asked on Friday 2023-10-20. Before, "last week" was its Sunday alone and "last weekend" the whole year.
+    assert.deepEqual(windowOf("What did Ana do last week?"), ["2023-10-09", "2023-10-15"]);
+    assert.deepEqual(windowOf("What did Ana do last weekend?"), ["2023-10-14", "2023-10-15"]);
+    assert.deepEqual(windowOf("What did Ana do the week before last?"), ["2023-10-02", "2023-10-08"]);
+    assert.deepEqual(windowOf("What did Ana do two weeks ago?"), ["2023-10-02", "2023-10-08"]);
+    assert.deepEqual(windowOf("What did Ana do last Christmas?"), ["2022-12-25", "2022-12-25"]);
+    assert.deepEqual(windowOf("What did Ana cook for Thanksgiving 2022?"), ["2022-11-24", "2022-11-24"]);
+    // Halloween named alone, asked before it: last year's.
+    assert.deepEqual(windowOf("What did Ana dress up as on Halloween?"), ["2022-10-31", "2022-10-31"]);
+    assert.equal(windowOf("When did Ana go to a Christmas market?"), undefined);
+  });
+
   it("spans dates joined into one period", () => {
     assert.deepEqual(windowOf("Where did Jon live between 2019 and 2021?"), ["2019-01-01", "2021-12-31"]);
     assert.deepEqual(windowOf("Where did Jon live from 2019 to 2021?"), ["2019-01-01", "2021-12-31"]);

@@ -2,7 +2,7 @@ import type { CompressionResult, Compressor } from "../core/ports.ts";
 import { selfInformation } from "./english-frequency.ts";
 
 const MONTHS =
-  /^(jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|nov(ember)?|dec(ember)?|monday|tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|today|tomorrow|tonight|ago|last|next|week|month|year|weekend)$/i;
+  /^(jan(uary)?|feb(ruary)?|mar(ch)?|apr(il)?|may|june?|july?|aug(ust)?|sep(t(ember)?)?|oct(ober)?|nov(ember)?|dec(ember)?|monday|tuesday|wednesday|thursday|friday|saturday|sunday|yesterday|today|tomorrow|tonight|ago|last|next|week|month|year|weekend|spring|summer|autumn|fall|winter)$/i;
 
 const core = (token: string): string => token.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, "");
 
@@ -17,7 +17,7 @@ const core = (token: string): string => token.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p
 const POLARITY =
   /^(?:not|no|nor|never|none|nothing|nobody|nowhere|neither|cannot|without|if|unless|\p{L}+n['\u2019]t)$/iu;
 
-/** Numbers, dates, capitalised names, negations and conditions carry what a memory needs; they are never dropped. */
+/** Numbers, dates (seasons too), capitalised names, negations and conditions carry what a memory needs; they are never dropped. */
 export const isForceKept = (token: string, sentenceInitial: boolean): boolean => {
   const w = core(token);
   if (w.length === 0) return false;

@@ -19,7 +19,7 @@
  *   March 2023 is May 2022.
  */
 import { casual, type ParsedResult } from "chrono-node";
-import { bareYearParser } from "../core/text/bare-year.ts";
+import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
 import { daySpanWording, MONTH_NAMES } from "../core/text/day-span.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
@@ -48,7 +48,9 @@ export interface DateMention {
 const DAY_MS = 86_400_000;
 
 /** chrono does not parse a bare year; this adds "in 2022", "since 2016", "back in 2019". */
-const yearParser = bareYearParser("in|since|during|from|until|till|by|around|before|after|circa");
+const yearParser = bareYearParser(`in|since|during|from|until|till|by|around|before|after|circa|${PART_OF_YEAR}`);
+/** "early 2023", "the end of 2021": already absolute, and worded better than "in 2023" would be. */
+const PART_OF_YEAR_TEXT = new RegExp(`^(?:${PART_OF_YEAR})\\b`, "i");
 
 const parserInstance = (() => {
   const c = casual.clone();
@@ -282,7 +284,9 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);
     let phrase: string;
-    if (holiday) {
+    if (PART_OF_YEAR_TEXT.test(r.text)) {
+      phrase = sentence.slice(index, r.index + r.text.length);
+    } else if (holiday) {
       // "last Christmas (2022-12-25)": the holiday's name stays, it is how people ask about it.
       phrase = `${r.text} (${core})`;
     } else if (season && /\d/.test(r.text)) {

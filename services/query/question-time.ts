@@ -1,5 +1,5 @@
 import * as chrono from "chrono-node";
-import { bareYearParser } from "../core/text/bare-year.ts";
+import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
@@ -24,8 +24,7 @@ export const OPEN_START = "0001-01-01T00:00:00.000Z";
  * of a year are the season parser's ("the summer of 2022": June to August); a winter of a year
  * is the year, as people differ on which winter it is.
  */
-const YEAR_AFTER =
-  "in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:winter|end|start|beginning|middle|rest|half) of";
+const YEAR_AFTER = `in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:winter|rest|half) of|${PART_OF_YEAR}`;
 
 const parser = chrono.casual.clone();
 parser.parsers.push(bareYearParser(YEAR_AFTER), seasonParser(), beforeLastParser(), holidayParser());

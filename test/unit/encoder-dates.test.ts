@@ -307,6 +307,21 @@ describe("encoder dates: the week before last, holidays", () => {
       assert.deepEqual(r.time, time);
     });
   }
+  it("dates a part of a year by its year and keeps the words (before, no date at all)", () => {
+    for (const [s, year] of [
+      ["I started in early 2023.", "2023"],
+      ["Since mid-2022 I run daily.", "2022"],
+      ["It was late 2022.", "2022"],
+      ["By the end of 2021 we were done.", "2021"],
+      ["We met at the beginning of 2022.", "2022"],
+    ] as const) {
+      const r = resolveDates(s, july);
+      assert.equal(r.text, s);
+      assert.deepEqual(r.time, range(`${year}-01-01`, `${year}-12-31`), s);
+    }
+    assert.deepEqual(findDates("We raised 2020 dollars.", july), []);
+  });
+
   it("moves Easter and Thanksgiving with the year", () => {
     assert.deepEqual(resolveDates("Easter 2024 was early.", july).time, at("2024-03-31"));
     assert.deepEqual(resolveDates("Thanksgiving 2024 was quiet.", july).time, at("2024-11-28"));

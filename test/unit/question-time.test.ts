@@ -22,6 +22,10 @@ describe("the dates a question names, as one window", () => {
   it("reads a year written alone after a preposition, which chrono leaves alone", () => {
     assert.deepEqual(windowOf("Where did Ana live in 2019?"), ["2019-01-01", "2019-12-31"]);
     assert.deepEqual(windowOf("What did Ana do during 2021?"), ["2021-01-01", "2021-12-31"]);
+    // A part of a year is the year.
+    assert.deepEqual(windowOf("What did Ana do in early 2023?"), ["2023-01-01", "2023-12-31"]);
+    assert.deepEqual(windowOf("Where did Ana live in mid-2021?"), ["2021-01-01", "2021-12-31"]);
+    assert.deepEqual(windowOf("What did Ana do at the end of 2021?"), ["2021-01-01", "2021-12-31"]);
     // A winter of a year is the year: people differ on which winter that is.
     assert.deepEqual(windowOf("Where was Ana in the winter of 2022?"), ["2022-01-01", "2022-12-31"]);
     // A number that is not said as a time is not a year.

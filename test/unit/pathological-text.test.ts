@@ -6,6 +6,7 @@ import type { Segment } from "../../services/core/types.ts";
 import { encodeSegment } from "../../services/encoder/encode-segment.ts";
 import { boundSentence, extractPhotos, MAX_SENTENCE_CHARS, splitSentences } from "../../services/encoder/sentences.ts";
 import { packContext } from "../../services/query/pack.ts";
+import { questionWindow } from "../../services/query/question-time.ts";
 import {
   defaultSegmenterConfig,
   initialSegmenterState,
@@ -24,6 +25,12 @@ const INPUTS: Record<string, string> = {
   "unclosed photo tags": "[shared a photo: ".repeat(N / 17),
   "dates without a sentence end": "on May 5 ".repeat(N / 9),
   "vocatives without a sentence end": "Hey Mel, ".repeat(N / 9),
+  // chrono runs each parser's pattern on what is left after each match: the season, holiday and
+  // week parsers are quadratic on a sentence of nothing but their matches, which the bound on a
+  // sentence's length keeps small.
+  "seasons and holidays without a sentence end": "last Christmas and during the summer the week before last ".repeat(
+    N / 58,
+  ),
 };
 const AT = "2023-05-08T13:56:00Z";
 
@@ -87,6 +94,13 @@ describe("every stage's pure text pass finishes on 100,000-character pathologica
       assert.ok(packed.tokens <= 2000);
     });
   }
+
+  it("reads the dates of a question of the largest size (4,000 characters) of nothing but dates", () => {
+    for (const unit of ["last Christmas ", "during the summer ", "the week before last ", "early 2023 ", "on May 5 "]) {
+      const question = unit.repeat(Math.floor(4000 / unit.length));
+      assert.ok(questionWindow(question, new Date(AT)), unit);
+    }
+  });
 
   it("cuts an overlong sentence at the last space before the bound, or hard without one", () => {
     assert.deepEqual(boundSentence("aaa bbb ccc", 8), ["aaa bbb", "ccc"]);

@@ -227,6 +227,7 @@ describe("encoder dates: seasons", () => {
     // [sentence, said at, expected text, expected time]
     ["We went camping last summer.", july, "We went camping in summer 2022.", range("2022-06-01", "2022-08-31")],
     ["This summer has been great.", july, "Summer 2023 has been great.", range("2023-06-01", "2023-08-31")],
+    ["Last Summer I went to Rome.", july, "In summer 2022 I went to Rome.", range("2022-06-01", "2022-08-31")],
     ["Next spring I'll start school.", july, "In spring 2024 I'll start school.", range("2024-03-01", "2024-05-31")],
     ["In the summer of 2022 we met.", july, "In summer 2022 we met.", range("2022-06-01", "2022-08-31")],
     ["I loved summer 2022.", july, "I loved summer 2022.", range("2022-06-01", "2022-08-31")],
@@ -268,6 +269,7 @@ describe("encoder dates: seasons", () => {
       "Over the summer break we rested.",
       "He hurt his knee in the fall.",
       "We love the last summer camp of the year.",
+      "We went to a fair in Spring Valley.",
     ])
       assert.deepEqual(findDates(s, july), [], s);
   });
@@ -327,7 +329,12 @@ describe("encoder dates: the week before last, holidays", () => {
     assert.deepEqual(resolveDates("Thanksgiving 2024 was quiet.", july).time, at("2024-11-28"));
   });
   it("leaves a habit and a holiday that qualifies a noun as said", () => {
-    for (const s of ["At Christmas we go to my parents'.", "We got a Christmas tree.", "I love Halloween costumes."])
+    for (const s of [
+      "At Christmas we go to my parents'.",
+      "We got a Christmas tree.",
+      "I love Halloween costumes.",
+      "We sailed to Easter Island.",
+    ])
       assert.deepEqual(findDates(s, july), [], s);
   });
 });

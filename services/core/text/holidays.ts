@@ -85,9 +85,9 @@ const canonical = (name: string): Holiday | undefined => {
 
 const NAME =
   "(christmas\\s+eve|(?:christmas|xmas)(?:\\s+day)?|new\\s+year['’]?s\\s+(?:eve|day)|valentine['’]?s\\s+day|hallowe['’]?en|(?:the\\s+)?(?:fourth|4th)\\s+of\\s+july|easter(?:\\s+sunday)?|thanksgiving(?:\\s+day)?)";
-/** A name that qualifies a noun ("Christmas tree", "Halloween costume") is not a day. */
+/** A name that qualifies a noun ("Christmas tree", "Halloween costume") or a place ("Easter Island") is not a day. */
 const QUALIFIED =
-  "(?!['’]s\\b|\\s+(?:tree|trees|card|cards|gift|gifts|present|presents|party|parties|costume|costumes|decorations?|lights|dinner|market|markets|movie|movies|song|songs|carols?|sweater|sweaters|break|vacation|holidays?|season|shopping|spirit|egg|eggs|bunny|candy|parade|menu|sale|sales|weekend)\\b)";
+  "(?!['’]s\\b|\\s+(?:tree|trees|card|cards|gift|gifts|present|presents|party|parties|costume|costumes|decorations?|lights|dinner|market|markets|movie|movies|song|songs|carols?|sweater|sweaters|break|vacation|holidays?|season|shopping|spirit|egg|eggs|bunny|candy|parade|menu|sale|sales|weekend|island|islands)\\b)";
 const PATTERN = new RegExp(
   `\\b(?:(last|this|next|past)\\s+)?${NAME}(?:\\s+(?:of\\s+)?((?:19|20)\\d{2})\\b)?${QUALIFIED}`,
   "i",

@@ -11,7 +11,7 @@
  * - after a preposition of time: "in / during / over / through / throughout (the) summer", not
  *   "fall" there ("he hurt his knee in the fall").
  * A season followed by a noun it qualifies ("summer break", "summer camp", "the spring
- * collection") is not a date.
+ * collection") is not a date, nor one in a name ("in Spring Valley").
  */
 import type { Parser, ParsingComponents, ParsingContext } from "chrono-node";
 
@@ -124,6 +124,11 @@ export const seasonParser = (): Parser => ({
   extract: (context, match) => {
     const ref = context.reference.instant.getTime();
     const index = match.index ?? 0;
+    // A capitalised season before another capitalised word names something: "in Spring Valley",
+    // "Summer Sounds" ("last Summer I…" is still a season).
+    const word = match[2] ?? match[7];
+    const after = context.text.slice(index + match[0].length);
+    if (word && /^[A-Z]/.test(word) && /^\s+(?!I\b)[A-Z]/.test(after)) return null;
     let season: Season;
     let year: number;
     let text: string;

@@ -80,6 +80,13 @@ const WEEKDAY_ABBREV = /^(?:on\s+)?(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|su
 const MONTH_CONTEXT =
   /\b(?:on|in|at|during|since|by|until|till|from|of|before|after|around|last|next|this|early|mid|late|end|beginning|start|middle|through|until)\s*$/i;
 
+/** The one side of the turn a sentence's tense puts it on; undefined when it says neither or both. */
+const tenseSide = (sentence: string): "past" | "future" | undefined => {
+  const past = hasPastCue(sentence);
+  const future = hasFutureCue(sentence);
+  return past === future ? undefined : past ? "past" : "future";
+};
+
 /** Resolve one component set (start or end of a result) to a span, or null to reject. */
 const spanOf = (r: ParsedResult, which: "start" | "end", ref: number, sentence: string): Span | null => {
   const c = which === "start" ? r.start : r.end;
@@ -93,10 +100,9 @@ const spanOf = (r: ParsedResult, which: "start" | "end", ref: number, sentence: 
   let pivot = utcDay(year, month, day);
 
   const relativeWord = /\b(?:last|next|this|past|coming|ago|previous|following)\b/.test(text);
-  const past = hasPastCue(sentence);
-  const future = hasFutureCue(sentence);
-  const onlyPast = past && !future;
-  const onlyFuture = future && !past;
+  const side = tenseSide(sentence);
+  const onlyPast = side === "past";
+  const onlyFuture = side === "future";
 
   if (WEEKEND_WORD.test(text)) {
     if (!relativeWord) {
@@ -148,12 +154,11 @@ const spanOf = (r: ParsedResult, which: "start" | "end", ref: number, sentence: 
 const seasonDays = (season: NonNullable<ReturnType<typeof seasonOf>>, ref: number, sentence: string): Span | null => {
   let year = season.year;
   if (season.unplaced) {
-    const past = hasPastCue(sentence);
-    const future = hasFutureCue(sentence);
-    if (past === future) return null;
+    const side = tenseSide(sentence);
+    if (side === undefined) return null;
     const s = seasonSpan(season.season, year);
-    if (past && s.from > ref) year--;
-    if (future && s.to < ref) year++;
+    if (side === "past" && s.from > ref) year--;
+    if (side === "future" && s.to < ref) year++;
   }
   const { from, to } = seasonSpan(season.season, year);
   return { granularity: "season", from, to: to + 1 - DAY_MS };
@@ -172,11 +177,10 @@ const holidayDays = (
 ): Span | null => {
   let day = holidayDay(holiday.holiday, year);
   if (holiday.unplaced) {
-    const past = hasPastCue(sentence);
-    const future = hasFutureCue(sentence);
-    if (past === future) return null;
-    if (past && day > ref) day = holidayDay(holiday.holiday, year - 1);
-    if (future && day < ref) day = holidayDay(holiday.holiday, year + 1);
+    const side = tenseSide(sentence);
+    if (side === undefined) return null;
+    if (side === "past" && day > ref) day = holidayDay(holiday.holiday, year - 1);
+    if (side === "future" && day < ref) day = holidayDay(holiday.holiday, year + 1);
   }
   return { granularity: "day", from: day, to: day };
 };

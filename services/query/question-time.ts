@@ -1,4 +1,5 @@
 import * as chrono from "chrono-node";
+import { DAY_MS } from "../core/record-index.ts";
 import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
@@ -71,8 +72,6 @@ export const askedAsOf = (window: QuestionWindow | undefined): number | undefine
 
 type Span = { from: number; to: number };
 
-const DAY_MS = 86_400_000;
-
 /** The day, month or year a parsed date pins down, in year `y`. */
 const spanIn = (date: chrono.ParsedComponents, y: number): Span => {
   const d = date.date();
@@ -117,10 +116,10 @@ const expressionSpan = (hit: chrono.ParsedResult, ref: Date, joinedTo?: Span): S
   }
   // A week or a weekend is its days, not the one day chrono dates it by ("last week": Monday to
   // Sunday; "last weekend" names only a weekday to chrono, which made it a whole year).
-  if (!hit.end && (WEEKEND_WORD.test(hit.text) || WEEK_WORD.test(hit.text))) {
+  const weekend = WEEKEND_WORD.test(hit.text);
+  if (!hit.end && (weekend || WEEK_WORD.test(hit.text))) {
     const d = hit.start.date();
     const pivot = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
-    const weekend = WEEKEND_WORD.test(hit.text);
     let from = weekend ? saturdayOf(pivot) : mondayOf(pivot);
     if (from > ref.getTime()) from -= 7 * DAY_MS;
     return { from, to: from + (weekend ? 2 : 7) * DAY_MS - 1 };

@@ -5,8 +5,7 @@
  * keeps the longer of two overlapping results.
  */
 import type { Parser } from "chrono-node";
-
-const DAY_MS = 86_400_000;
+import { DAY_MS } from "../record-index.ts";
 
 const PATTERN = /\b(?:the\s+)?(week|weekend|month|year)\s+before\s+last\b/i;
 

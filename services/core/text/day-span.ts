@@ -7,6 +7,7 @@
  * event time this way: the first day alone would put "in 2022" on January 1.
  */
 
+import { DAY_MS } from "../record-index.ts";
 import { seasonStartingIn } from "./season.ts";
 
 export const MONTH_NAMES = [
@@ -23,8 +24,6 @@ export const MONTH_NAMES = [
   "November",
   "December",
 ] as const;
-
-const DAY_MS = 86_400_000;
 
 const ISO_DAY = /^(\d{4})-(\d{2})-(\d{2})$/;
 

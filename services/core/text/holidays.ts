@@ -9,10 +9,11 @@
  * The year: one given ("Christmas 2022") stands; "last" is the latest before the reference day,
  * "next" the first after it, "this" the one of the reference's year; a bare name is the nearest,
  * tagged `HOLIDAY_UNPLACED` so that a reader with more to go on (the tense of the sentence) may
- * move it by a year. Results are tagged `HOLIDAY_TAG`, with the name as written in
- * `holidayName`.
+ * move it by a year. Results are tagged `HOLIDAY_TAG`; `holidayOf` reads the holiday back from
+ * the result's text.
  */
 import type { Parser } from "chrono-node";
+import { DAY_MS } from "../record-index.ts";
 
 export const HOLIDAY_TAG = "memory/holiday";
 export const HOLIDAY_UNPLACED = "memory/holiday-unplaced";
@@ -54,18 +55,20 @@ const thanksgiving = (year: number): [number, number] => {
   return [11, firstThursday + 21];
 };
 
+/** The holidays on the same day every year, as [month (1-based), day]. */
+const FIXED: Partial<Record<Holiday, [number, number]>> = {
+  "christmas eve": [12, 24],
+  christmas: [12, 25],
+  "new year's eve": [12, 31],
+  "new year's day": [1, 1],
+  "valentine's day": [2, 14],
+  halloween: [10, 31],
+  "fourth of july": [7, 4],
+};
+
 /** The holiday's day in `year`, as UTC ms at midnight. */
 export const holidayDay = (holiday: Holiday, year: number): number => {
-  const fixed: Partial<Record<Holiday, [number, number]>> = {
-    "christmas eve": [12, 24],
-    christmas: [12, 25],
-    "new year's eve": [12, 31],
-    "new year's day": [1, 1],
-    "valentine's day": [2, 14],
-    halloween: [10, 31],
-    "fourth of july": [7, 4],
-  };
-  const [month, day] = fixed[holiday] ?? (holiday === "easter" ? easter(year) : thanksgiving(year));
+  const [month, day] = FIXED[holiday] ?? (holiday === "easter" ? easter(year) : thanksgiving(year));
   return Date.UTC(year, month - 1, day);
 };
 
@@ -93,18 +96,18 @@ const PATTERN = new RegExp(
   "i",
 );
 
+const NAME_PATTERN = new RegExp(NAME, "i");
+
 /** The holiday a chrono result of this parser names (canonical), or undefined for any other result. */
 export const holidayOf = (result: {
   tags(): Set<string>;
   text: string;
 }): { holiday: Holiday; unplaced: boolean } | undefined => {
   if (!result.tags().has(HOLIDAY_TAG)) return undefined;
-  const m = new RegExp(NAME, "i").exec(result.text);
+  const m = NAME_PATTERN.exec(result.text);
   const holiday = m?.[1] ? canonical(m[1]) : undefined;
   return holiday ? { holiday, unplaced: result.tags().has(HOLIDAY_UNPLACED) } : undefined;
 };
-
-const DAY_MS = 86_400_000;
 
 export const holidayParser = (): Parser => ({
   pattern: () => PATTERN,

@@ -3,8 +3,7 @@
  * question window so that "last week" is the same seven days in a turn and in a question: an ISO
  * week (Monday to Sunday) and the Saturday and Sunday of a weekend. Days are UTC ms at midnight.
  */
-
-const DAY_MS = 86_400_000;
+import { DAY_MS } from "../record-index.ts";
 
 /** Whether a date expression names a weekend ("last weekend", "this weekend") or a week ("two weeks ago"). */
 export const WEEKEND_WORD = /\bweekends?\b/i;

@@ -14,13 +14,20 @@
  *   place it is moved by a year as the tense says, and is no date in a sentence with no tense cue
  *   ("in the winter we ski": a habit, not a time)
  * - year ("last year", "in 2022", "a few years ago") -> "in 2022", {from: Jan 1, to: Dec 31}
+ * - a rough count of days or weeks ("a few days ago", "in a couple of weeks") -> "a few days before
+ *   2023-06-16", no time: a day or a week chosen for it would be one nobody said
+ * - counted from another event ("two days later", "the week before my birthday", "the next day"
+ *   in a tale: core/text/anaphoric-dates.ts) -> no date, the words as said; chrono would count it
+ *   from the turn
  * - a date without a year (or a bare weekday) that chrono put on the wrong side of the turn is
  *   moved by one year (one week) when the sentence's tense says so: "I went there in May" said in
  *   March 2023 is May 2022.
  */
 import { casual, type ParsedResult } from "chrono-node";
+import { isAnaphoricDate } from "../core/text/anaphoric-dates.ts";
 import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
+import { countedAgoParser } from "../core/text/counted-ago.ts";
 import { daySpanWording, MONTH_NAMES } from "../core/text/day-span.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
@@ -43,6 +50,12 @@ export interface DateMention {
   to: string;
   /** Absolute replacement, e.g. "on 2023-01-19", "in December 2022". */
   phrase: string;
+  /**
+   * A rough count of days or weeks ("a few days ago" -> "a few days before 2023-06-16"): worded
+   * against the turn's day, with no span of its own (timeOf leaves it out). Any day chosen for it
+   * would be one nobody said.
+   */
+  anchored?: true;
 }
 
 const DAY_MS = 86_400_000;
@@ -54,7 +67,7 @@ const PART_OF_YEAR_TEXT = new RegExp(`^(?:${PART_OF_YEAR})\\b`, "i");
 
 const parserInstance = (() => {
   const c = casual.clone();
-  c.parsers.push(yearParser, seasonParser(), beforeLastParser(), holidayParser());
+  c.parsers.push(yearParser, seasonParser(), beforeLastParser(), holidayParser(), countedAgoParser());
   return c;
 })();
 
@@ -185,6 +198,11 @@ const holidayDays = (
   return { granularity: "day", from: day, to: day };
 };
 
+/** "in two weeks", "in a few days": a time ahead in a plan, a duration in a tale. */
+const IN_A_WHILE = /^in\s+.*\b(?:minutes?|hours?|days?|weeks?|weekends?|months?|years?)$/i;
+/** A perfect denied ("haven't talked in a few days"): the span since, not a date. */
+const NOT_SINCE = /\b(?:haven't|hasn't|hadn't|have not|has not|had not|never)\b/i;
+
 const accept = (r: ParsedResult, sentence: string): boolean => {
   const text = r.text.trim();
   if (text.length === 0) return false;
@@ -193,6 +211,12 @@ const accept = (r: ParsedResult, sentence: string): boolean => {
   if (/\bnow\b/i.test(text) && !/\b(?:day|week|month|year)s?\b/i.test(text)) return false;
   const before = sentence.slice(0, r.index);
   if (/\b(?:every|each)\s*$/i.test(before)) return false; // "every Sunday": recurring
+  // "two days later", "the week before the wedding": counted from the story, not from the turn.
+  const side = tenseSide(sentence);
+  if (isAnaphoricDate(r, sentence, hasPastCue(sentence))) return false;
+  // "I finished it in two weeks", "we haven't talked in a few days": how long, not when. Only a
+  // plan's "in two weeks" is a time ahead of the turn.
+  if (IN_A_WHILE.test(text) && (side === "past" || NOT_SINCE.test(sentence))) return false;
   const s = r.start;
   const onlyTime =
     !s.isCertain("year") &&
@@ -285,10 +309,14 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     const outerPrep =
       DATE_PREPOSITIONS.has(prevWord) || prevWord === "over" || /\b(?:early|mid|late)[\s-]*$/i.test(before);
     const clauseStart = /(?:^|[,;:.!?]|\b(?:and|but|so|because))\s*$/i.test(before);
-    const approx = /\b(?:few|couple|several|some)\b/i.test(r.text);
+    const approx = /\b(?:few|couple|several|some|decades?)\b/i.test(r.text);
     const { core, prep } = phraseOf(span, approx);
+    const rough =
+      approx && span.granularity !== "month" && span.granularity !== "year" ? roughCount(r.text) : undefined;
     let phrase: string;
-    if (PART_OF_YEAR_TEXT.test(r.text)) {
+    if (rough) {
+      phrase = `${rough.count} ${rough.side} ${isoDay(ref)}`;
+    } else if (PART_OF_YEAR_TEXT.test(r.text)) {
       phrase = sentence.slice(index, r.index + r.text.length);
     } else if (holiday) {
       // "last Christmas (2022-12-25)": the holiday's name stays, it is how people ask about it.
@@ -332,9 +360,22 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
       from: isoDay(span.from),
       to: isoDay(span.to),
       phrase,
+      ...(rough ? { anchored: true as const } : {}),
     });
   }
   return out;
+};
+
+/**
+ * A rough count of days or weeks as said ("a few days ago", "in a couple of weeks"): the count,
+ * and which side of the turn's day it lies on. undefined for any other form.
+ */
+const roughCount = (text: string): { count: string; side: "before" | "after" } | undefined => {
+  const ago = /^(.*?)\s+(?:ago|back)$/i.exec(text.trim());
+  if (ago?.[1]) return { count: ago[1], side: "before" };
+  const ahead = /^in\s+(.*?)(?:\s+from now)?$/i.exec(text.trim()) ?? /^(.*?)\s+from now$/i.exec(text.trim());
+  if (ahead?.[1]) return { count: ahead[1], side: "after" };
+  return undefined;
 };
 
 /** Replace each mention by its absolute phrase. */
@@ -349,8 +390,9 @@ export const applyDates = (sentence: string, mentions: readonly DateMention[]): 
   return out + sentence.slice(pos);
 };
 
-/** Time range of a set of mentions: {at} for one day, {from,to} otherwise, {} when none. */
-export const timeOf = (mentions: readonly DateMention[]): TimeRange => {
+/** Time range of a set of mentions: {at} for one day, {from,to} otherwise, {} when none (anchored ones aside). */
+export const timeOf = (all: readonly DateMention[]): TimeRange => {
+  const mentions = all.filter((m) => !m.anchored);
   if (mentions.length === 0) return {};
   let from = mentions[0]!.from;
   let to = mentions[0]!.to;

@@ -1,7 +1,9 @@
 import * as chrono from "chrono-node";
 import { DAY_MS } from "../core/record-index.ts";
+import { isAnaphoricDate } from "../core/text/anaphoric-dates.ts";
 import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
+import { countedAgoParser } from "../core/text/counted-ago.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
@@ -28,7 +30,13 @@ export const OPEN_START = "0001-01-01T00:00:00.000Z";
 const YEAR_AFTER = `in|during|since|until|till|by|before|after|between|and|from|to|through|throughout|as of|(?:winter|rest|half) of|${PART_OF_YEAR}`;
 
 const parser = chrono.casual.clone();
-parser.parsers.push(bareYearParser(YEAR_AFTER), seasonParser(), beforeLastParser(), holidayParser());
+parser.parsers.push(
+  bareYearParser(YEAR_AFTER),
+  seasonParser(),
+  beforeLastParser(),
+  holidayParser(),
+  countedAgoParser(),
+);
 
 /**
  * Which side of a date the question asks about, from the words just before it: up to and including
@@ -147,14 +155,17 @@ const expressionSpan = (hit: chrono.ParsedResult, ref: Date, joinedTo?: Span): S
  *   up to `ref`.
  * Dates that are not joined ("in June, after moving in 2019") are not one span: the first (with
  * what is joined to it) is the window, as a single date is.
- * Only expressions that name a date count: a time of day alone ("the opening night", "in the
+ * Only expressions that name a date count; one counted from another event ("the week after the
+ * move", "two days later": anaphoric-dates.ts) names none. A time of day alone ("the opening night", "in the
  * morning") names none, and chrono would put it on the reference day, whose whole year would then
  * run as a time route, a second similarity list that only adds noise to the fusion.
  */
 export const questionWindow = (question: string, ref: Date): QuestionWindow | undefined => {
   const hits = parser
     .parse(question, { instant: ref, timezone: 0 }, { forwardDate: false })
-    .filter((r) => (["year", "month", "day", "weekday"] as const).some((c) => r.start.isCertain(c)));
+    .filter((r) => (["year", "month", "day", "weekday"] as const).some((c) => r.start.isCertain(c)))
+    // "the day after the party", "two weeks later": counted from an event, which is no window.
+    .filter((r) => !isAnaphoricDate(r, question, true));
   const first = hits[0];
   if (first === undefined) return undefined;
   // The first date and the dates joined to it, each with its span; a yearless one reads its year

@@ -339,6 +339,90 @@ describe("encoder dates: the week before last, holidays", () => {
   });
 });
 
+describe("encoder dates: counted from the story, rough counts, counts chrono leaves", () => {
+  const friday = "2023-06-16T21:38:00Z";
+  it("leaves a date counted from another event as said, with no time (before, the turn's neighbours)", () => {
+    // Before: "the next day" was 2023-06-17, "two days later" 2023-06-18, "the year after" 2024,
+    // "the week before my birthday" became "in the week of 2023-06-05 Jon's birthday".
+    for (const s of [
+      "We arrived at noon and left the next day.",
+      "Two days later I got a call.",
+      "A week later we went home.",
+      "I started painting and sold my first piece the year after.",
+      "I sold my first painting the day after.",
+      "I went to a concert the week before my birthday.",
+      "We went camping the weekend before the wedding.",
+      "I started a new job and the following week I got sick.",
+      "My mom visited the previous weekend.",
+      "The night before, I couldn't sleep.",
+      "The next morning we hiked.",
+      "We moved and the next year we got a dog.",
+      "I moved here a month before I met her.",
+    ]) {
+      const r = resolveDates(s, friday);
+      assert.equal(r.text, s, s);
+      assert.deepEqual(r.time, {}, s);
+    }
+    // The anchor of the rest stays: "in 2019" is still the record's year.
+    assert.deepEqual(
+      resolveDates("I started painting in 2019 and sold a piece the year after.", friday).time,
+      range("2019-01-01", "2019-12-31"),
+    );
+  });
+  it("keeps the dates that name their anchor or are the speaker's own", () => {
+    assert.deepEqual(resolveDates("I adopted a dog the day before yesterday.", friday).time, at("2023-06-14"));
+    assert.deepEqual(resolveDates("I'm going camping next weekend.", friday).time, range("2023-06-24", "2023-06-25"));
+    assert.deepEqual(resolveDates("We will fly out the next week.", friday).time, range("2023-06-19", "2023-06-25"));
+    // "a quiet weekend" is last weekend; "after" begins a clause there, not "the weekend after".
+    assert.equal(
+      resolveDates("I had a quiet weekend after we went camping two weekends ago.", friday).text,
+      "I had a quiet weekend (the weekend of 2023-06-10) after we went camping on the weekend of 2023-06-03.",
+    );
+  });
+  it("words a rough count of days or weeks against the turn's day, with no day of its own", () => {
+    // Before: "a few days ago" was "on 2023-06-13", "several days ago" "on 2023-06-09".
+    for (const [s, text] of [
+      ["We met a few days ago at the gym.", "We met a few days before 2023-06-16 at the gym."],
+      ["I saw her just a couple of days ago.", "I saw her just a couple of days before 2023-06-16."],
+      ["I saw it several days ago.", "I saw it several days before 2023-06-16."],
+      ["I went hiking a few weeks ago.", "I went hiking a few weeks before 2023-06-16."],
+      ["I'll visit you in a few days.", "I'll visit you a few days after 2023-06-16."],
+    ] as const) {
+      const r = resolveDates(s, friday);
+      assert.equal(r.text, text);
+      assert.deepEqual(r.time, {}, s);
+    }
+    // A month or a year stays approximate as before.
+    assert.equal(resolveDates("We had a picnic a few months ago.", friday).text, "We had a picnic around March 2023.");
+  });
+  it("reads 'in' a while in a tale as how long, not when", () => {
+    for (const s of ["I finished the painting in two weeks.", "We haven't talked in a few days."])
+      assert.deepEqual(findDates(s, friday), [], s);
+    assert.deepEqual(resolveDates("I will finish it in two weeks.", friday).time, range("2023-06-26", "2023-07-02"));
+  });
+  it("counts weekends, seasons and decades back (before, no date)", () => {
+    for (const [s, text, time] of [
+      [
+        "I ran a marathon two weekends ago.",
+        "I ran a marathon on the weekend of 2023-06-03.",
+        range("2023-06-03", "2023-06-04"),
+      ],
+      ["I moved here two summers ago.", "I moved here in summer 2021.", range("2021-06-01", "2021-08-31")],
+      ["We met three winters ago.", "We met in winter 2020-21.", range("2020-12-01", "2021-02-28")],
+      ["I quit my job a decade ago.", "I quit my job around 2013.", range("2013-01-01", "2013-12-31")],
+    ] as const) {
+      const r = resolveDates(s, friday);
+      assert.equal(r.text, text);
+      assert.deepEqual(r.time, time, s);
+    }
+    // Said on a Monday, two weekends ago is the one before the weekend just gone.
+    assert.deepEqual(
+      resolveDates("We went camping two weekends ago.", "2023-07-17T14:31:00Z").time,
+      range("2023-07-08", "2023-07-09"),
+    );
+  });
+});
+
 describe("encoder dates: what is not a date", () => {
   const none = [
     "I sat down and the Sun was out.",

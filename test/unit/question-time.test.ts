@@ -70,6 +70,17 @@ describe("the dates a question names, as one window", () => {
     // Halloween named alone, asked before it: last year's.
     assert.deepEqual(windowOf("What did Ana dress up as on Halloween?"), ["2022-10-31", "2022-10-31"]);
     assert.equal(windowOf("When did Ana go to a Christmas market?"), undefined);
+    // Counts chrono leaves (before, no window): weekends and seasons back, a decade.
+    assert.deepEqual(windowOf("What did Ana do two weekends ago?"), ["2023-10-07", "2023-10-08"]);
+    assert.deepEqual(windowOf("Where did Ana go two summers ago?"), ["2022-06-01", "2022-08-31"]);
+    assert.deepEqual(windowOf("Where did Ana live a decade ago?"), ["2013-01-01", "2013-12-31"]);
+  });
+
+  it("names no window for a date counted from another event", () => {
+    // Before, "the day after the party" was the day after the question, "two days later" two days on.
+    assert.equal(windowOf("What did Ana do the day after the party?"), undefined);
+    assert.equal(windowOf("What happened two days later?"), undefined);
+    assert.equal(windowOf("Where did Ana go the week before the wedding?"), undefined);
   });
 
   it("spans dates joined into one period", () => {

@@ -9,11 +9,13 @@
  * - with a year: "summer 2022", "the summer of 2022", "fall of 2021" (not winter: "winter 2022"
  *   means December 2022 to some and January 2022 to others; the year parsers take it as the year);
  * - after a preposition of time: "in / during / over / through / throughout (the) summer", not
- *   "fall" there ("he hurt his knee in the fall").
+ *   "fall" there ("he hurt his knee in the fall");
+ * - counted back: "two summers ago" is the summer before last summer.
  * A season followed by a noun it qualifies ("summer break", "summer camp", "the spring
  * collection") is not a date, nor one in a name ("in Spring Valley").
  */
 import type { Parser, ParsingComponents, ParsingContext } from "chrono-node";
+import { COUNT_WORD, countOf } from "./counted-ago.ts";
 
 export type Season = "spring" | "summer" | "autumn" | "winter";
 
@@ -94,8 +96,14 @@ const AFTER_PREPOSITION = new RegExp(
   "i",
 );
 
-/** The first of the three forms in `text`, with where its date words start and the season's year. */
-const PATTERN = new RegExp(`${PLACED.source}|${WITH_YEAR.source}|${AFTER_PREPOSITION.source}`, "i");
+/** "two summers ago": counted back from the latest that ended ("a summer ago" is last summer). */
+const COUNTED_AGO = new RegExp(`\\b(${COUNT_WORD})\\s+(summers?|springs?|autumns?|falls?|winters?)\\s+ago\\b`, "i");
+
+/** The first of the four forms in `text`, with where its date words start and the season's year. */
+const PATTERN = new RegExp(
+  `${PLACED.source}|${WITH_YEAR.source}|${AFTER_PREPOSITION.source}|${COUNTED_AGO.source}`,
+  "i",
+);
 
 const components = (
   context: ParsingContext,
@@ -116,7 +124,8 @@ const components = (
  * nearest to it, "last" / "past" / "previous" the latest that ended before it, "next" / "coming"
  * the earliest that starts after it; a season after a preposition is the nearest too, tagged
  * `SEASON_UNPLACED` so that a reader with more to go on (the tense of the sentence, a question
- * asking about the past) may move it by a year. The result is a range, start to end, tagged
+ * asking about the past) may move it by a year; "n summers ago" the nth latest that ended before
+ * it. The result is a range, start to end, tagged
  * `SEASON_TAG`.
  */
 export const seasonParser = (): Parser => ({
@@ -154,6 +163,12 @@ export const seasonParser = (): Parser => ({
       unplaced = true;
       offset = match[0].indexOf(match[6]);
       text = match[6];
+    } else if (match[8] !== undefined && match[9] !== undefined) {
+      const n = countOf(match[8]);
+      if (n === undefined) return null;
+      season = seasonOfWord(match[9].replace(/s$/i, ""));
+      year = lastEnded(season, ref) - (n - 1);
+      text = match[0];
     } else return null;
     const result = context.createParsingResult(
       index + offset,

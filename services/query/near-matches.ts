@@ -14,6 +14,9 @@
  * - Places: a region the question names (core/text/places.ts) that is no entity key of the scope
  *   brings in the entity keys of places inside it (not of persons), for the entity route and as
  *   lexical text.
+ * - Word families: a lower-case question word the scope never uses, made from a plainer word by an
+ *   ending the stems keep ("mentorship", "musicians": core/text/word-family.ts), brings in the
+ *   plainer word's term where the scope holds it ("mentor", "music"), weighted as a place is.
  */
 
 import { lexicalTerms } from "../core/lexical.ts";
@@ -29,9 +32,27 @@ import {
 } from "../core/text/fuzzy-terms.ts";
 import { nameKey, namePattern } from "../core/text/names.ts";
 import { placesWithin, regionsNamed } from "../core/text/places.ts";
+import { plainerTerms } from "../core/text/word-family.ts";
 
 /** How much a place inside a named region counts in the lexical route beside an exact term. */
 export const PLACE_WEIGHT = 0.5;
+/** How much a plainer word of a derived one ("mentor" for "mentorship") counts beside an exact term. */
+export const FAMILY_WEIGHT = 0.5;
+
+/**
+ * The lower-case words of a question (names are capitalised) that may be derived from plainer
+ * ones: each with its own term and the plainer words' terms, at most MAX_FUZZED_TERMS.
+ */
+const derivedWords = (question: string): { own: string; plainer: string[] }[] => {
+  const out: { own: string; plainer: string[] }[] = [];
+  for (const word of new Set(question.match(/(?<![\p{L}'’-])\p{Ll}+(?![\p{L}'’-])/gu) ?? [])) {
+    if (out.length >= MAX_FUZZED_TERMS) break;
+    const plainer = plainerTerms(word);
+    const own = lexicalTerms(word)[0];
+    if (plainer.length > 0 && own !== undefined) out.push({ own, plainer });
+  }
+  return out;
+};
 
 export interface WeightedText {
   text: string;
@@ -157,7 +178,8 @@ export const findNearMatches = async (store: NearMatchStore, input: NearMatchInp
     .slice(0, MAX_FUZZED_TERMS);
   const misspelt = misspellingCandidates(input.lexicalText);
   const nameTerms = askedNames.flatMap((w) => lexicalTerms(w));
-  const checked = [...new Set([...misspelt, ...nameTerms])];
+  const derived = canRead ? derivedWords(input.question) : [];
+  const checked = [...new Set([...misspelt, ...nameTerms, ...derived.flatMap((d) => [d.own, ...d.plainer])])];
   const present = new Set(
     canRead && checked.length > 0
       ? await (vocabulary as LexicalVocabulary).lexicalTermsPresent(tenant, checked, conversation)
@@ -179,6 +201,12 @@ export const findNearMatches = async (store: NearMatchStore, input: NearMatchInp
     for (const [weight, terms] of [...byWeight].sort((a, b) => b[0] - a[0]))
       lexical.push({ text: [...new Set(terms)].join(" "), weight });
   }
+
+  // Word families: the plainer words the scope holds, of derived words it does not.
+  const family = [
+    ...new Set(derived.filter((d) => !present.has(d.own)).flatMap((d) => d.plainer.filter((t) => present.has(t)))),
+  ];
+  if (family.length > 0) lexical.push({ text: family.join(" "), weight: FAMILY_WEIGHT });
 
   // Names: no term of the name in the scope (where the store can tell), one closest entity key.
   const plannedKeys = new Set(input.planned.map(nameKey));

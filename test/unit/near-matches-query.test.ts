@@ -12,7 +12,7 @@ import { loadConfig } from "../../services/core/config.ts";
 import type { QueryResult } from "../../services/core/query-types.ts";
 import type { TurnInput } from "../../services/core/requests.ts";
 import { type OpenedEngine, openEmbeddedEngine } from "../../services/embedded/open.ts";
-import { findNearMatches, NO_NEAR_MATCHES } from "../../services/query/near-matches.ts";
+import { FAMILY_WEIGHT, findNearMatches, NO_NEAR_MATCHES } from "../../services/query/near-matches.ts";
 import { planQuery } from "../../services/query/planner.ts";
 
 const MODEL = "models/all-MiniLM-L6-v2/model.onnx";
@@ -28,6 +28,7 @@ const LINES: [string, string][] = [
   ["Caroline", "I am reading a book about adoption agencies, it is really moving."],
   ["Melanie", "We are thinking about a camping trip to the mountains in the summer."],
   ["Caroline", "My grandmother gave me a necklace from home, it means a lot to me."],
+  ["Melanie", "I got mentored by a great painter last month, it was so inspiring."],
 ];
 
 const turns: TurnInput[] = LINES.map(([speaker, text], i) => ({
@@ -40,6 +41,7 @@ const turns: TurnInput[] = LINES.map(([speaker, text], i) => ({
 }));
 
 const seattleTurn = "d4";
+const mentorTurn = "d9";
 const routeHits = (r: QueryResult, route: string): string[] =>
   (r.explain?.routes ?? []).filter((l) => l.route === route).flatMap((l) => l.hits.map((h) => h.id));
 
@@ -83,6 +85,23 @@ describe("near matches in a query (embedded runtime, real embedder)", {
     const found = result.items.filter((i) => i.turnIds.includes(seattleTurn));
     assert.ok(found.length > 0, "the Seattle turn (or a record of it) is packed");
     assert.ok(found.some((i) => i.routes.some((r) => ["lexical", "raw-lexical", "entity"].includes(r.route))));
+  });
+
+  it("finds the turn of a plain word for a question that names it by a derived one", async () => {
+    const question = "When did Melanie receive mentorship?";
+    const knownEntities = await graph.knownEntities(TENANT);
+    const near = await findNearMatches(graph, {
+      tenant: TENANT,
+      question,
+      lexicalText: question,
+      planned: planQuery({ question, knownEntities, knownTopics: [], now: new Date() }).entities,
+      knownEntities,
+    });
+    // "mentorship" is in no record or turn; "mentored" is, as the term "mentor".
+    assert.deepEqual(near.lexical, [{ text: "mentor", weight: FAMILY_WEIGHT }]);
+    const result = await opened.engine.query(TENANT, { question, budget: 300, explain: true });
+    const raw = routeHits(result, "raw-lexical");
+    assert.ok(raw[0]?.endsWith(mentorTurn), `raw-lexical hits: ${raw.join(", ")}`);
   });
 
   it("leaves a question whose words are all known to the exact search", async () => {

@@ -31,6 +31,7 @@ import { countedAgoParser } from "../core/text/counted-ago.ts";
 import { daySpanWording, MONTH_NAMES } from "../core/text/day-span.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
+import { daysNextTo, splitNextTo } from "../core/text/next-to-holiday.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
 import type { TimeRange } from "../core/types.ts";
@@ -198,10 +199,41 @@ const holidayDays = (
   return { granularity: "day", from: day, to: day };
 };
 
+/** "feels like just yesterday", "as if it was yesterday": a figure of speech, not a date. */
+const FIGURATIVE =
+  /\b(?:(?:feels?|felt|feeling|seems?|seemed|seeming)\s+like|as if|as though)\s+(?:just\s+|only\s+)?(?:it\s+(?:was|were)\s+)?$/i;
 /** "in two weeks", "in a few days": a time ahead in a plan, a duration in a tale. */
 const IN_A_WHILE = /^in\s+.*\b(?:minutes?|hours?|days?|weeks?|weekends?|months?|years?)$/i;
 /** A perfect denied ("haven't talked in a few days"): the span since, not a date. */
 const NOT_SINCE = /\b(?:haven't|hasn't|hadn't|have not|has not|had not|never)\b/i;
+
+/** A holiday's days, or the days next to it that the words before its name say (next-to-holiday.ts). */
+const holidayNear = (
+  holiday: NonNullable<ReturnType<typeof holidayOf>>,
+  year: number | null,
+  ref: number,
+  sentence: string,
+  before: string,
+): Span | null => {
+  const day = holidayDays(holiday, year ?? new Date(ref).getUTCFullYear(), ref, sentence);
+  const next = day && daysNextTo(day.from, before);
+  if (!next) return day;
+  return { granularity: next.weekend ? "weekend" : "day", from: next.from, to: next.to };
+};
+
+/**
+ * The days of chrono's merged "<unit> before / after <holiday>" result: the holiday read on its
+ * own (with the sentence's tense), then the unit next to it. undefined when the words after the
+ * unit are no holiday alone.
+ */
+const besideHoliday = (text: string, at: Date, ref: number, sentence: string): Span | null | undefined => {
+  const split = splitNextTo(text);
+  if (!split) return undefined;
+  const inner = parserInstance.parse(split.tail, { instant: at, timezone: 0 }, { forwardDate: false })[0];
+  const holiday = inner && inner.index === 0 && inner.text.length === split.tail.length ? holidayOf(inner) : undefined;
+  if (!inner || !holiday) return undefined;
+  return holidayNear(holiday, inner.start.get("year"), ref, sentence, split.lead);
+};
 
 const accept = (r: ParsedResult, sentence: string): boolean => {
   const text = r.text.trim();
@@ -212,6 +244,7 @@ const accept = (r: ParsedResult, sentence: string): boolean => {
   const before = sentence.slice(0, r.index);
   if (/\b(?:every|each)\s*$/i.test(before)) return false; // "every Sunday": recurring
   // "two days later", "the week before the wedding": counted from the story, not from the turn.
+  if (/^yesterday$/i.test(text) && FIGURATIVE.test(before)) return false;
   const side = tenseSide(sentence);
   if (isAnaphoricDate(r, sentence, hasPastCue(sentence))) return false;
   // "I finished it in two weeks", "we haven't talked in a few days": how long, not when. Only a
@@ -243,7 +276,8 @@ const phraseOf = (span: Span, approx: boolean): { core: string; prep: string } =
   const to = isoDay(span.to);
   switch (span.granularity) {
     case "day":
-      return { core: from, prep: "on" };
+      // Days in a row (the week before a holiday) are both ends: its first day alone would mislead.
+      return { core: from === to ? from : `${from} to ${to}`, prep: "on" };
     case "weekend":
       return { core: `the weekend of ${from}`, prep: "on" };
     case "week":
@@ -278,11 +312,22 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
     if (!accept(r, sentence)) continue;
     const season = seasonOf(r);
     const holiday = holidayOf(r);
+    // "the day after Thanksgiving": chrono merges the unit words with the holiday into one result.
+    const beside = holiday ? undefined : besideHoliday(r.text, refInstant, ref, sentence);
     const start = season
       ? seasonDays(season, ref, sentence)
       : holiday
-        ? holidayDays(holiday, r.start.get("year") ?? new Date(ref).getUTCFullYear(), ref, sentence)
-        : spanOf(r, "start", ref, sentence);
+        ? // chrono may have joined the unit words to the holiday ("night before Christmas").
+          holidayNear(
+            holiday,
+            r.start.get("year"),
+            ref,
+            sentence,
+            sentence.slice(0, r.index) + (splitNextTo(r.text)?.lead ?? ""),
+          )
+        : beside !== undefined
+          ? beside
+          : spanOf(r, "start", ref, sentence);
     if (!start) continue;
     let span = start;
     let isRange = false;
@@ -318,9 +363,10 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
       phrase = `${rough.count} ${rough.side} ${isoDay(ref)}`;
     } else if (PART_OF_YEAR_TEXT.test(r.text)) {
       phrase = sentence.slice(index, r.index + r.text.length);
-    } else if (holiday) {
-      // "last Christmas (2022-12-25)": the holiday's name stays, it is how people ask about it.
-      phrase = `${r.text} (${core})`;
+    } else if (holiday || beside) {
+      // "last Christmas (2022-12-25)": the holiday's name stays, it is how people ask about it,
+      // with what stands before it as written ("The night before Christmas (2022-12-24)").
+      phrase = `${sentence.slice(index, r.index + r.text.length)} (${core})`;
     } else if (season && /\d/.test(r.text)) {
       // "summer 2022", "the summer of 2022": a noun phrase as written, wherever it stands.
       phrase = core;

@@ -5,6 +5,7 @@ import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
 import { countedAgoParser } from "../core/text/counted-ago.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
+import { daysNextTo, splitNextTo } from "../core/text/next-to-holiday.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
 
@@ -67,6 +68,8 @@ const JOINED =
 const sideOf = (question: string, hit: chrono.ParsedResult): Side => {
   // A range has both ends ("since May until August").
   if (hit.end) return "at";
+  // "the weekend before Christmas" is a time of its own, not everything before Christmas.
+  if (holidayOf(hit) && daysNextTo(0, question.slice(0, hit.index))) return "at";
   const before = question.slice(0, hit.index) + (hit.text.match(LEADING_WORDS)?.[0] ?? "");
   return SIDE_WORDS.find(([words]) => words.test(before))?.[1] ?? "at";
 };
@@ -116,12 +119,36 @@ const spanOf = (date: chrono.ParsedComponents, ref: Date, joinedTo?: Span): Span
  * season its three months and a holiday its day, one that nothing placed ("during the summer", "on
  * Halloween") the latest that began by `ref`, as a yearless month is.
  */
-const expressionSpan = (hit: chrono.ParsedResult, ref: Date, joinedTo?: Span): Span => {
+/**
+ * A holiday's day, the latest begun by `ref` when nothing placed it, or the days next to it that
+ * the words before its name (`before`) say; undefined for any other result.
+ */
+const holidayDays = (hit: chrono.ParsedResult, ref: Date, before: string): Span | undefined => {
+  const holiday = holidayOf(hit);
+  const year = hit.start.get("year");
+  if (!holiday || year === null) return undefined;
+  const day = holidayDay(holiday.holiday, year);
+  const placed = holiday.unplaced && day > ref.getTime() ? holidayDay(holiday.holiday, year - 1) : day;
+  const next = daysNextTo(placed, before);
+  return next ? { from: next.from, to: next.to + DAY_MS - 1 } : { from: placed, to: placed + DAY_MS - 1 };
+};
+
+const expressionSpan = (hit: chrono.ParsedResult, ref: Date, before: string, joinedTo?: Span): Span => {
   const season = seasonOf(hit);
   if (season) {
     const span = seasonSpan(season.season, season.year);
     return season.unplaced && span.from > ref.getTime() ? seasonSpan(season.season, season.year - 1) : span;
   }
+  const holidaySpan = holidayDays(hit, ref, before);
+  if (holidaySpan) return holidaySpan;
+  // "the day after Thanksgiving", merged by chrono and counted from the nearest one: read again.
+  const split = splitNextTo(hit.text);
+  const inner = split && parser.parse(split.tail, { instant: ref, timezone: 0 }, { forwardDate: false })[0];
+  const merged =
+    split && inner && inner.index === 0 && inner.text.length === split.tail.length
+      ? holidayDays(inner, ref, split.lead)
+      : undefined;
+  if (merged) return merged;
   // A week or a weekend is its days, not the one day chrono dates it by ("last week": Monday to
   // Sunday; "last weekend" names only a weekday to chrono, which made it a whole year).
   const weekend = WEEKEND_WORD.test(hit.text);
@@ -131,13 +158,6 @@ const expressionSpan = (hit: chrono.ParsedResult, ref: Date, joinedTo?: Span): S
     let from = weekend ? saturdayOf(pivot) : mondayOf(pivot);
     if (from > ref.getTime()) from -= 7 * DAY_MS;
     return { from, to: from + (weekend ? 2 : 7) * DAY_MS - 1 };
-  }
-  const holiday = holidayOf(hit);
-  const year = hit.start.get("year");
-  if (holiday && year !== null) {
-    const day = holidayDay(holiday.holiday, year);
-    const placed = holiday.unplaced && day > ref.getTime() ? holidayDay(holiday.holiday, year - 1) : day;
-    return { from: placed, to: placed + DAY_MS - 1 };
   }
   const end = hit.end && spanOf(hit.end, ref, joinedTo);
   const start = spanOf(hit.start, ref, end ?? joinedTo);
@@ -180,7 +200,10 @@ export const questionWindow = (question: string, ref: Date): QuestionWindow | un
     run.push(hit);
   }
   const spans: Span[] = [];
-  for (let i = run.length - 1; i >= 0; i--) spans[i] = expressionSpan(run[i] as chrono.ParsedResult, ref, spans[i + 1]);
+  for (let i = run.length - 1; i >= 0; i--) {
+    const hit = run[i] as chrono.ParsedResult;
+    spans[i] = expressionSpan(hit, ref, question.slice(0, hit.index), spans[i + 1]);
+  }
   let from: number | undefined;
   let to: number | undefined;
   const lower = (t: number) => {

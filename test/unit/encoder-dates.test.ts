@@ -324,6 +324,35 @@ describe("encoder dates: the week before last, holidays", () => {
     assert.deepEqual(findDates("We raised 2020 dollars.", july), []);
   });
 
+  it("dates a time next to a holiday by its own days, the holiday's tense kept", () => {
+    // Said 2023-07-20. Before, "the weekend before Christmas" was dated Christmas Day, and "the day
+    // after Thanksgiving" (merged by chrono) the day after this year's, whatever the tense.
+    for (const [s, text, time] of [
+      [
+        "I was there the weekend before Christmas.",
+        "I was there the weekend before Christmas (the weekend of 2022-12-17).",
+        range("2022-12-17", "2022-12-18"),
+      ],
+      [
+        "We shopped the day after Thanksgiving.",
+        "We shopped the day after Thanksgiving (2022-11-25).",
+        at("2022-11-25"),
+      ],
+      [
+        "The week before Easter I was sick.",
+        "The week before Easter (2023-04-02 to 2023-04-08) I was sick.",
+        range("2023-04-02", "2023-04-08"),
+      ],
+      ["I'll visit the day after Christmas.", "I'll visit the day after Christmas (2023-12-26).", at("2023-12-26")],
+      // chrono joins "night before" to the holiday here; the words before it stay as written.
+      ["The night before Christmas we sang.", "The night before Christmas (2022-12-24) we sang.", at("2022-12-24")],
+    ] as const) {
+      const r = resolveDates(s, july);
+      assert.equal(r.text, text);
+      assert.deepEqual(r.time, time, s);
+    }
+  });
+
   it("moves Easter and Thanksgiving with the year", () => {
     assert.deepEqual(resolveDates("Easter 2024 was early.", july).time, at("2024-03-31"));
     assert.deepEqual(resolveDates("Thanksgiving 2024 was quiet.", july).time, at("2024-11-28"));
@@ -431,6 +460,10 @@ describe("encoder dates: what is not a date", () => {
     "I go there every Sunday.",
     "Meet me at 10.",
     "I'm going to the park now.",
+    // A figure of speech (a dev turn said "… feels like just yesterday I put this dress on" of a
+    // wedding five years before, and its record dated the dress the day before the turn).
+    "Time flies, feels like just yesterday I put this dress on!",
+    "It seems like only yesterday we met.",
   ];
   for (const s of none) it(JSON.stringify(s), () => assert.deepEqual(findDates(s, "2023-03-02T10:00:00Z"), []));
 

@@ -83,6 +83,16 @@ describe("the dates a question names, as one window", () => {
     assert.equal(windowOf("Where did Ana go the week before the wedding?"), undefined);
   });
 
+  it("reads a time next to a holiday as its own days, not the holiday's or everything before it", () => {
+    // Asked on 2023-10-20. Before, "the day after Thanksgiving" (one result to chrono, counted from
+    // the nearest) was 2023-11-24, ahead of the question; "the weekend before Christmas" was
+    // everything up to Christmas Eve.
+    assert.deepEqual(windowOf("What did Ana do the day after Thanksgiving?"), ["2022-11-25", "2022-11-25"]);
+    assert.deepEqual(windowOf("What did Ana do the weekend before Christmas?"), ["2022-12-17", "2022-12-18"]);
+    assert.deepEqual(windowOf("Where did Ana go the week after Easter?"), ["2023-04-10", "2023-04-16"]);
+    assert.deepEqual(windowOf("What did Ana do before Christmas?"), [day(OPEN_START), "2022-12-24"]);
+  });
+
   it("spans dates joined into one period", () => {
     assert.deepEqual(windowOf("Where did Jon live between 2019 and 2021?"), ["2019-01-01", "2021-12-31"]);
     assert.deepEqual(windowOf("Where did Jon live from 2019 to 2021?"), ["2019-01-01", "2021-12-31"]);

@@ -24,6 +24,7 @@
  *   March 2023 is May 2022.
  */
 import { casual, type ParsedResult } from "chrono-node";
+import { DAY_MS } from "../core/record-index.ts";
 import { isAnaphoricDate } from "../core/text/anaphoric-dates.ts";
 import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
@@ -31,7 +32,7 @@ import { countedAgoParser } from "../core/text/counted-ago.ts";
 import { daySpanWording, MONTH_NAMES } from "../core/text/day-span.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
 import { DATE_PREPOSITIONS } from "../core/text/lexicon.ts";
-import { daysNextTo, splitNextTo } from "../core/text/next-to-holiday.ts";
+import { daysNextTo, mergedHoliday, splitNextTo } from "../core/text/next-to-holiday.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
 import type { TimeRange } from "../core/types.ts";
@@ -58,8 +59,6 @@ export interface DateMention {
    */
   anchored?: true;
 }
-
-const DAY_MS = 86_400_000;
 
 /** chrono does not parse a bare year; this adds "in 2022", "since 2016", "back in 2019". */
 const yearParser = bareYearParser(`in|since|during|from|until|till|by|around|before|after|circa|${PART_OF_YEAR}`);
@@ -227,12 +226,12 @@ const holidayNear = (
  * unit are no holiday alone.
  */
 const besideHoliday = (text: string, at: Date, ref: number, sentence: string): Span | null | undefined => {
-  const split = splitNextTo(text);
-  if (!split) return undefined;
-  const inner = parserInstance.parse(split.tail, { instant: at, timezone: 0 }, { forwardDate: false })[0];
-  const holiday = inner && inner.index === 0 && inner.text.length === split.tail.length ? holidayOf(inner) : undefined;
-  if (!inner || !holiday) return undefined;
-  return holidayNear(holiday, inner.start.get("year"), ref, sentence, split.lead);
+  const merged = mergedHoliday(text, (tail) =>
+    parserInstance.parse(tail, { instant: at, timezone: 0 }, { forwardDate: false }),
+  );
+  const holiday = merged && holidayOf(merged.holiday);
+  if (!merged || !holiday) return undefined;
+  return holidayNear(holiday, merged.holiday.start.get("year"), ref, sentence, merged.lead);
 };
 
 const accept = (r: ParsedResult, sentence: string): boolean => {
@@ -243,10 +242,10 @@ const accept = (r: ParsedResult, sentence: string): boolean => {
   if (/\bnow\b/i.test(text) && !/\b(?:day|week|month|year)s?\b/i.test(text)) return false;
   const before = sentence.slice(0, r.index);
   if (/\b(?:every|each)\s*$/i.test(before)) return false; // "every Sunday": recurring
-  // "two days later", "the week before the wedding": counted from the story, not from the turn.
   if (/^yesterday$/i.test(text) && FIGURATIVE.test(before)) return false;
-  const side = tenseSide(sentence);
+  // "two days later", "the week before the wedding": counted from the story, not from the turn.
   if (isAnaphoricDate(r, sentence, hasPastCue(sentence))) return false;
+  const side = tenseSide(sentence);
   // "I finished it in two weeks", "we haven't talked in a few days": how long, not when. Only a
   // plan's "in two weeks" is a time ahead of the turn.
   if (IN_A_WHILE.test(text) && (side === "past" || NOT_SINCE.test(sentence))) return false;
@@ -416,10 +415,11 @@ export const findDates = (sentence: string, saidAt: string): DateMention[] => {
  * A rough count of days or weeks as said ("a few days ago", "in a couple of weeks"): the count,
  * and which side of the turn's day it lies on. undefined for any other form.
  */
-const roughCount = (text: string): { count: string; side: "before" | "after" } | undefined => {
-  const ago = /^(.*?)\s+(?:ago|back)$/i.exec(text.trim());
+const roughCount = (said: string): { count: string; side: "before" | "after" } | undefined => {
+  const text = said.trim();
+  const ago = /^(.*?)\s+(?:ago|back)$/i.exec(text);
   if (ago?.[1]) return { count: ago[1], side: "before" };
-  const ahead = /^in\s+(.*?)(?:\s+from now)?$/i.exec(text.trim()) ?? /^(.*?)\s+from now$/i.exec(text.trim());
+  const ahead = /^in\s+(.*?)(?:\s+from now)?$/i.exec(text) ?? /^(.*?)\s+from now$/i.exec(text);
   if (ahead?.[1]) return { count: ahead[1], side: "after" };
   return undefined;
 };

@@ -5,7 +5,7 @@ import { bareYearParser, PART_OF_YEAR } from "../core/text/bare-year.ts";
 import { beforeLastParser } from "../core/text/before-last.ts";
 import { countedAgoParser } from "../core/text/counted-ago.ts";
 import { holidayDay, holidayOf, holidayParser } from "../core/text/holidays.ts";
-import { daysNextTo, splitNextTo } from "../core/text/next-to-holiday.ts";
+import { daysNextTo, isNextToHoliday, mergedHoliday } from "../core/text/next-to-holiday.ts";
 import { seasonOf, seasonParser, seasonSpan } from "../core/text/season.ts";
 import { mondayOf, saturdayOf, WEEK_WORD, WEEKEND_WORD } from "../core/text/week-span.ts";
 
@@ -69,7 +69,7 @@ const sideOf = (question: string, hit: chrono.ParsedResult): Side => {
   // A range has both ends ("since May until August").
   if (hit.end) return "at";
   // "the weekend before Christmas" is a time of its own, not everything before Christmas.
-  if (holidayOf(hit) && daysNextTo(0, question.slice(0, hit.index))) return "at";
+  if (holidayOf(hit) && isNextToHoliday(question.slice(0, hit.index))) return "at";
   const before = question.slice(0, hit.index) + (hit.text.match(LEADING_WORDS)?.[0] ?? "");
   return SIDE_WORDS.find(([words]) => words.test(before))?.[1] ?? "at";
 };
@@ -115,11 +115,6 @@ const spanOf = (date: chrono.ParsedComponents, ref: Date, joinedTo?: Span): Span
 };
 
 /**
- * A parsed expression as a span: a range ("May 3 to May 20") from its start to its end's end; a
- * season its three months and a holiday its day, one that nothing placed ("during the summer", "on
- * Halloween") the latest that began by `ref`, as a yearless month is.
- */
-/**
  * A holiday's day, the latest begun by `ref` when nothing placed it, or the days next to it that
  * the words before its name (`before`) say; undefined for any other result.
  */
@@ -133,6 +128,11 @@ const holidayDays = (hit: chrono.ParsedResult, ref: Date, before: string): Span 
   return next ? { from: next.from, to: next.to + DAY_MS - 1 } : { from: placed, to: placed + DAY_MS - 1 };
 };
 
+/**
+ * A parsed expression as a span: a range ("May 3 to May 20") from its start to its end's end; a
+ * season its three months and a holiday its day, one that nothing placed ("during the summer", "on
+ * Halloween") the latest that began by `ref`, as a yearless month is.
+ */
 const expressionSpan = (hit: chrono.ParsedResult, ref: Date, before: string, joinedTo?: Span): Span => {
   const season = seasonOf(hit);
   if (season) {
@@ -142,13 +142,11 @@ const expressionSpan = (hit: chrono.ParsedResult, ref: Date, before: string, joi
   const holidaySpan = holidayDays(hit, ref, before);
   if (holidaySpan) return holidaySpan;
   // "the day after Thanksgiving", merged by chrono and counted from the nearest one: read again.
-  const split = splitNextTo(hit.text);
-  const inner = split && parser.parse(split.tail, { instant: ref, timezone: 0 }, { forwardDate: false })[0];
-  const merged =
-    split && inner && inner.index === 0 && inner.text.length === split.tail.length
-      ? holidayDays(inner, ref, split.lead)
-      : undefined;
-  if (merged) return merged;
+  const merged = mergedHoliday(hit.text, (tail) =>
+    parser.parse(tail, { instant: ref, timezone: 0 }, { forwardDate: false }),
+  );
+  const mergedSpan = merged && holidayDays(merged.holiday, ref, merged.lead);
+  if (mergedSpan) return mergedSpan;
   // A week or a weekend is its days, not the one day chrono dates it by ("last week": Monday to
   // Sunday; "last weekend" names only a weekday to chrono, which made it a whole year).
   const weekend = WEEKEND_WORD.test(hit.text);

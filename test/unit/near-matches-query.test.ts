@@ -69,6 +69,18 @@ describe("near matches in a query (embedded runtime, real embedder)", {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** The near matches of a question, planned as the query service plans it. */
+  const nearMatchesOf = async (question: string) => {
+    const knownEntities = await graph.knownEntities(TENANT);
+    return findNearMatches(graph, {
+      tenant: TENANT,
+      question,
+      lexicalText: question,
+      planned: planQuery({ question, knownEntities, knownTopics: [], now: new Date() }).entities,
+      knownEntities,
+    });
+  };
+
   it("finds the Seattle turn for a misspelled name and the state it lies in", async () => {
     const known = await graph.knownEntities(TENANT);
     assert.ok(known.includes("Seattle") && known.includes("Caroline"), `entities: ${known.join(", ")}`);
@@ -89,14 +101,7 @@ describe("near matches in a query (embedded runtime, real embedder)", {
 
   it("finds the turn of a plain word for a question that names it by a derived one", async () => {
     const question = "When did Melanie receive mentorship?";
-    const knownEntities = await graph.knownEntities(TENANT);
-    const near = await findNearMatches(graph, {
-      tenant: TENANT,
-      question,
-      lexicalText: question,
-      planned: planQuery({ question, knownEntities, knownTopics: [], now: new Date() }).entities,
-      knownEntities,
-    });
+    const near = await nearMatchesOf(question);
     // "mentorship" is in no record or turn; "mentored" is, as the term "mentor".
     assert.deepEqual(near.lexical, [{ text: "mentor", weight: FAMILY_WEIGHT }]);
     const result = await opened.engine.query(TENANT, { question, budget: 300, explain: true });
@@ -107,13 +112,7 @@ describe("near matches in a query (embedded runtime, real embedder)", {
   it("leaves a question whose words are all known to the exact search", async () => {
     const question = "When did Caroline go to the pride parade in Seattle?";
     const knownEntities = await graph.knownEntities(TENANT);
-    const near = await findNearMatches(graph, {
-      tenant: TENANT,
-      question,
-      lexicalText: question,
-      planned: planQuery({ question, knownEntities, knownTopics: [], now: new Date() }).entities,
-      knownEntities,
-    });
+    const near = await nearMatchesOf(question);
     assert.equal(near, NO_NEAR_MATCHES);
     const result = await opened.engine.query(TENANT, { question, explain: true });
     const plan = planQuery({

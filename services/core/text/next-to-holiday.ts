@@ -10,7 +10,9 @@
  * result whose text starts with the unit words (`splitNextTo`), counted from the holiday's nearest
  * occurrence whatever the tense.
  */
+import type { ParsedResult } from "chrono-node";
 import { DAY_MS } from "../record-index.ts";
+import { holidayOf } from "./holidays.ts";
 import { saturdayOf } from "./week-span.ts";
 
 const NEXT_TO = /\b(day|night|week|weekend)\s+(before|after)\s+$/i;
@@ -22,6 +24,9 @@ export interface DaysNextTo {
   to: number;
   weekend: boolean;
 }
+
+/** Whether `before` (the words right before a holiday's name) ends in "<unit> before / after". */
+export const isNextToHoliday = (before: string): boolean => NEXT_TO.test(before);
 
 /**
  * The days of the time `before` (the words right before a holiday's name) places next to the
@@ -49,4 +54,21 @@ export const daysNextTo = (day: number, before: string): DaysNextTo | undefined 
 export const splitNextTo = (text: string): { lead: string; tail: string } | undefined => {
   const m = NEXT_TO_START.exec(text.trim());
   return m ? { lead: m[1] as string, tail: m[2] as string } : undefined;
+};
+
+/**
+ * A merged result ("the day after Thanksgiving") read again: its unit words and the holiday result
+ * that `parse` (the caller's chrono parser, against the caller's reference) makes of the rest,
+ * when the rest is that holiday and nothing more; undefined otherwise.
+ */
+export const mergedHoliday = (
+  text: string,
+  parse: (text: string) => ParsedResult[],
+): { lead: string; holiday: ParsedResult } | undefined => {
+  const split = splitNextTo(text);
+  if (!split) return undefined;
+  const inner = parse(split.tail)[0];
+  return inner && inner.index === 0 && inner.text.length === split.tail.length && holidayOf(inner)
+    ? { lead: split.lead, holiday: inner }
+    : undefined;
 };

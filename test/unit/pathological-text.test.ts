@@ -30,7 +30,10 @@ const INPUTS: Record<string, string> = {
   // sentence's length keeps small.
   "seasons and holidays without a sentence end": "last Christmas and during the summer the week before last ".repeat(
     N / 58,
-  ),
+  ), // The dates counted from the story, next to a holiday (one more parse of chrono's merged result
+  // each) and counted back.
+  "relative dates without a sentence end":
+    "the day after Thanksgiving two days later a few days ago two weekends ago ".repeat(N / 74),
 };
 const AT = "2023-05-08T13:56:00Z";
 
@@ -96,7 +99,16 @@ describe("every stage's pure text pass finishes on 100,000-character pathologica
   }
 
   it("reads the dates of a question of the largest size (4,000 characters) of nothing but dates", () => {
-    for (const unit of ["last Christmas ", "during the summer ", "the week before last ", "early 2023 ", "on May 5 "]) {
+    for (const unit of [
+      "last Christmas ",
+      "during the summer ",
+      "the week before last ",
+      "early 2023 ",
+      "on May 5 ",
+      "the day after Thanksgiving ",
+      "the weekend before Christmas ",
+      "two weekends ago ",
+    ]) {
       const question = unit.repeat(Math.floor(4000 / unit.length));
       assert.ok(questionWindow(question, new Date(AT)), unit);
     }
